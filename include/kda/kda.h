@@ -1,0 +1,153 @@
+/* kda.h: the C ABI of kda (Kimi Delta Attention). No framework headers, no CUDA headers.
+ *
+ * Conventions (CUB / cuDNN style):
+ *  - every call returns a kda_status_t; kda_last_error() gives a message naming the argument at fault;
+ *  - two-phase workspace: ask kda_forward_workspace_size(), allocate on the tensors' device, pass it in;
+ *    the library never allocates device memory itself;
+ *  - the stream is explicit (a cudaStream_t passed as void*; ignored for CPU tensors);
+ *  - one entry point per operation; it dispatches on where the tensors live (args.backend = KDA_BACKEND_AUTO).
+ *
+ * The operator (math, legal inputs, numerical contract) is summarized in docs/algorithm.md; shapes below use
+ * B batch, T tokens, H q/k heads, HV value heads (a multiple of H), K key dim, V value dim, N sequences.
+ */
+#ifndef KDA_KDA_H_
+#define KDA_KDA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define KDA_API __declspec(dllexport)
+#else
+#define KDA_API __attribute__((visibility("default")))
+#endif
+
+#define KDA_VERSION_MAJOR 0
+#define KDA_VERSION_MINOR 1
+#define KDA_VERSION_PATCH 0
+
+typedef enum kda_status {
+  KDA_STATUS_SUCCESS = 0,
+  KDA_STATUS_INVALID_ARGUMENT = 1,    /* an argument breaks the operator's contract (message names it) */
+  KDA_STATUS_NOT_SUPPORTED = 2,       /* legal operator input that the chosen backend does not handle */
+  KDA_STATUS_WORKSPACE_TOO_SMALL = 3, /* workspace_bytes < the size kda_*_workspace_size returned */
+  KDA_STATUS_BACKEND_UNAVAILABLE = 4, /* e.g. CUDA tensors but the library was built without CUDA */
+  KDA_STATUS_CUDA_ERROR = 5,          /* a CUDA runtime call or kernel launch failed (message has the text) */
+  KDA_STATUS_INTERNAL_ERROR = 6
+} kda_status_t;
+
+typedef enum kda_dtype {
+  KDA_DTYPE_FLOAT32 = 0,
+  KDA_DTYPE_FLOAT16 = 1,
+  KDA_DTYPE_BFLOAT16 = 2,
+  KDA_DTYPE_FLOAT64 = 3, /* reference backend outputs only */
+  KDA_DTYPE_INT32 = 4,
+  KDA_DTYPE_INT64 = 5
+} kda_dtype_t;
+
+typedef enum kda_device_type { KDA_DEVICE_CPU = 0, KDA_DEVICE_CUDA = 1 } kda_device_type_t;
+
+#define KDA_MAX_DIMS 6
+
+/* A strided view of caller-owned memory. data == NULL and ndim == 0 means "absent" (optional tensors).
+ * strides are in elements, not bytes. */
+typedef struct kda_tensor {
+  void* data;
+  kda_dtype_t dtype;
+  int32_t ndim;
+  int64_t shape[KDA_MAX_DIMS];
+  int64_t strides[KDA_MAX_DIMS];
+  kda_device_type_t device_type;
+  int32_t device_id;
+} kda_tensor_t;
+
+typedef enum kda_gate_mode {
+  /* g is already the log-decay (natural log, <= 0), used as is. */
+  KDA_GATE_LOG_DECAY = 0,
+  /* Kimi-Linear: g_log = -exp(A_log[h]) * softplus(g + dt_bias[h, k]). Unbounded. Needs A_log and dt_bias. */
+  KDA_GATE_SOFTPLUS = 1,
+  /* g_log = lower_bound * sigmoid(exp(A_log[h]) * (g + dt_bias[h, k])); without A_log the exp(A_log) factor
+   * is 1. Needs dt_bias and lower_bound < 0. */
+  KDA_GATE_BOUNDED = 2
+} kda_gate_mode_t;
+
+typedef enum kda_backend {
+  KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> fastest CUDA path */
+  KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
+  KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
+  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path */
+  KDA_BACKEND_CUDA_HOPPER = 4   /* sm_90a fast path (not yet built) */
+} kda_backend_t;
+
+/* Arguments of the chunked prefill forward. Initialize with kda_forward_args_init().
+ *   q, k        [B, T, H, K]   bf16 | fp16 | fp32
+ *   v           [B, T, HV, V]  same dtype as q
+ *   g           [B, T, HV, K]  dtype of q, or fp32
+ *   beta        [B, T, HV]     dtype of q, or fp32
+ *   A_log       [HV] fp32                     optional (softplus gate: required)
+ *   dt_bias     [HV, K] or [HV*K] fp32        softplus and bounded gates: required
+ *   initial_state  [N, HV, V, K] (state_v_first) or [N, HV, K, V]  fp32, optional (absent: zeros)
+ *   cu_seqlens  [N+1] int32 | int64, optional; requires B == 1
+ *   out         [B, T, HV, V]  dtype of q (the reference backend also takes fp64)
+ *   final_state same shape as initial_state, fp32 (reference: also fp64), optional (absent: not written)
+ */
+typedef struct kda_forward_args {
+  kda_tensor_t q, k, v, g, beta;
+  kda_tensor_t A_log, dt_bias;
+  kda_tensor_t initial_state;
+  kda_tensor_t cu_seqlens;
+  kda_tensor_t out;
+  kda_tensor_t final_state;
+
+  float scale;             /* used when use_default_scale == 0; must be finite */
+  int32_t use_default_scale; /* 1: scale = K^-0.5 */
+  kda_gate_mode_t gate_mode;
+  float lower_bound;       /* bounded gate only; must be finite and < 0 */
+  int32_t use_qk_l2norm;   /* q/k <- x / sqrt(sum x^2 + 1e-6) per token and head */
+  int32_t beta_is_logits;  /* 1: beta <- sigmoid(beta) */
+  int32_t allow_neg_eigval;/* 1: beta <- 2 * beta after the optional sigmoid, range (0, 2) */
+  int32_t state_v_first;   /* 1: states are [.., V, K] (serving convention); 0: [.., K, V] */
+  int32_t chunk_size;      /* 0: the backend's choice; else 16, 32 or 64 (chunked backends) */
+  int32_t cpu_threads;     /* CPU backends: worker threads, 0 = all hardware threads */
+  kda_backend_t backend;
+} kda_forward_args_t;
+
+/* Library version as MAJOR*10000 + MINOR*100 + PATCH. */
+KDA_API int kda_version(void);
+
+/* A static string for a status code. */
+KDA_API const char* kda_status_string(kda_status_t status);
+
+/* The detailed message of the last failing call on this thread ("" if none). Valid until the next kda call
+ * on this thread. */
+KDA_API const char* kda_last_error(void);
+
+/* An absent tensor (all zero). */
+KDA_API kda_tensor_t kda_tensor_none(void);
+
+/* A contiguous (row-major) tensor descriptor over caller memory. */
+KDA_API kda_tensor_t kda_tensor_contiguous(void* data, kda_dtype_t dtype, int32_t ndim, const int64_t* shape,
+                                           kda_device_type_t device_type, int32_t device_id);
+
+/* Defaults: every tensor absent, default scale, KDA_GATE_LOG_DECAY, lower_bound -5, flags off,
+ * state_v_first = 1, chunk_size 0, cpu_threads 0, KDA_BACKEND_AUTO. */
+KDA_API void kda_forward_args_init(kda_forward_args_t* args);
+
+/* Validates args (no data is read) and returns the workspace bytes the call needs on the tensors' device. */
+KDA_API kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, size_t* workspace_bytes);
+
+/* Runs the forward. workspace: caller-owned memory on the tensors' device of at least the queried size
+ * (may be NULL when the size is 0). stream: cudaStream_t for CUDA tensors (NULL = default stream), ignored for
+ * CPU. CUDA calls are asynchronous and enqueue no host synchronization. */
+KDA_API kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes,
+                                 void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KDA_KDA_H_ */

@@ -1,0 +1,11 @@
+// abi_layout.cpp: compile-time checks of the C ABI's struct layout, which ctypes/FFI bindings mirror field by
+// field; a change here is an ABI break and must bump KDA_VERSION_MAJOR.
+#include <cstddef>
+
+#include "kda/kda.h"
+
+static_assert(sizeof(kda_tensor_t) == 8 + 4 + 4 + 8 * KDA_MAX_DIMS * 2 + 4 + 4, "kda_tensor_t layout changed");
+static_assert(offsetof(kda_tensor_t, shape) == 16, "kda_tensor_t layout changed");
+static_assert(offsetof(kda_forward_args_t, scale) == 11 * sizeof(kda_tensor_t), "kda_forward_args_t layout changed");
+static_assert(offsetof(kda_forward_args_t, backend) == 11 * sizeof(kda_tensor_t) + 10 * 4,
+              "kda_forward_args_t layout changed");

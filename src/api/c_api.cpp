@@ -1,0 +1,159 @@
+// c_api.cpp: the C ABI entry points: validate -> choose the backend by device -> call it; errors become
+// status codes plus this thread's last-error message.
+#include <cmath>
+#include <exception>
+#include <string>
+
+#include "api/status.h"
+#include "api/validate.h"
+#include "cpu/forward_cpu.h"
+#include "cuda/cuda_backend.h"
+#include "kda/kda.h"
+#include "reference/reference.h"
+
+namespace kda {
+namespace {
+thread_local std::string g_last_error;
+}  // namespace
+
+kda_status_t set_last_status(const Status& s) {
+  if (s.ok())
+    g_last_error.clear();
+  else
+    g_last_error = std::string(kda_status_string(s.code)) + ": " + s.message;
+  return s.code;
+}
+
+namespace {
+
+// Resolves KDA_BACKEND_AUTO by device, and checks the chosen backend can run here.
+Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
+  if (p->backend == KDA_BACKEND_AUTO)
+    p->backend = device == KDA_DEVICE_CPU ? KDA_BACKEND_CPU : KDA_BACKEND_CUDA_GENERIC;
+  switch (p->backend) {
+    case KDA_BACKEND_REFERENCE:
+    case KDA_BACKEND_CPU:
+      if (device != KDA_DEVICE_CPU)
+        return Status{KDA_STATUS_INVALID_ARGUMENT,
+                      std::string("backend: ") + (p->backend == KDA_BACKEND_CPU ? "KDA_BACKEND_CPU" : "KDA_BACKEND_REFERENCE") +
+                          " needs CPU tensors, but q is on a CUDA device"};
+      return Status::Ok();
+    case KDA_BACKEND_CUDA_GENERIC:
+      if (device != KDA_DEVICE_CUDA)
+        return Status{KDA_STATUS_INVALID_ARGUMENT, "backend: KDA_BACKEND_CUDA_GENERIC needs CUDA tensors, but q is on the CPU"};
+      if (!cuda::compiled_with_cuda())
+        return Status{KDA_STATUS_BACKEND_UNAVAILABLE, "backend: this kda library was built without CUDA"};
+      return Status::Ok();
+    case KDA_BACKEND_CUDA_HOPPER:
+      return Status{KDA_STATUS_NOT_SUPPORTED, "backend: KDA_BACKEND_CUDA_HOPPER is not built yet; use KDA_BACKEND_AUTO"};
+    default:
+      return Status{KDA_STATUS_INVALID_ARGUMENT, "backend: unknown value"};
+  }
+}
+
+Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
+  KDA_RETURN_IF_ERROR(validate_forward(args, p));
+  return resolve_backend(p, args->q.device_type);
+}
+
+Status workspace_size(const ForwardParams& p, size_t* bytes) {
+  if (p.backend == KDA_BACKEND_CUDA_GENERIC) return cuda::generic_forward_workspace_size(p, bytes);
+  *bytes = 0;  // CPU backends keep their small per-thread buffers in host memory
+  return Status::Ok();
+}
+
+Status run_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
+  ForwardParams p;
+  KDA_RETURN_IF_ERROR(prepare(args, &p));
+  size_t need = 0;
+  KDA_RETURN_IF_ERROR(workspace_size(p, &need));
+  if (workspace_bytes < need)
+    return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
+  if (need > 0 && workspace == nullptr)
+    return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
+  switch (p.backend) {
+    case KDA_BACKEND_REFERENCE: return reference::forward(p);
+    case KDA_BACKEND_CPU: return cpu::forward(p);
+    case KDA_BACKEND_CUDA_GENERIC: return cuda::generic_forward(p, workspace, workspace_bytes, stream);
+    default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
+  }
+}
+
+template <typename F>
+kda_status_t guarded(F&& f) {
+  try {
+    return set_last_status(f());
+  } catch (const std::exception& e) {
+    return set_last_status(Status{KDA_STATUS_INTERNAL_ERROR, std::string("unexpected exception: ") + e.what()});
+  } catch (...) {
+    return set_last_status(Status{KDA_STATUS_INTERNAL_ERROR, "unexpected exception"});
+  }
+}
+
+}  // namespace
+}  // namespace kda
+
+extern "C" {
+
+int kda_version(void) { return KDA_VERSION_MAJOR * 10000 + KDA_VERSION_MINOR * 100 + KDA_VERSION_PATCH; }
+
+const char* kda_status_string(kda_status_t status) {
+  switch (status) {
+    case KDA_STATUS_SUCCESS: return "KDA_STATUS_SUCCESS";
+    case KDA_STATUS_INVALID_ARGUMENT: return "KDA_STATUS_INVALID_ARGUMENT";
+    case KDA_STATUS_NOT_SUPPORTED: return "KDA_STATUS_NOT_SUPPORTED";
+    case KDA_STATUS_WORKSPACE_TOO_SMALL: return "KDA_STATUS_WORKSPACE_TOO_SMALL";
+    case KDA_STATUS_BACKEND_UNAVAILABLE: return "KDA_STATUS_BACKEND_UNAVAILABLE";
+    case KDA_STATUS_CUDA_ERROR: return "KDA_STATUS_CUDA_ERROR";
+    case KDA_STATUS_INTERNAL_ERROR: return "KDA_STATUS_INTERNAL_ERROR";
+  }
+  return "KDA_STATUS_UNKNOWN";
+}
+
+const char* kda_last_error(void) { return kda::g_last_error.c_str(); }
+
+kda_tensor_t kda_tensor_none(void) { return kda_tensor_t{}; }
+
+kda_tensor_t kda_tensor_contiguous(void* data, kda_dtype_t dtype, int32_t ndim, const int64_t* shape,
+                                   kda_device_type_t device_type, int32_t device_id) {
+  kda_tensor_t t{};
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = ndim;
+  t.device_type = device_type;
+  t.device_id = device_id;
+  if (ndim < 0 || ndim > KDA_MAX_DIMS || shape == nullptr) return t;  // rejected later by validation
+  int64_t stride = 1;
+  for (int i = ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[i];
+    t.strides[i] = stride;
+    stride *= shape[i];
+  }
+  return t;
+}
+
+void kda_forward_args_init(kda_forward_args_t* args) {
+  if (args == nullptr) return;
+  *args = kda_forward_args_t{};
+  args->scale = 0.0f;
+  args->use_default_scale = 1;
+  args->gate_mode = KDA_GATE_LOG_DECAY;
+  args->lower_bound = -5.0f;
+  args->state_v_first = 1;
+  args->backend = KDA_BACKEND_AUTO;
+}
+
+kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, size_t* workspace_bytes) {
+  return kda::guarded([&]() -> kda::Status {
+    if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
+    kda::ForwardParams p;
+    KDA_RETURN_IF_ERROR(kda::prepare(args, &p));
+    return kda::workspace_size(p, workspace_bytes);
+  });
+}
+
+kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
+  return kda::guarded([&] { return kda::run_forward(args, workspace, workspace_bytes, stream); });
+}
+
+}  // extern "C"

@@ -1,0 +1,295 @@
+// validate.cpp: every check of the forward arguments, each failure a message that names the argument and
+// says what was expected.
+#include "api/validate.h"
+
+#include <cmath>
+#include <string>
+
+#include "common/host_access.h"
+
+namespace kda {
+namespace {
+
+const char* dtype_name(kda_dtype_t d) {
+  switch (d) {
+    case KDA_DTYPE_FLOAT32: return "float32";
+    case KDA_DTYPE_FLOAT16: return "float16";
+    case KDA_DTYPE_BFLOAT16: return "bfloat16";
+    case KDA_DTYPE_FLOAT64: return "float64";
+    case KDA_DTYPE_INT32: return "int32";
+    case KDA_DTYPE_INT64: return "int64";
+  }
+  return "unknown dtype";
+}
+
+bool present(const kda_tensor_t& t) { return t.data != nullptr || t.ndim != 0; }
+
+std::string shape_str(const kda_tensor_t& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.ndim && i < KDA_MAX_DIMS; ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return s + "]";
+}
+
+std::string shape_str(std::initializer_list<int64_t> dims) {
+  std::string s = "[";
+  int i = 0;
+  for (int64_t d : dims) s += (i++ ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+Status invalid(const std::string& msg) { return Status{KDA_STATUS_INVALID_ARGUMENT, msg}; }
+
+// The structural checks every present tensor gets: a pointer, a sane rank, non-negative sizes and strides.
+Status check_basic(const char* name, const kda_tensor_t& t) {
+  if (t.ndim < 1 || t.ndim > KDA_MAX_DIMS)
+    return invalid(std::string(name) + ": rank " + std::to_string(t.ndim) + " is out of range");
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0) return invalid(std::string(name) + ": negative size in shape " + shape_str(t));
+    if (t.strides[i] < 0)
+      return invalid(std::string(name) + ": negative stride " + std::to_string(t.strides[i]) + " in dim " +
+                     std::to_string(i) + " (strides must be >= 0)");
+  }
+  int64_t numel = 1;
+  for (int i = 0; i < t.ndim; ++i) numel *= t.shape[i];
+  if (t.data == nullptr && numel > 0) return invalid(std::string(name) + ": data is NULL");
+  if (t.device_type != KDA_DEVICE_CPU && t.device_type != KDA_DEVICE_CUDA)
+    return invalid(std::string(name) + ": unknown device_type " + std::to_string(t.device_type));
+  return Status::Ok();
+}
+
+Status check_shape(const char* name, const kda_tensor_t& t, std::initializer_list<int64_t> dims) {
+  KDA_RETURN_IF_ERROR(check_basic(name, t));
+  if (t.ndim != static_cast<int>(dims.size()))
+    return invalid(std::string(name) + ": expected rank " + std::to_string(dims.size()) + " with shape " +
+                   shape_str(dims) + ", got rank " + std::to_string(t.ndim) + " shape " + shape_str(t));
+  int i = 0;
+  for (int64_t d : dims) {
+    if (t.shape[i] != d)
+      return invalid(std::string(name) + ": expected shape " + shape_str(dims) + ", got " + shape_str(t));
+    ++i;
+  }
+  return Status::Ok();
+}
+
+Status check_dtype(const char* name, const kda_tensor_t& t, std::initializer_list<kda_dtype_t> allowed) {
+  for (kda_dtype_t d : allowed)
+    if (t.dtype == d) return Status::Ok();
+  std::string s = std::string(name) + ": dtype " + dtype_name(t.dtype) + " is not allowed (expected ";
+  int i = 0;
+  for (kda_dtype_t d : allowed) s += std::string(i++ ? " or " : "") + dtype_name(d);
+  return invalid(s + ")");
+}
+
+Status check_same_device(const char* name, const kda_tensor_t& t, const kda_tensor_t& q) {
+  if (t.device_type != q.device_type || (t.device_type == KDA_DEVICE_CUDA && t.device_id != q.device_id))
+    return invalid(std::string(name) + ": on device " + (t.device_type == KDA_DEVICE_CPU ? "cpu" : "cuda:") +
+                   (t.device_type == KDA_DEVICE_CUDA ? std::to_string(t.device_id) : "") +
+                   " but q is on " + (q.device_type == KDA_DEVICE_CPU ? "cpu" : "cuda:") +
+                   (q.device_type == KDA_DEVICE_CUDA ? std::to_string(q.device_id) : "") +
+                   " (all tensors must be on one device)");
+  return Status::Ok();
+}
+
+TensorView view4(const kda_tensor_t& t) {
+  TensorView v;
+  v.data = t.data;
+  v.dtype = t.dtype;
+  for (int i = 0; i < t.ndim && i < 4; ++i) v.stride[i] = t.strides[i];
+  return v;
+}
+
+bool supported_head_dim(int64_t d) { return d == 16 || d == 32 || d == 64 || d == 128 || d == 256; }
+
+}  // namespace
+
+Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
+  if (args == nullptr) return invalid("args: NULL pointer");
+  if (p == nullptr) return invalid("params: NULL pointer");
+  const kda_forward_args_t& a = *args;
+  *p = ForwardParams{};
+
+  // q fixes B, T, H, K, the input dtype and the device.
+  if (!present(a.q)) return invalid("q: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_basic("q", a.q));
+  if (a.q.ndim != 4) return invalid("q: expected rank 4 [B, T, H, K], got rank " + std::to_string(a.q.ndim) +
+                                    " shape " + shape_str(a.q));
+  KDA_RETURN_IF_ERROR(check_dtype("q", a.q, {KDA_DTYPE_BFLOAT16, KDA_DTYPE_FLOAT16, KDA_DTYPE_FLOAT32}));
+  const int64_t B = a.q.shape[0], T = a.q.shape[1], H = a.q.shape[2], K = a.q.shape[3];
+  const kda_dtype_t in_dtype = a.q.dtype;
+  if (H < 1) return invalid("q: number of heads H must be >= 1, got shape " + shape_str(a.q));
+  if (!supported_head_dim(K))
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "q: head dim K = " + std::to_string(K) + " is not supported (supported: 16, 32, 64, 128, 256)"};
+
+  if (!present(a.k)) return invalid("k: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_shape("k", a.k, {B, T, H, K}));
+  KDA_RETURN_IF_ERROR(check_dtype("k", a.k, {in_dtype}));
+  KDA_RETURN_IF_ERROR(check_same_device("k", a.k, a.q));
+
+  if (!present(a.v)) return invalid("v: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_basic("v", a.v));
+  if (a.v.ndim != 4 || a.v.shape[0] != B || a.v.shape[1] != T)
+    return invalid("v: expected shape [B, T, HV, V] = [" + std::to_string(B) + ", " + std::to_string(T) +
+                   ", HV, V], got " + shape_str(a.v));
+  const int64_t HV = a.v.shape[2], V = a.v.shape[3];
+  if (HV < 1 || HV % H != 0)
+    return invalid("v: value heads HV = " + std::to_string(HV) + " must be a positive multiple of the q/k heads H = " +
+                   std::to_string(H));
+  if (!supported_head_dim(V))
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "v: head dim V = " + std::to_string(V) + " is not supported (supported: 16, 32, 64, 128, 256)"};
+  KDA_RETURN_IF_ERROR(check_dtype("v", a.v, {in_dtype}));
+  KDA_RETURN_IF_ERROR(check_same_device("v", a.v, a.q));
+
+  if (!present(a.g)) return invalid("g: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_shape("g", a.g, {B, T, HV, K}));
+  KDA_RETURN_IF_ERROR(check_dtype("g", a.g, {in_dtype, KDA_DTYPE_FLOAT32}));
+  KDA_RETURN_IF_ERROR(check_same_device("g", a.g, a.q));
+
+  if (!present(a.beta)) return invalid("beta: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_shape("beta", a.beta, {B, T, HV}));
+  KDA_RETURN_IF_ERROR(check_dtype("beta", a.beta, {in_dtype, KDA_DTYPE_FLOAT32}));
+  KDA_RETURN_IF_ERROR(check_same_device("beta", a.beta, a.q));
+
+  // Sequences.
+  int64_t N = B;
+  if (present(a.cu_seqlens)) {
+    KDA_RETURN_IF_ERROR(check_basic("cu_seqlens", a.cu_seqlens));
+    if (a.cu_seqlens.ndim != 1 || a.cu_seqlens.shape[0] < 2)
+      return invalid("cu_seqlens: expected rank 1 with N+1 >= 2 entries, got shape " + shape_str(a.cu_seqlens));
+    KDA_RETURN_IF_ERROR(check_dtype("cu_seqlens", a.cu_seqlens, {KDA_DTYPE_INT32, KDA_DTYPE_INT64}));
+    KDA_RETURN_IF_ERROR(check_same_device("cu_seqlens", a.cu_seqlens, a.q));
+    if (B != 1)
+      return invalid("cu_seqlens: a packed batch requires B == 1, got B = " + std::to_string(B));
+    N = a.cu_seqlens.shape[0] - 1;
+    if (a.cu_seqlens.device_type == KDA_DEVICE_CPU) {
+      // Host-resident offsets are checked in full; device-resident ones cannot be read without a sync.
+      TensorView cu = view4(a.cu_seqlens);
+      if (load_index(cu, 0) != 0)
+        return invalid("cu_seqlens: must start at 0, got cu_seqlens[0] = " + std::to_string(load_index(cu, 0)));
+      for (int64_t n = 0; n < N; ++n) {
+        int64_t lo = load_index(cu, n), hi = load_index(cu, n + 1);
+        if (hi < lo)
+          return invalid("cu_seqlens: must be non-decreasing, got cu_seqlens[" + std::to_string(n) + "] = " +
+                         std::to_string(lo) + " > cu_seqlens[" + std::to_string(n + 1) + "] = " + std::to_string(hi));
+      }
+      if (load_index(cu, N) != T)
+        return invalid("cu_seqlens: must end at T = " + std::to_string(T) + ", got cu_seqlens[" + std::to_string(N) +
+                       "] = " + std::to_string(load_index(cu, N)));
+    }
+  }
+
+  // Gate parameters.
+  const kda_gate_mode_t gate = a.gate_mode;
+  if (gate != KDA_GATE_LOG_DECAY && gate != KDA_GATE_SOFTPLUS && gate != KDA_GATE_BOUNDED)
+    return invalid("gate_mode: unknown value " + std::to_string(static_cast<int>(gate)));
+  if (present(a.A_log)) {
+    if (gate == KDA_GATE_LOG_DECAY)
+      return invalid("A_log: given, but gate_mode is KDA_GATE_LOG_DECAY (g is already the log-decay)");
+    KDA_RETURN_IF_ERROR(check_shape("A_log", a.A_log, {HV}));
+    KDA_RETURN_IF_ERROR(check_dtype("A_log", a.A_log, {KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_same_device("A_log", a.A_log, a.q));
+  } else if (gate == KDA_GATE_SOFTPLUS) {
+    return invalid("A_log: required by the softplus gate (g_log = -exp(A_log) * softplus(g + dt_bias))");
+  }
+  if (present(a.dt_bias)) {
+    if (gate == KDA_GATE_LOG_DECAY)
+      return invalid("dt_bias: given, but gate_mode is KDA_GATE_LOG_DECAY (g is already the log-decay)");
+    KDA_RETURN_IF_ERROR(check_basic("dt_bias", a.dt_bias));
+    if (a.dt_bias.ndim == 1) {
+      KDA_RETURN_IF_ERROR(check_shape("dt_bias", a.dt_bias, {HV * K}));
+    } else {
+      KDA_RETURN_IF_ERROR(check_shape("dt_bias", a.dt_bias, {HV, K}));
+    }
+    KDA_RETURN_IF_ERROR(check_dtype("dt_bias", a.dt_bias, {KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_same_device("dt_bias", a.dt_bias, a.q));
+  } else if (gate != KDA_GATE_LOG_DECAY) {
+    return invalid(std::string("dt_bias: required by the ") + (gate == KDA_GATE_SOFTPLUS ? "softplus" : "bounded") +
+                   " gate");
+  }
+  if (gate == KDA_GATE_BOUNDED && !(std::isfinite(a.lower_bound) && a.lower_bound < 0.0f))
+    return invalid("lower_bound: the bounded gate needs a finite lower_bound < 0, got " +
+                   std::to_string(a.lower_bound));
+
+  // Scale.
+  float scale = 1.0f / std::sqrt(static_cast<float>(K));
+  if (!a.use_default_scale) {
+    if (!std::isfinite(a.scale)) return invalid("scale: must be finite, got " + std::to_string(a.scale));
+    scale = a.scale;
+  }
+
+  // States.
+  const bool vfirst = a.state_v_first != 0;
+  const int64_t r2 = vfirst ? V : K, r3 = vfirst ? K : V;
+  const char* layout = vfirst ? "[N, HV, V, K] (state_v_first = 1)" : "[N, HV, K, V] (state_v_first = 0)";
+  if (present(a.initial_state)) {
+    Status s = check_shape("initial_state", a.initial_state, {N, HV, r2, r3});
+    if (!s.ok()) return invalid(s.message + "; layout " + layout);
+    KDA_RETURN_IF_ERROR(check_dtype("initial_state", a.initial_state, {KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_same_device("initial_state", a.initial_state, a.q));
+  }
+  const bool reference = a.backend == KDA_BACKEND_REFERENCE;
+  if (present(a.final_state)) {
+    Status s = check_shape("final_state", a.final_state, {N, HV, r2, r3});
+    if (!s.ok()) return invalid(s.message + "; layout " + layout);
+    if (reference) {
+      KDA_RETURN_IF_ERROR(check_dtype("final_state", a.final_state, {KDA_DTYPE_FLOAT32, KDA_DTYPE_FLOAT64}));
+    } else {
+      KDA_RETURN_IF_ERROR(check_dtype("final_state", a.final_state, {KDA_DTYPE_FLOAT32}));
+    }
+    KDA_RETURN_IF_ERROR(check_same_device("final_state", a.final_state, a.q));
+  }
+
+  // Output.
+  if (!present(a.out)) return invalid("out: required tensor is absent (the caller owns the output buffer)");
+  KDA_RETURN_IF_ERROR(check_shape("out", a.out, {B, T, HV, V}));
+  if (reference) {
+    KDA_RETURN_IF_ERROR(check_dtype("out", a.out, {in_dtype, KDA_DTYPE_FLOAT64}));
+  } else {
+    KDA_RETURN_IF_ERROR(check_dtype("out", a.out, {in_dtype}));
+  }
+  KDA_RETURN_IF_ERROR(check_same_device("out", a.out, a.q));
+
+  // Execution options.
+  if (a.chunk_size != 0 && a.chunk_size != 16 && a.chunk_size != 32 && a.chunk_size != 64)
+    return invalid("chunk_size: must be 0 (backend's choice), 16, 32 or 64, got " + std::to_string(a.chunk_size));
+  if (a.cpu_threads < 0) return invalid("cpu_threads: must be >= 0, got " + std::to_string(a.cpu_threads));
+  if (a.backend < KDA_BACKEND_AUTO || a.backend > KDA_BACKEND_CUDA_HOPPER)
+    return invalid("backend: unknown value " + std::to_string(static_cast<int>(a.backend)));
+
+  ForwardParams& o = *p;
+  o.B = B; o.T = T; o.N = N;
+  o.H = static_cast<int32_t>(H); o.HV = static_cast<int32_t>(HV);
+  o.K = static_cast<int32_t>(K); o.V = static_cast<int32_t>(V);
+  o.group = static_cast<int32_t>(HV / H);
+  o.q = view4(a.q); o.k = view4(a.k); o.v = view4(a.v); o.g = view4(a.g); o.beta = view4(a.beta);
+  if (present(a.A_log)) o.A_log = view4(a.A_log);
+  if (present(a.dt_bias)) {
+    o.dt_bias = view4(a.dt_bias);
+    if (a.dt_bias.ndim == 1) { o.dt_bias.stride[0] = K * a.dt_bias.strides[0]; o.dt_bias.stride[1] = a.dt_bias.strides[0]; }
+  }
+  if (present(a.cu_seqlens)) o.cu_seqlens = view4(a.cu_seqlens);
+  if (present(a.initial_state)) o.initial_state = view4(a.initial_state);
+  o.out = a.out.data;
+  o.out_dtype = a.out.dtype;
+  for (int i = 0; i < 4; ++i) o.out_stride[i] = a.out.strides[i];
+  if (present(a.final_state)) {
+    o.final_state = a.final_state.data;
+    o.final_state_dtype = a.final_state.dtype;
+    for (int i = 0; i < 4; ++i) o.final_state_stride[i] = a.final_state.strides[i];
+  }
+  o.scale = scale;
+  o.gate_mode = gate;
+  o.lower_bound = a.lower_bound;
+  o.use_qk_l2norm = a.use_qk_l2norm != 0;
+  o.beta_is_logits = a.beta_is_logits != 0;
+  o.allow_neg_eigval = a.allow_neg_eigval != 0;
+  o.state_v_first = vfirst;
+  o.chunk_size = a.chunk_size;
+  o.cpu_threads = a.cpu_threads;
+  o.device_id = a.q.device_id;
+  o.backend = a.backend;
+  return Status::Ok();
+}
+
+}  // namespace kda

@@ -1,0 +1,14 @@
+// validate.h: turns the C ABI's kda_forward_args_t into a checked ForwardParams, or a status naming the
+// argument at fault. Reads no tensor data except host-resident cu_seqlens.
+#pragma once
+
+#include "api/status.h"
+#include "common/params.h"
+
+namespace kda {
+
+// Checks everything the operator contract says about args and fills p. Backend-specific limits (strides,
+// dtypes a backend cannot read) are checked by check_backend_support() after the backend is chosen.
+Status validate_forward(const kda_forward_args_t* args, ForwardParams* p);
+
+}  // namespace kda

@@ -1,0 +1,81 @@
+// host_access.h: host-side reads and writes of tensor elements in any kda dtype (bf16/fp16 conversions with
+// round-to-nearest-even), and the host view of the sequence layout. Used by the CPU backends and the tools.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/params.h"
+
+namespace kda {
+
+inline float bf16_bits_to_float(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline uint16_t float_to_bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return static_cast<uint16_t>(u >> 16);
+}
+
+inline double load_element(const void* base, kda_dtype_t dtype, int64_t offset) {
+  switch (dtype) {
+    case KDA_DTYPE_FLOAT32: return static_cast<const float*>(base)[offset];
+    case KDA_DTYPE_FLOAT64: return static_cast<const double*>(base)[offset];
+    case KDA_DTYPE_BFLOAT16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[offset]);
+    case KDA_DTYPE_FLOAT16: return static_cast<double>(static_cast<const _Float16*>(base)[offset]);
+    case KDA_DTYPE_INT32: return static_cast<const int32_t*>(base)[offset];
+    case KDA_DTYPE_INT64: return static_cast<double>(static_cast<const int64_t*>(base)[offset]);
+  }
+  return 0.0;
+}
+
+// Rounds once from double to the destination dtype (bf16 goes through fp32 first: the double rounding
+// this implies is below the bf16 half-ulp the contract allows).
+inline void store_element(void* base, kda_dtype_t dtype, int64_t offset, double x) {
+  switch (dtype) {
+    case KDA_DTYPE_FLOAT32: static_cast<float*>(base)[offset] = static_cast<float>(x); break;
+    case KDA_DTYPE_FLOAT64: static_cast<double*>(base)[offset] = x; break;
+    case KDA_DTYPE_BFLOAT16:
+      static_cast<uint16_t*>(base)[offset] = float_to_bf16_bits(static_cast<float>(x));
+      break;
+    case KDA_DTYPE_FLOAT16: static_cast<_Float16*>(base)[offset] = static_cast<_Float16>(x); break;
+    case KDA_DTYPE_INT32: static_cast<int32_t*>(base)[offset] = static_cast<int32_t>(x); break;
+    case KDA_DTYPE_INT64: static_cast<int64_t*>(base)[offset] = static_cast<int64_t>(x); break;
+  }
+}
+
+inline int64_t load_index(const TensorView& t, int64_t i) {
+  return t.dtype == KDA_DTYPE_INT32 ? static_cast<const int32_t*>(t.data)[i * t.stride[0]]
+                                    : static_cast<const int64_t*>(t.data)[i * t.stride[0]];
+}
+
+// One sequence of the problem: its tokens are (batch, start .. start + length - 1).
+struct SequenceSpan {
+  int64_t batch;
+  int64_t start;
+  int64_t length;
+};
+
+// Host-side sequence list (cu_seqlens must be host-readable: CPU tensors).
+inline std::vector<SequenceSpan> host_sequences(const ForwardParams& p) {
+  std::vector<SequenceSpan> seqs(static_cast<size_t>(p.N));
+  for (int64_t n = 0; n < p.N; ++n) {
+    if (p.has_cu_seqlens()) {
+      int64_t a = load_index(p.cu_seqlens, n), b = load_index(p.cu_seqlens, n + 1);
+      seqs[n] = {0, a, b - a};
+    } else {
+      seqs[n] = {n, 0, p.T};
+    }
+  }
+  return seqs;
+}
+
+}  // namespace kda

@@ -1,0 +1,53 @@
+// math.h: the operator's elementwise preprocessing (gate activations, beta, L2-norm epsilon), one definition
+// for every backend, templated on the compute type (double for the reference, float elsewhere).
+#pragma once
+
+#include <cmath>
+
+#include "common/params.h"
+
+namespace kda {
+
+constexpr double kL2NormEps = 1e-6;      // q_hat = q / sqrt(sum q^2 + eps), eps inside the root
+constexpr double kSoftplusThreshold = 20;  // softplus(x) = x above this, as in PyTorch and FLA
+
+template <typename T>
+KDA_HOST_DEVICE T softplus(T x) {
+  using std::exp;
+  using std::log1p;
+  return x > T(kSoftplusThreshold) ? x : log1p(exp(x));
+}
+
+template <typename T>
+KDA_HOST_DEVICE T sigmoid(T x) {
+  using std::exp;
+  // exp(-x) overflows to inf for very negative x, giving exactly 0: the right limit, never NaN.
+  return T(1) / (T(1) + exp(-x));
+}
+
+// Log-decay (natural log, <= 0) of one (token, value head, channel). a_log: A_log[hv] (ignored when
+// !has_a_log); bias: dt_bias[hv, k]; lower_bound < 0 for the bounded gate.
+template <typename T>
+KDA_HOST_DEVICE T gate_log_decay(kda_gate_mode_t mode, T g, bool has_a_log, T a_log, T bias, T lower_bound) {
+  using std::exp;
+  switch (mode) {
+    case KDA_GATE_SOFTPLUS:
+      return -exp(a_log) * softplus(g + bias);
+    case KDA_GATE_BOUNDED: {
+      T x = g + bias;
+      if (has_a_log) x *= exp(a_log);
+      return lower_bound * sigmoid(x);
+    }
+    case KDA_GATE_LOG_DECAY:
+    default:
+      return g;
+  }
+}
+
+template <typename T>
+KDA_HOST_DEVICE T beta_activation(T b, bool is_logits, bool allow_neg_eigval) {
+  T r = is_logits ? sigmoid(b) : b;
+  return allow_neg_eigval ? T(2) * r : r;
+}
+
+}  // namespace kda

@@ -1,0 +1,160 @@
+// forward_cpu.cpp: the CPU backend. Chunked WY form of the recurrence in fp32 with an fp32 state, the matrix
+// products through Eigen, one OpenMP task per (sequence, value head).
+//
+// Exponent arrangement (why no gate can overflow it). With Gamma the cumulative log-decay inside a chunk
+// (non-increasing, every g_log <= 0), the intra-chunk coefficients need exp(Gamma_r - Gamma_c) for c <= r.
+// Factoring that as exp(Gamma_r) * exp(-Gamma_c) overflows once a chunk decays past ~88 nats, which the
+// unbounded softplus gate does routinely. Instead, for the rows of 16-token block I (first row r0):
+//   - pairs inside the block use exp(Gamma_r - Gamma_c) directly (one exp per pair and channel);
+//   - pairs with c < r0 split at the reference point r0 - 1, which lies between c and r:
+//       exp(Gamma_r - Gamma_{r0-1}) * exp(Gamma_{r0-1} - Gamma_c), both factors <= 1,
+//     so nothing overflows, and a factor underflows only when the exact product is below 1e-38.
+// Every exponent is a sum of g over the tokens between the two points, accumulated locally (block-relative
+// prefix sums, suffix sums) rather than as a difference of two large chunk-level prefix sums, so its absolute
+// error stays at the rounding of the terms it spans. The inter-chunk terms use exp(Gamma_r) and
+// exp(Gamma_last - Gamma_r), both <= 1.
+#include "cpu/forward_cpu.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <vector>
+
+#include "common/host_token.h"
+#include "common/threads.h"
+
+namespace kda::cpu {
+namespace {
+
+using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+
+// One worker's buffers, sized once for the largest chunk.
+struct Workspace {
+  Mat S;                 // V x K running state, value-first
+  Mat Q, Kk, Vv, G;      // chunk inputs: q_hat, k_hat (C x K), v (C x V), g_log (C x K)
+  Eigen::VectorXf beta;  // C
+  Mat Gam;               // C x K: cumulative log-decay from the chunk start (inclusive)
+  Mat Gloc;              // C x K: cumulative log-decay from the start of the token's 16-block (inclusive)
+  Mat Akk, Aqk;          // C x C intra-chunk coefficients (Akk strictly lower and scaled by beta)
+  Mat Rhs;               // C x (V + K): [beta * V | beta * exp(Gam) . K]; solved in place into [U | W]
+  Mat Vnew, O;           // C x V
+  Mat Qg, Kdec;          // C x K: exp(Gam) . Q and exp(Gam_last - Gam) . K
+  Mat Kr, Qr, Kc;        // block rows scaled to the reference point, and the earlier rows scaled from it
+  RowVec suffix, e;      // K
+
+  Workspace(int C, int K, int V)
+      : S(V, K), Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), Aqk(C, C),
+        Rhs(C, V + K), Vnew(C, V), O(C, V), Qg(C, K), Kdec(C, K), Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K),
+        suffix(K), e(K) {}
+};
+
+// The intra-chunk coefficient matrices Akk (c < r, before the beta scaling) and Aqk (c <= r) for L tokens.
+void intra_chunk_coefficients(Workspace& w, int L) {
+  w.Akk.topLeftCorner(L, L).setZero();
+  w.Aqk.topLeftCorner(L, L).setZero();
+  for (int r0 = 0; r0 < L; r0 += kSubBlock) {
+    const int r1 = std::min(r0 + kSubBlock, L), nb = r1 - r0;
+    // Pairs inside the block: exact exp(Gamma_r - Gamma_c), an exponent spanning at most 15 tokens.
+    for (int r = r0; r < r1; ++r) {
+      for (int c = r0; c <= r; ++c) {
+        w.e = (w.Gloc.row(r) - w.Gloc.row(c)).array().exp().matrix();
+        const float qk = (w.Q.row(r).array() * w.e.array() * w.Kk.row(c).array()).sum();
+        w.Aqk(r, c) = qk;
+        if (c < r) w.Akk(r, c) = (w.Kk.row(r).array() * w.e.array() * w.Kk.row(c).array()).sum();
+      }
+    }
+    if (r0 == 0) continue;
+    // Rows r in the block against all columns c < r0, through the reference point r0 - 1.
+    w.Kr.topRows(nb) = (w.Kk.middleRows(r0, nb).array() * w.Gloc.middleRows(r0, nb).array().exp()).matrix();
+    w.Qr.topRows(nb) = (w.Q.middleRows(r0, nb).array() * w.Gloc.middleRows(r0, nb).array().exp()).matrix();
+    w.suffix.setZero();  // sum of g over (c, r0 - 1]
+    for (int c = r0 - 1; c >= 0; --c) {
+      w.Kc.row(c) = (w.Kk.row(c).array() * w.suffix.array().exp()).matrix();
+      w.suffix += w.G.row(c);
+    }
+    w.Akk.block(r0, 0, nb, r0).noalias() = w.Kr.topRows(nb) * w.Kc.topRows(r0).transpose();
+    w.Aqk.block(r0, 0, nb, r0).noalias() = w.Qr.topRows(nb) * w.Kc.topRows(r0).transpose();
+  }
+}
+
+void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int hv, int C, Workspace& w) {
+  const int K = p.K, V = p.V;
+  for (int vi = 0; vi < V; ++vi)
+    for (int ki = 0; ki < K; ++ki)
+      w.S(vi, ki) = p.has_initial_state()
+                        ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n,
+                                                                                          hv, vi, ki)]
+                        : 0.0f;
+
+  for (int64_t c0 = 0; c0 < sp.length; c0 += C) {
+    const int L = static_cast<int>(std::min<int64_t>(C, sp.length - c0));
+    for (int i = 0; i < L; ++i)
+      load_token<float>(p, sp.batch, sp.start + c0 + i, hv, w.Q.row(i).data(), w.Kk.row(i).data(),
+                        w.Vv.row(i).data(), w.G.row(i).data(), &w.beta(i));
+    for (int i = 0; i < L; ++i) {
+      w.Gam.row(i) = (i == 0) ? w.G.row(0) : RowVec(w.Gam.row(i - 1) + w.G.row(i));
+      w.Gloc.row(i) = (i % kSubBlock == 0) ? w.G.row(i) : RowVec(w.Gloc.row(i - 1) + w.G.row(i));
+    }
+    intra_chunk_coefficients(w, L);
+
+    // [U | W] = (I + diag(beta) tril(Akk, -1))^-1 [diag(beta) V | diag(beta) exp(Gam) . K]
+    auto akk = w.Akk.topLeftCorner(L, L);
+    akk = w.beta.head(L).asDiagonal() * akk;
+    auto rhs = w.Rhs.topRows(L);
+    rhs.leftCols(V) = w.beta.head(L).asDiagonal() * w.Vv.topRows(L);
+    rhs.rightCols(K) =
+        w.beta.head(L).asDiagonal() * (w.Kk.topRows(L).array() * w.Gam.topRows(L).array().exp()).matrix();
+    akk.triangularView<Eigen::UnitLower>().solveInPlace(rhs);
+
+    // V_new = U - W S^T: the corrections the chunk writes, against the state at the chunk start.
+    auto vnew = w.Vnew.topRows(L);
+    vnew.noalias() = rhs.leftCols(V);
+    vnew.noalias() -= rhs.rightCols(K) * w.S.transpose();
+
+    // O = scale * ((exp(Gam) . Q) S^T + tril(Aqk) V_new)
+    auto qg = w.Qg.topRows(L);
+    qg = (w.Q.topRows(L).array() * w.Gam.topRows(L).array().exp()).matrix();
+    auto o = w.O.topRows(L);
+    o.noalias() = qg * w.S.transpose();
+    o.noalias() += w.Aqk.topLeftCorner(L, L).triangularView<Eigen::Lower>() * vnew;
+    o *= p.scale;
+    for (int i = 0; i < L; ++i) {
+      const int64_t t = sp.start + c0 + i;
+      store_row<float>(p.out, p.out_dtype,
+                       sp.batch * p.out_stride[0] + t * p.out_stride[1] + hv * p.out_stride[2], p.out_stride[3], V,
+                       w.O.row(i).data());
+    }
+
+    // S <- S diag(exp(Gam_last)) + V_new^T (exp(Gam_last - Gam) . K), the suffix sums taken backwards.
+    w.suffix.setZero();
+    for (int i = L - 1; i >= 0; --i) {
+      w.Kdec.row(i) = (w.Kk.row(i).array() * w.suffix.array().exp()).matrix();
+      w.suffix += w.G.row(i);
+    }
+    w.S = w.S * w.Gam.row(L - 1).array().exp().matrix().asDiagonal();
+    w.S.noalias() += vnew.transpose() * w.Kdec.topRows(L);
+  }
+
+  if (p.has_final_state())
+    for (int vi = 0; vi < V; ++vi)
+      for (int ki = 0; ki < K; ++ki)
+        static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, vi, ki)] = w.S(vi, ki);
+}
+
+}  // namespace
+
+Status forward(const ForwardParams& p) {
+  const std::vector<SequenceSpan> seqs = host_sequences(p);
+  const int C = p.chunk_size > 0 ? p.chunk_size : kDefaultChunk;
+  const int64_t tasks = p.N * p.HV;
+#pragma omp parallel num_threads(worker_threads(p.cpu_threads))
+  {
+    Workspace w(C, p.K, p.V);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task)
+      run_sequence(p, seqs[task / p.HV], task / p.HV, static_cast<int>(task % p.HV), C, w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kda::cpu

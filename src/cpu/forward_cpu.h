@@ -1,0 +1,15 @@
+// forward_cpu.h: the CPU backend's chunked forward (fp32 compute, fp32 state, Eigen matrix products,
+// OpenMP threads over (sequence, value head)).
+#pragma once
+
+#include "api/status.h"
+#include "common/params.h"
+
+namespace kda::cpu {
+
+constexpr int kDefaultChunk = 64;
+constexpr int kSubBlock = 16;  // exact pairwise decays inside 16-token blocks; see forward_cpu.cpp
+
+Status forward(const ForwardParams& p);
+
+}  // namespace kda::cpu

@@ -1,0 +1,18 @@
+// no_cuda.cpp: the CUDA backend interface of a build without CUDA: every call reports the backend missing.
+#include "cuda/cuda_backend.h"
+
+namespace kda::cuda {
+
+namespace {
+Status unavailable() {
+  return Status{KDA_STATUS_BACKEND_UNAVAILABLE,
+                "tensors are on a CUDA device, but this kda library was built without CUDA (configure with "
+                "-DKDA_ENABLE_CUDA=ON)"};
+}
+}  // namespace
+
+bool compiled_with_cuda() { return false; }
+Status generic_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
+Status generic_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
+
+}  // namespace kda::cuda

@@ -1,0 +1,68 @@
+// reference.cpp: the float64 token-by-token recurrence (operator.md, "The recurrence"), value-first state.
+#include "reference/reference.h"
+
+#include <cmath>
+#include <vector>
+
+#include "common/host_token.h"
+#include "common/threads.h"
+
+namespace kda::reference {
+
+Status forward(const ForwardParams& p, double* out_mag) {
+  const std::vector<SequenceSpan> seqs = host_sequences(p);
+  const int K = p.K, V = p.V, HV = p.HV;
+  const int64_t tasks = p.N * HV;
+  const double scale = p.scale;
+
+#pragma omp parallel num_threads(worker_threads(p.cpu_threads))
+  {
+    std::vector<double> S(static_cast<size_t>(V) * K), q(K), k(K), v(V), g(K), alpha(K);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t n = task / HV;
+      const int hv = static_cast<int>(task % HV);
+      const SequenceSpan& sp = seqs[n];
+      // S is value-first (S[v * K + k]) whatever the caller's layout.
+      for (int vi = 0; vi < V; ++vi)
+        for (int ki = 0; ki < K; ++ki)
+          S[vi * K + ki] = p.has_initial_state()
+                               ? load_element(p.initial_state.data, KDA_DTYPE_FLOAT32,
+                                              p.state_offset(p.initial_state.stride, n, hv, vi, ki))
+                               : 0.0;
+      for (int64_t i = 0; i < sp.length; ++i) {
+        const int64_t t = sp.start + i;
+        double beta;
+        load_token<double>(p, sp.batch, t, hv, q.data(), k.data(), v.data(), g.data(), &beta);
+        for (int ki = 0; ki < K; ++ki) alpha[ki] = std::exp(g[ki]);
+        const int64_t out_base = sp.batch * p.out_stride[0] + t * p.out_stride[1] + hv * p.out_stride[2];
+        for (int vi = 0; vi < V; ++vi) {
+          double* row = &S[static_cast<size_t>(vi) * K];
+          double sk = 0;
+          for (int ki = 0; ki < K; ++ki) {
+            row[ki] *= alpha[ki];
+            sk += row[ki] * k[ki];
+          }
+          const double u = beta * (v[vi] - sk);
+          double o = 0, mag = 0;
+          for (int ki = 0; ki < K; ++ki) {
+            row[ki] += u * k[ki];
+            const double term = row[ki] * q[ki];
+            o += term;
+            mag += std::fabs(term);
+          }
+          store_element(p.out, p.out_dtype, out_base + vi * p.out_stride[3], scale * o);
+          if (out_mag) out_mag[((sp.batch * p.T + t) * HV + hv) * V + vi] = std::fabs(scale) * mag;
+        }
+      }
+      if (p.has_final_state())
+        for (int vi = 0; vi < V; ++vi)
+          for (int ki = 0; ki < K; ++ki)
+            store_element(p.final_state, p.final_state_dtype, p.state_offset(p.final_state_stride, n, hv, vi, ki),
+                          S[vi * K + ki]);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kda::reference

@@ -1,0 +1,193 @@
+// cases.cpp: generation of case inputs from a seed, and their C-ABI descriptors.
+#include "common/cases.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+
+#include "common/host_access.h"
+
+namespace kda::testing {
+
+namespace {
+size_t dtype_size(kda_dtype_t d) {
+  switch (d) {
+    case KDA_DTYPE_FLOAT16:
+    case KDA_DTYPE_BFLOAT16: return 2;
+    case KDA_DTYPE_FLOAT32:
+    case KDA_DTYPE_INT32: return 4;
+    case KDA_DTYPE_FLOAT64:
+    case KDA_DTYPE_INT64: return 8;
+  }
+  return 4;
+}
+}  // namespace
+
+int64_t HostTensor::numel() const {
+  if (shape.empty()) return 0;
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+double HostTensor::at(int64_t i) const { return load_element(data(), dtype, i); }
+void HostTensor::set(int64_t i, double x) { store_element(data(), dtype, i, x); }
+
+kda_tensor_t HostTensor::view(void* device_ptr, kda_device_type_t dev) const {
+  if (!present()) return kda_tensor_none();
+  void* p = device_ptr ? device_ptr : const_cast<void*>(data());
+  return kda_tensor_contiguous(p, dtype, static_cast<int32_t>(shape.size()), shape.data(), dev, 0);
+}
+
+HostTensor make_tensor(kda_dtype_t dtype, std::vector<int64_t> shape) {
+  HostTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.bytes.assign(static_cast<size_t>(t.numel()) * dtype_size(dtype), 0);
+  return t;
+}
+
+Case make_case(const CaseSpec& s, uint64_t seed) {
+  Case c;
+  c.spec = s;
+  c.seed = seed;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
+  const Recipe& r = s.recipe;
+
+  int64_t B = s.B, T = s.T;
+  if (!s.seqlens.empty()) {
+    B = 1;
+    T = std::accumulate(s.seqlens.begin(), s.seqlens.end(), int64_t{0});
+    c.cu_seqlens = make_tensor(s.cu_dtype, {static_cast<int64_t>(s.seqlens.size()) + 1});
+    int64_t acc = 0;
+    c.cu_seqlens.set(0, 0);
+    for (size_t i = 0; i < s.seqlens.size(); ++i) c.cu_seqlens.set(static_cast<int64_t>(i) + 1, acc += s.seqlens[i]);
+    c.N = static_cast<int64_t>(s.seqlens.size());
+  } else {
+    c.N = B;
+  }
+  c.spec.B = B;
+  c.spec.T = T;
+  const int H = s.H, HV = s.HV, K = s.K, V = s.V;
+
+  c.q = make_tensor(s.in_dtype, {B, T, H, K});
+  c.k = make_tensor(s.in_dtype, {B, T, H, K});
+  c.v = make_tensor(s.in_dtype, {B, T, HV, V});
+  c.g = make_tensor(s.g_dtype, {B, T, HV, K});
+  c.beta = make_tensor(s.beta_dtype, {B, T, HV});
+
+  for (int64_t i = 0; i < c.q.numel(); ++i) {
+    const int64_t tok = i / (int64_t{H} * K);
+    c.q.set(i, (r.q_zero_rows && tok % 7 == 3) ? 0.0 : r.qkv_std * normal(rng));
+  }
+  if (r.key_jitter >= 0) {
+    // One base key per (batch, head); every token's key is that plus a small jitter (near-collinear keys).
+    std::vector<double> base(static_cast<size_t>(B) * H * K);
+    for (double& x : base) x = r.qkv_std * normal(rng);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h)
+          for (int kk = 0; kk < K; ++kk)
+            c.k.set(((b * T + t) * H + h) * K + kk,
+                    base[(b * H + h) * K + kk] + r.key_jitter * r.qkv_std * normal(rng));
+  } else {
+    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.set(i, r.qkv_std * normal(rng));
+  }
+  for (int64_t i = 0; i < c.v.numel(); ++i) c.v.set(i, r.qkv_std * normal(rng));
+
+  std::vector<double> bimodal(static_cast<size_t>(HV) * K, 0.0);
+  if (r.g_bimodal > 0)
+    for (double& x : bimodal) x = unif(rng) < 0.5 ? r.g_bimodal : -r.g_bimodal;
+  for (int64_t bt = 0; bt < B * T; ++bt)
+    for (int hv = 0; hv < HV; ++hv) {
+      const double spike = (r.g_spike_prob > 0 && unif(rng) < r.g_spike_prob) ? r.g_spike : 0.0;
+      for (int kk = 0; kk < K; ++kk) {
+        double x = r.g_zero ? 0.0 : r.g_mean + r.g_std * normal(rng) + bimodal[hv * K + kk] + spike;
+        // The log-decay gate must be <= 0: draw its magnitude.
+        if (s.gate == KDA_GATE_LOG_DECAY) x = -std::fabs(x);
+        c.g.set((bt * HV + hv) * K + kk, x);
+      }
+      c.beta.set(bt * HV + hv, r.beta_mean + r.beta_std * normal(rng));
+    }
+  if (!s.beta_logits) {
+    // Probabilities: squash the drawn logits.
+    for (int64_t i = 0; i < c.beta.numel(); ++i) c.beta.set(i, 1.0 / (1.0 + std::exp(-c.beta.at(i))));
+  }
+
+  if (s.gate != KDA_GATE_LOG_DECAY) {
+    if (s.has_A_log || s.gate == KDA_GATE_SOFTPLUS) {
+      c.A_log = make_tensor(KDA_DTYPE_FLOAT32, {HV});
+      for (int hv = 0; hv < HV; ++hv)
+        c.A_log.set(hv, std::isnan(r.A_log_fixed) ? std::log(1.0 + 15.0 * unif(rng)) : r.A_log_fixed);
+    }
+    c.dt_bias = make_tensor(KDA_DTYPE_FLOAT32, {HV, K});
+    for (int64_t i = 0; i < c.dt_bias.numel(); ++i) {
+      const double dt = std::exp(std::log(1e-3) + (std::log(0.1) - std::log(1e-3)) * unif(rng));
+      c.dt_bias.set(i, std::log(std::expm1(dt)));  // softplus^-1(dt)
+    }
+  }
+  if (s.has_h0) {
+    c.h0 = make_tensor(KDA_DTYPE_FLOAT32, s.v_first ? std::vector<int64_t>{c.N, HV, V, K}
+                                                      : std::vector<int64_t>{c.N, HV, K, V});
+    for (int64_t i = 0; i < c.h0.numel(); ++i) c.h0.set(i, r.h0_std * normal(rng));
+  }
+  return c;
+}
+
+Outputs make_outputs(const Case& c, kda_dtype_t out_dtype, kda_dtype_t state_dtype) {
+  const CaseSpec& s = c.spec;
+  Outputs o;
+  o.out = make_tensor(out_dtype, {s.B, s.T, s.HV, s.V});
+  // Poison: every element must be written by the implementation.
+  for (int64_t i = 0; i < o.out.numel(); ++i) o.out.set(i, std::numeric_limits<double>::quiet_NaN());
+  if (s.want_final) {
+    o.final_state = make_tensor(state_dtype, s.v_first ? std::vector<int64_t>{c.N, s.HV, s.V, s.K}
+                                                       : std::vector<int64_t>{c.N, s.HV, s.K, s.V});
+    for (int64_t i = 0; i < o.final_state.numel(); ++i)
+      o.final_state.set(i, std::numeric_limits<double>::quiet_NaN());
+  }
+  return o;
+}
+
+kda_forward_args_t host_args(Case& c, Outputs& o, kda_backend_t backend) {
+  const CaseSpec& s = c.spec;
+  kda_forward_args_t a;
+  kda_forward_args_init(&a);
+  a.q = c.q.view();
+  a.k = c.k.view();
+  a.v = c.v.view();
+  a.g = c.g.view();
+  a.beta = c.beta.view();
+  a.A_log = c.A_log.view();
+  a.dt_bias = c.dt_bias.view();
+  a.initial_state = c.h0.view();
+  a.cu_seqlens = c.cu_seqlens.view();
+  a.out = o.out.view();
+  a.final_state = o.final_state.view();
+  a.use_default_scale = s.default_scale ? 1 : 0;
+  a.scale = s.scale;
+  a.gate_mode = s.gate;
+  a.lower_bound = s.lower_bound;
+  a.use_qk_l2norm = s.l2norm;
+  a.beta_is_logits = s.beta_logits;
+  a.allow_neg_eigval = s.neg_eigval;
+  a.state_v_first = s.v_first;
+  a.chunk_size = s.chunk_size;
+  a.backend = backend;
+  return a;
+}
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+uint64_t run_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("KDA_SEED");
+    return env ? std::strtoull(env, nullptr, 0) : fresh_seed();
+  }();
+  return seed;
+}
+
+}  // namespace kda::testing

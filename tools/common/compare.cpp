@@ -1,0 +1,117 @@
+// compare.cpp: oracle runs and the element-wise / relative-RMSE checks of compare.h.
+#include "common/compare.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "api/validate.h"
+#include "reference/reference.h"
+
+namespace kda::testing {
+
+Oracle run_oracle(Case& c) {
+  Oracle o;
+  Outputs outs = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
+  kda_forward_args_t a = host_args(c, outs, KDA_BACKEND_REFERENCE);
+  ForwardParams p;
+  Status s = validate_forward(&a, &p);
+  if (!s.ok()) {
+    std::fprintf(stderr, "oracle: invalid case %s: %s\n", c.spec.name.c_str(), s.message.c_str());
+    std::abort();
+  }
+  o.out_mag.assign(static_cast<size_t>(outs.out.numel()), 0.0);
+  reference::forward(p, o.out_mag.data());
+  o.out = std::move(outs.out);
+  o.final_state = std::move(outs.final_state);
+  return o;
+}
+
+Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls) {
+  Tolerance t;
+  switch (out_dtype) {
+    case KDA_DTYPE_BFLOAT16: t.u_out = std::ldexp(1.0, -8); break;
+    case KDA_DTYPE_FLOAT16: t.u_out = std::ldexp(1.0, -11); break;
+    default: t.u_out = std::ldexp(1.0, -24); break;
+  }
+  if (cls == ComputeClass::kFp32) {
+    t.c_elem = std::ldexp(1.0, -10);
+    t.c_rms = std::ldexp(1.0, -14);
+  } else {
+    t.c_elem = std::ldexp(1.0, -6);
+    t.c_rms = std::ldexp(1.0, -9);
+  }
+  return t;
+}
+
+std::string Tolerance::describe() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "u_out=%.3g c_elem=%.3g c_rms=%.3g", u_out, c_elem, c_rms);
+  return buf;
+}
+
+std::string ErrorStats::summary() const {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s rel_rmse=%.3e (bound %.3e) worst=%.3f of bound at %lld, nonfinite=%lld",
+                pass ? "PASS" : "FAIL", rel_rmse, rmse_bound, worst_ratio, static_cast<long long>(worst_index),
+                static_cast<long long>(nonfinite));
+  return buf;
+}
+
+namespace {
+// Finishes the stats from per-element (x, ref, bound) triples.
+template <typename F>
+ErrorStats judge(int64_t n, F&& element, double rmse_bound) {
+  ErrorStats st;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x, ref, bound;
+    element(i, &x, &ref, &bound);
+    if (!std::isfinite(x)) {
+      ++st.nonfinite;
+      if (st.worst_index < 0 || std::isfinite(st.worst_ratio)) st.worst_index = i;
+      st.worst_ratio = INFINITY;
+      continue;
+    }
+    const double d = x - ref;
+    num += d * d;
+    den += ref * ref;
+    const double ratio = std::fabs(d) / (bound > 0 ? bound : 1e-300);
+    if (ratio > st.worst_ratio && std::isfinite(st.worst_ratio)) {
+      st.worst_ratio = ratio;
+      st.worst_index = i;
+    }
+  }
+  st.rel_rmse = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  st.rmse_bound = rmse_bound;
+  st.pass = st.nonfinite == 0 && st.worst_ratio <= 1.0 && st.rel_rmse <= rmse_bound;
+  return st;
+}
+}  // namespace
+
+ErrorStats compare_out(const HostTensor& got, const Oracle& o, const Tolerance& tol) {
+  return judge(
+      got.numel(),
+      [&](int64_t i, double* x, double* ref, double* bound) {
+        *x = got.at(i);
+        *ref = o.out.at(i);
+        *bound = tol.u_out * std::fabs(*ref) + (tol.u_out + tol.c_elem) * o.out_mag[i] + 1e-30;
+      },
+      tol.u_out / std::sqrt(3.0) + tol.c_rms);
+}
+
+ErrorStats compare_state(const HostTensor& got, const Oracle& o, const Tolerance& tol, int64_t block) {
+  const int64_t n = got.numel();
+  std::vector<double> block_rms(static_cast<size_t>((n + block - 1) / block), 0.0);
+  for (int64_t i = 0; i < n; ++i) block_rms[i / block] += o.final_state.at(i) * o.final_state.at(i);
+  for (double& r : block_rms) r = std::sqrt(r / block);
+  return judge(
+      n,
+      [&](int64_t i, double* x, double* ref, double* bound) {
+        *x = got.at(i);
+        *ref = o.final_state.at(i);
+        *bound = tol.c_elem * (std::fabs(*ref) + block_rms[i / block]) + 1e-30;
+      },
+      tol.c_rms);
+}
+
+}  // namespace kda::testing

@@ -1,0 +1,49 @@
+// compare.h: the oracle run and the tolerance rules every implementation is judged by (derivation in
+// docs/numerics.md): an element-wise bound on EVERY element plus a relative-RMSE bound per tensor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/cases.h"
+
+namespace kda::testing {
+
+// The fp64 reference on the case's (already rounded) inputs: out and final state in float64, plus the size of
+// the sum behind every output element (reference::forward's out_mag).
+struct Oracle {
+  HostTensor out, final_state;  // float64
+  std::vector<double> out_mag;
+};
+Oracle run_oracle(Case& c);
+
+// How precisely an implementation computes before its final rounding.
+enum class ComputeClass {
+  kFp32,        // fp32 arithmetic throughout, fp32 state (CPU backend, CUDA recurrent path)
+  kTensorCore,  // bf16/fp16 tensor-core operands, fp32 accumulation and fp32 state
+};
+
+struct Tolerance {
+  double u_out;   // unit roundoff of the output dtype
+  double c_elem;  // compute allowance, relative to the size of the sum (out) or of the state (final state)
+  double c_rms;   // relative-RMSE allowance on top of the output rounding
+  std::string describe() const;
+};
+Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls);
+
+struct ErrorStats {
+  bool pass = true;
+  double rel_rmse = 0;     // ||x - ref|| / ||ref||
+  double worst_ratio = 0;  // max over elements of |x - ref| / bound (pass needs <= 1)
+  int64_t worst_index = -1;
+  int64_t nonfinite = 0;   // NaN/Inf (also catches unwritten, NaN-poisoned elements)
+  double rmse_bound = 0;
+  std::string summary() const;
+};
+
+// Output: |x - ref| <= u_out |ref| + (u_out + c_elem) mag  on every element; rel RMSE <= u_out / sqrt(3) + c_rms.
+ErrorStats compare_out(const HostTensor& got, const Oracle& o, const Tolerance& tol);
+// Final state (fp32): |x - ref| <= c_elem (|ref| + rms of ref over its (sequence, head) block); rel RMSE <= c_rms.
+ErrorStats compare_state(const HostTensor& got, const Oracle& o, const Tolerance& tol, int64_t block);
+
+}  // namespace kda::testing

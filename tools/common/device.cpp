@@ -1,0 +1,190 @@
+// device.cpp: CUDA memory, calls and graph-replay timing for the tools and GPU tests (stubs without CUDA).
+#include "common/device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+#if defined(KDA_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace kda::testing {
+
+#if defined(KDA_WITH_CUDA)
+
+namespace {
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_name() {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "unknown";
+  return prop.name;
+}
+
+void* DeviceProblem::alloc(size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
+  allocations_.push_back(p);
+  return p;
+}
+
+void* DeviceProblem::upload(const HostTensor& t) {
+  if (!t.present()) return nullptr;
+  void* p = alloc(t.bytes.size());
+  check(cudaMemcpy(p, t.data(), t.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  return p;
+}
+
+DeviceProblem::DeviceProblem(const Case& c, const Outputs& o, kda_backend_t backend) {
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = s;
+  Case& cc = const_cast<Case&>(c);
+  Outputs& oo = const_cast<Outputs&>(o);
+  args = host_args(cc, oo, backend);
+  auto dev = [&](const HostTensor& t) {
+    void* p = upload(t);
+    return t.view(p, KDA_DEVICE_CUDA);
+  };
+  args.q = dev(c.q);
+  args.k = dev(c.k);
+  args.v = dev(c.v);
+  args.g = dev(c.g);
+  args.beta = dev(c.beta);
+  args.A_log = dev(c.A_log);
+  args.dt_bias = dev(c.dt_bias);
+  args.initial_state = dev(c.h0);
+  args.cu_seqlens = dev(c.cu_seqlens);
+  args.out = dev(o.out);
+  args.final_state = dev(o.final_state);
+  if (kda_forward_workspace_size(&args, &workspace_bytes_) != KDA_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("workspace query: ") + kda_last_error());
+  if (workspace_bytes_ > 0) workspace_ = alloc(workspace_bytes_);
+}
+
+DeviceProblem::~DeviceProblem() {
+  for (void* p : allocations_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+kda_status_t DeviceProblem::run() {
+  kda_status_t st = kda_forward(&args, workspace_, workspace_bytes_, stream_);
+  if (st != KDA_STATUS_SUCCESS) return st;
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "forward");
+  return st;
+}
+
+void DeviceProblem::download(Outputs& o) const {
+  check(cudaMemcpy(o.out.data(), args.out.data, o.out.bytes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy out");
+  if (o.final_state.present())
+    check(cudaMemcpy(o.final_state.data(), args.final_state.data, o.final_state.bytes.size(), cudaMemcpyDeviceToHost),
+          "cudaMemcpy final_state");
+}
+
+void DeviceProblem::poison_outputs() {
+  auto bytes = [](const kda_tensor_t& t, size_t el) {
+    size_t n = el;
+    for (int i = 0; i < t.ndim; ++i) n *= static_cast<size_t>(t.shape[i]);
+    return n;
+  };
+  const size_t out_el = args.out.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
+  check(cudaMemset(args.out.data, 0xFF, bytes(args.out, out_el)), "cudaMemset out");
+  if (args.final_state.data) check(cudaMemset(args.final_state.data, 0xFF, bytes(args.final_state, 4)), "cudaMemset state");
+  check(cudaDeviceSynchronize(), "poison");
+}
+
+bool DeviceProblem::time_graph(int warmup, int iters, TimingStats* st) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream_);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  kda_status_t rc = kda_forward(&args, workspace_, workspace_bytes_, stream_);
+  check(cudaStreamEndCapture(s, &graph), "end capture");
+  if (rc != KDA_STATUS_SUCCESS) return false;
+  check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, s), "graph launch");
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(iters) + 1);
+  for (auto& e : ev) check(cudaEventCreate(&e), "event");
+  check(cudaEventRecord(ev[0], s), "event record");
+  for (int i = 0; i < iters; ++i) {
+    check(cudaGraphLaunch(exec, s), "graph launch");
+    check(cudaEventRecord(ev[i + 1], s), "event record");
+  }
+  check(cudaStreamSynchronize(s), "timing");
+  std::vector<double> us(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "elapsed");
+    us[i] = ms * 1000.0;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  double sum = 0;
+  for (double x : us) sum += x;
+  std::sort(us.begin(), us.end());
+  st->iters = iters;
+  st->mean_us = sum / iters;
+  st->median_us = us[us.size() / 2];
+  st->min_us = us.front();
+  st->max_us = us.back();
+  return true;
+}
+
+double measure_copy_bandwidth() {
+  const size_t bytes = size_t{2} << 30;  // 2 GiB each way, far above the 60 MB L2
+  void *a = nullptr, *b = nullptr;
+  check(cudaMalloc(&a, bytes), "cudaMalloc");
+  check(cudaMalloc(&b, bytes), "cudaMalloc");
+  check(cudaMemset(a, 1, bytes), "cudaMemset");
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  for (int i = 0; i < 3; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+  std::vector<float> ms(10);
+  for (float& m : ms) {
+    cudaEventRecord(e0);
+    cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    cudaEventElapsedTime(&m, e0, e1);
+  }
+  std::sort(ms.begin(), ms.end());
+  cudaFree(a);
+  cudaFree(b);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);
+}
+
+#else  // no CUDA in this build
+
+int cuda_device_count() { return 0; }
+std::string cuda_device_name() { return "none"; }
+DeviceProblem::DeviceProblem(const Case&, const Outputs&, kda_backend_t) {
+  throw std::runtime_error("this kda build has no CUDA");
+}
+DeviceProblem::~DeviceProblem() = default;
+kda_status_t DeviceProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
+void DeviceProblem::download(Outputs&) const {}
+void DeviceProblem::poison_outputs() {}
+bool DeviceProblem::time_graph(int, int, TimingStats*) { return false; }
+double measure_copy_bandwidth() { return 0.0; }
+
+#endif
+
+}  // namespace kda::testing

@@ -1,0 +1,50 @@
+// device.h: what the tools and GPU tests need of a CUDA device: copies of a case on the device, a forward call
+// there, and timing by CUDA-graph replay with events. In a build without CUDA, cuda_device_count() is 0.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/cases.h"
+
+namespace kda::testing {
+
+int cuda_device_count();
+std::string cuda_device_name();
+
+struct TimingStats {
+  double mean_us = 0, median_us = 0, min_us = 0, max_us = 0;
+  int iters = 0;
+};
+
+// A case's inputs and outputs in device memory, with the args and workspace of one forward call.
+class DeviceProblem {
+ public:
+  DeviceProblem(const Case& c, const Outputs& o, kda_backend_t backend);
+  ~DeviceProblem();
+  DeviceProblem(const DeviceProblem&) = delete;
+  DeviceProblem& operator=(const DeviceProblem&) = delete;
+
+  kda_status_t run();                // one forward on the problem's stream, then a stream sync (for tests)
+  void download(Outputs& o) const;   // device outputs -> host
+  void poison_outputs();             // fill outputs with NaN bytes (0xFF) before a call
+  // Times `iters` replays of a CUDA graph holding one forward call (after `warmup` replays), each between
+  // two events. Returns false (with the last error in kda_last_error) if the call cannot be captured.
+  bool time_graph(int warmup, int iters, TimingStats* st);
+
+  kda_forward_args_t args{};
+
+ private:
+  void* upload(const HostTensor& t);
+  void* alloc(size_t bytes);
+  std::vector<void*> allocations_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  void* stream_ = nullptr;
+};
+
+// Device-to-device copy bandwidth in bytes/s (read + written), measured with a large cudaMemcpy.
+double measure_copy_bandwidth();
+
+}  // namespace kda::testing

@@ -1,0 +1,87 @@
+// workloads.cpp: definitions of the named workloads and their floor arithmetic.
+#include "common/workloads.h"
+
+#include <cmath>
+
+namespace kda::testing {
+namespace {
+
+size_t bytes_of(kda_dtype_t d) {
+  return d == KDA_DTYPE_FLOAT32 || d == KDA_DTYPE_INT32 ? 4 : d == KDA_DTYPE_FLOAT64 || d == KDA_DTYPE_INT64 ? 8 : 2;
+}
+
+// The standard prefill workloads: B = 1, 8192 tokens, K = V = 128, bf16, bounded gate (-5), q/k L2 norm and
+// beta sigmoid in the kernel, fp32 value-first initial state given and final state returned.
+CaseSpec standard(int H, std::vector<int64_t> seqlens) {
+  CaseSpec s;
+  s.H = s.HV = H;
+  s.K = s.V = 128;
+  s.B = 1;
+  s.T = 8192;
+  if (seqlens.size() > 1) s.seqlens = std::move(seqlens);
+  return s;
+}
+
+CaseSpec kimi(int64_t T, std::vector<int64_t> seqlens = {}) {
+  CaseSpec s = standard(32, std::move(seqlens));
+  s.T = T;
+  s.gate = KDA_GATE_SOFTPLUS;
+  return s;
+}
+
+std::vector<int64_t> repeat(int n, int64_t len) { return std::vector<int64_t>(static_cast<size_t>(n), len); }
+
+std::vector<Workload> make() {
+  const std::vector<int64_t> mixed = {1300, 547, 2048, 963, 271, 3063};
+  std::vector<Workload> w = {
+      {"h96-fixed", "H=96, one 8192-token sequence", standard(96, {8192})},
+      {"h96-mixed", "H=96, 6 packed sequences [1300,547,2048,963,271,3063]", standard(96, mixed)},
+      {"h96-uniform", "H=96, 8 x 1024 packed", standard(96, repeat(8, 1024))},
+      {"h64-fixed", "H=64, one 8192-token sequence", standard(64, {8192})},
+      {"h64-mixed", "H=64, 6 packed sequences [1300,547,2048,963,271,3063]", standard(64, mixed)},
+      {"h64-uniform", "H=64, 8 x 1024 packed", standard(64, repeat(8, 1024))},
+      {"kimi-8k", "Kimi-Linear softplus gate, H=32, one 8192-token sequence", kimi(8192)},
+      {"kimi-32k", "Kimi-Linear softplus gate, H=32, one 32768-token sequence", kimi(32768)},
+      {"kimi-packed-8k", "Kimi-Linear softplus gate, H=32, 8 x 1024 packed", kimi(0, repeat(8, 1024))},
+      {"serve-256x32", "H=64, 256 sequences of 32 tokens", standard(64, repeat(256, 32))},
+      {"serve-64x100", "H=64, 64 sequences of 100 tokens (off the chunk grid)", standard(64, repeat(64, 100))},
+      {"long-128k", "H=64, one 131072-token sequence", [] { CaseSpec s = standard(64, {}); s.T = 131072; return s; }()},
+      {"cpu-8k-h8", "CPU default: H=8, one 8192-token sequence (the CPU backend's throughput figure)",
+       [] { CaseSpec s = standard(8, {}); return s; }()},
+  };
+  for (Workload& x : w) x.spec.name = x.name;
+  return w;
+}
+
+}  // namespace
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> w = make();
+  return w;
+}
+
+const Workload* find_workload(const std::string& name) {
+  for (const Workload& w : workloads())
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+double workload_min_bytes(const Case& c) {
+  const CaseSpec& s = c.spec;
+  const double tokens = static_cast<double>(s.B * s.T);
+  const double in = bytes_of(s.in_dtype);
+  double b = tokens * (2.0 * s.H * s.K * in + s.HV * s.V * in + s.HV * s.K * bytes_of(s.g_dtype) +
+                       s.HV * bytes_of(s.beta_dtype) + s.HV * s.V * in);
+  const double state = static_cast<double>(c.N) * s.HV * s.K * s.V * 4.0;
+  if (s.has_h0) b += state;
+  if (s.want_final) b += state;
+  return b;
+}
+
+double workload_flops(const Case& c, int C) {
+  const CaseSpec& s = c.spec;
+  const double per = 6.0 * C * s.K + 4.0 * C * s.V + 6.0 * s.K * s.V + C * C / 3.0;
+  return per * static_cast<double>(s.B * s.T) * s.HV;
+}
+
+}  // namespace kda::testing

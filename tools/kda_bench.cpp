@@ -1,0 +1,272 @@
+// kda_bench.cpp: kda-bench, the benchmark driver. For each (workload, implementation): draw inputs from the
+// workload's recipe with a fresh seed, verify the result against the fp64 oracle (a wrong answer gets no time),
+// then time it (CUDA: graph replay between events; CPU: wall clock), and print it against the floor measured in
+// the same run. Writes every figure to --json for bench/results/.
+#include <omp.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/cases.h"
+#include "common/compare.h"
+#include "common/device.h"
+#include "common/workloads.h"
+
+using namespace kda::testing;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> workloads;
+  std::vector<std::string> impls;
+  std::string json;
+  std::string commit = "unknown";
+  int iters = 0;  // 0: 200 on CUDA, 5 on the CPU
+  int warmup = 20;
+  int threads = 0;
+  bool verify = true;
+  bool list = false;
+};
+
+void usage() {
+  std::printf(
+      "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic]... [--iters N] [--warmup N]\n"
+      "                 [--threads N] [--json PATH] [--commit SHA] [--no-verify]\n"
+      "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n");
+}
+
+kda_backend_t backend_of(const std::string& impl) {
+  if (impl == "cpu") return KDA_BACKEND_CPU;
+  if (impl == "cuda-generic") return KDA_BACKEND_CUDA_GENERIC;
+  if (impl == "reference") return KDA_BACKEND_REFERENCE;
+  return KDA_BACKEND_AUTO;
+}
+
+// fp32 matrix-product rate of this machine through Eigen (the CPU backend's library), one 512^3 product per
+// thread at a time, all threads busy: the yardstick the CPU backend's throughput is reported against.
+double eigen_sgemm_gflops(int threads) {
+  const int n = 512, reps = 6;
+  double best = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads)
+    {
+      Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
+#pragma omp barrier
+      for (int r = 0; r < reps; ++r) c.noalias() = a * b;
+      volatile float sink = c(0, 0);
+      (void)sink;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n * reps * threads / s / 1e9);
+  }
+  return best;
+}
+
+struct Record {
+  std::string workload, impl, device;
+  uint64_t seed = 0;
+  bool verified = false;
+  ErrorStats out_err, state_err;
+  TimingStats t;
+  double bytes = 0, flops = 0, floor_us = 0;
+  double tokens_per_s = 0;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    o += ch;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  std::string command = "kda-bench";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "kda-bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--list") opt.list = true;
+    else if (a == "--workload") opt.workloads.push_back(next());
+    else if (a == "--impl") opt.impls.push_back(next());
+    else if (a == "--iters") opt.iters = std::stoi(next());
+    else if (a == "--warmup") opt.warmup = std::stoi(next());
+    else if (a == "--threads") opt.threads = std::stoi(next());
+    else if (a == "--json") opt.json = next();
+    else if (a == "--commit") opt.commit = next();
+    else if (a == "--no-verify") opt.verify = false;
+    else if (a == "--help" || a == "-h") { usage(); return 0; }
+    else { std::fprintf(stderr, "kda-bench: unknown argument %s\n", a.c_str()); usage(); return 2; }
+  }
+  if (opt.list) {
+    for (const Workload& w : workloads()) std::printf("%-16s %s\n", w.name.c_str(), w.description.c_str());
+    return 0;
+  }
+  const bool gpu = cuda_device_count() > 0;
+  if (opt.workloads.empty()) opt.workloads.push_back(gpu ? "h64-fixed" : "cpu-8k-h8");
+  if (opt.impls.empty()) opt.impls.push_back(gpu ? "cuda-generic" : "cpu");
+  const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
+
+  std::printf("kda-bench  commit %s  device %s  threads %d\n", opt.commit.c_str(),
+              gpu ? cuda_device_name().c_str() : "cpu", threads);
+  double copy_bw = 0, sgemm = 0;
+  bool any_cpu = false, any_gpu = false;
+  for (const std::string& impl : opt.impls) (backend_of(impl) == KDA_BACKEND_CPU ? any_cpu : any_gpu) = true;
+  if (any_gpu) {
+    copy_bw = measure_copy_bandwidth();
+    std::printf("device-to-device copy: %.2f TB/s (read + write)\n", copy_bw / 1e12);
+  }
+  if (any_cpu) {
+    sgemm = eigen_sgemm_gflops(threads);
+    std::printf("Eigen fp32 matrix product (512^3 per thread, %d threads): %.1f GFLOP/s\n", threads, sgemm);
+  }
+
+  std::vector<Record> records;
+  int failures = 0;
+  for (const std::string& wname : opt.workloads) {
+    const Workload* w = find_workload(wname);
+    if (!w) {
+      std::fprintf(stderr, "kda-bench: unknown workload %s (see --list)\n", wname.c_str());
+      return 2;
+    }
+    const uint64_t seed = fresh_seed();
+    Case c = make_case(w->spec, seed);
+    std::printf("\n%s: %s  (seed %llu)\n", w->name.c_str(), w->description.c_str(), static_cast<unsigned long long>(seed));
+    Oracle oracle;
+    if (opt.verify) oracle = run_oracle(c);
+    for (const std::string& impl : opt.impls) {
+      const kda_backend_t be = backend_of(impl);
+      if (be == KDA_BACKEND_AUTO) {
+        std::fprintf(stderr, "kda-bench: unknown impl %s\n", impl.c_str());
+        return 2;
+      }
+      Record r;
+      r.workload = w->name;
+      r.impl = impl;
+      r.seed = seed;
+      r.bytes = workload_min_bytes(c);
+      r.flops = workload_flops(c);
+      Outputs outs = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
+      const bool on_gpu = be != KDA_BACKEND_CPU && be != KDA_BACKEND_REFERENCE;
+      r.device = on_gpu ? cuda_device_name() : "cpu";
+      const ComputeClass cls = ComputeClass::kFp32;
+      if (on_gpu) {
+        DeviceProblem dp(c, outs, be);
+        dp.poison_outputs();
+        if (dp.run() != KDA_STATUS_SUCCESS) {
+          std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
+          ++failures;
+          continue;
+        }
+        dp.download(outs);
+        if (opt.verify) {
+          r.out_err = compare_out(outs.out, oracle, tolerance_for(c.spec.in_dtype, cls));
+          r.state_err = compare_state(outs.final_state, oracle, tolerance_for(c.spec.in_dtype, cls),
+                                      int64_t{c.spec.K} * c.spec.V);
+          r.verified = r.out_err.pass && r.state_err.pass;
+          if (!r.verified) {
+            std::printf("  %-14s WRONG: out %s | state %s  (no time given)\n", impl.c_str(), r.out_err.summary().c_str(),
+                        r.state_err.summary().c_str());
+            ++failures;
+            records.push_back(r);
+            continue;
+          }
+        }
+        dp.time_graph(opt.warmup, opt.iters > 0 ? opt.iters : 200, &r.t);
+        r.floor_us = r.bytes / copy_bw * 1e6;
+      } else {
+        kda_forward_args_t a = host_args(c, outs, be);
+        a.cpu_threads = threads;
+        if (kda_forward(&a, nullptr, 0, nullptr) != KDA_STATUS_SUCCESS) {
+          std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
+          ++failures;
+          continue;
+        }
+        if (opt.verify) {
+          r.out_err = compare_out(outs.out, oracle, tolerance_for(c.spec.in_dtype, cls));
+          r.state_err = compare_state(outs.final_state, oracle, tolerance_for(c.spec.in_dtype, cls),
+                                      int64_t{c.spec.K} * c.spec.V);
+          r.verified = r.out_err.pass && r.state_err.pass;
+          if (!r.verified) {
+            std::printf("  %-14s WRONG: out %s | state %s  (no time given)\n", impl.c_str(), r.out_err.summary().c_str(),
+                        r.state_err.summary().c_str());
+            ++failures;
+            records.push_back(r);
+            continue;
+          }
+        }
+        const int iters = opt.iters > 0 ? opt.iters : 5;
+        std::vector<double> us;
+        for (int i = 0; i < iters; ++i) {
+          auto t0 = std::chrono::steady_clock::now();
+          kda_forward(&a, nullptr, 0, nullptr);
+          us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+        }
+        double sum = 0;
+        for (double x : us) sum += x;
+        std::sort(us.begin(), us.end());
+        r.t = TimingStats{sum / iters, us[us.size() / 2], us.front(), us.back(), iters};
+      }
+      r.tokens_per_s = static_cast<double>(c.spec.B * c.spec.T) / (r.t.median_us * 1e-6);
+      const double gflops = r.flops / (r.t.median_us * 1e-6) / 1e9;
+      std::printf("  %-14s median %10.1f us (min %.1f, max %.1f, n=%d)  %.3g tokens/s  %.1f GFLOP/s", impl.c_str(),
+                  r.t.median_us, r.t.min_us, r.t.max_us, r.t.iters, r.tokens_per_s, gflops);
+      if (on_gpu)
+        std::printf("  %.2f TB/s, floor %.1f us (%.0f%% of floor)", r.bytes / (r.t.median_us * 1e-6) / 1e12, r.floor_us,
+                    100.0 * r.floor_us / r.t.median_us);
+      else
+        std::printf("  = %.0f%% of the Eigen fp32 matmul rate", 100.0 * gflops / sgemm);
+      std::printf("\n");
+      if (opt.verify)
+        std::printf("  %-14s verified: out rel_rmse %.3e (worst %.2f of bound)  state rel_rmse %.3e (worst %.2f)\n", "",
+                    r.out_err.rel_rmse, r.out_err.worst_ratio, r.state_err.rel_rmse, r.state_err.worst_ratio);
+      records.push_back(r);
+    }
+  }
+
+  if (!opt.json.empty()) {
+    std::ofstream f(opt.json);
+    char date[32];
+    std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    f << "{\n  \"tool\": \"kda-bench\",\n  \"date\": \"" << date << "\",\n  \"commit\": \"" << json_escape(opt.commit)
+      << "\",\n  \"command\": \"" << json_escape(command) << "\",\n  \"copy_bandwidth_Bps\": " << copy_bw
+      << ",\n  \"eigen_sgemm_gflops\": " << sgemm << ",\n  \"cpu_threads\": " << threads << ",\n  \"results\": [\n";
+    for (size_t i = 0; i < records.size(); ++i) {
+      const Record& r = records[i];
+      f << "    {\"workload\": \"" << r.workload << "\", \"impl\": \"" << r.impl << "\", \"gpu\": \""
+        << json_escape(r.device) << "\", \"commit\": \"" << json_escape(opt.commit) << "\", \"seed\": " << r.seed
+        << ", \"verified\": " << (r.verified ? "true" : "false") << ", \"mean_us\": " << r.t.mean_us
+        << ", \"median_us\": " << r.t.median_us << ", \"min_us\": " << r.t.min_us << ", \"max_us\": " << r.t.max_us
+        << ", \"iters\": " << r.t.iters << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"min_bytes\": " << r.bytes
+        << ", \"flops\": " << r.flops << ", \"floor_us\": " << r.floor_us;
+      if (opt.verify)
+        f << ", \"out_rel_rmse\": " << r.out_err.rel_rmse << ", \"state_rel_rmse\": " << r.state_err.rel_rmse
+          << ", \"out_worst_ratio\": " << r.out_err.worst_ratio << ", \"state_worst_ratio\": " << r.state_err.worst_ratio;
+      f << "}" << (i + 1 < records.size() ? "," : "") << "\n";
+    }
+    f << "  ]\n}\n";
+    std::printf("\nwrote %s\n", opt.json.c_str());
+  }
+  return failures == 0 ? 0 : 1;
+}
