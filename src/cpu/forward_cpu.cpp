@@ -40,12 +40,13 @@ struct Workspace {
   Mat Vnew, O;           // C x V
   Mat Qg, Kdec;          // C x K: exp(Gam) . Q and exp(Gam_last - Gam) . K
   Mat Kr, Qr, Kc;        // block rows scaled to the reference point, and the earlier rows scaled from it
-  RowVec suffix, e;      // K
+  Mat E;                 // kSubBlock x K: exp(Gamma_r - Gamma_c) . k_c for the rows r of one column c
+  RowVec suffix;         // K
 
   Workspace(int C, int K, int V)
       : S(V, K), Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), Aqk(C, C),
         Rhs(C, V + K), Vnew(C, V), O(C, V), Qg(C, K), Kdec(C, K), Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K),
-        suffix(K), e(K) {}
+        E(kSubBlock, K), suffix(K) {}
 };
 
 // The intra-chunk coefficient matrices Akk (c < r, before the beta scaling) and Aqk (c <= r) for L tokens.
@@ -54,14 +55,16 @@ void intra_chunk_coefficients(Workspace& w, int L) {
   w.Aqk.topLeftCorner(L, L).setZero();
   for (int r0 = 0; r0 < L; r0 += kSubBlock) {
     const int r1 = std::min(r0 + kSubBlock, L), nb = r1 - r0;
-    // Pairs inside the block: exact exp(Gamma_r - Gamma_c), an exponent spanning at most 15 tokens.
-    for (int r = r0; r < r1; ++r) {
-      for (int c = r0; c <= r; ++c) {
-        w.e = (w.Gloc.row(r) - w.Gloc.row(c)).array().exp().matrix();
-        const float qk = (w.Q.row(r).array() * w.e.array() * w.Kk.row(c).array()).sum();
-        w.Aqk(r, c) = qk;
-        if (c < r) w.Akk(r, c) = (w.Kk.row(r).array() * w.e.array() * w.Kk.row(c).array()).sum();
-      }
+    // Pairs inside the block: exact exp(Gamma_r - Gamma_c), an exponent spanning at most 15 tokens; one column c
+    // at a time so each step is a (rows x K) array expression rather than a K-long one per pair.
+    for (int c = r0; c < r1; ++c) {
+      const int n = r1 - c;  // rows r = c .. r1 - 1
+      auto e = w.E.topRows(n);
+      e = ((w.Gloc.middleRows(c, n).rowwise() - w.Gloc.row(c)).array().exp().rowwise() * w.Kk.row(c).array()).matrix();
+      w.Aqk.col(c).segment(c, n) = (w.Q.middleRows(c, n).array() * e.array()).rowwise().sum().matrix();
+      if (n > 1)
+        w.Akk.col(c).segment(c + 1, n - 1) =
+            (w.Kk.middleRows(c + 1, n - 1).array() * e.bottomRows(n - 1).array()).rowwise().sum().matrix();
     }
     if (r0 == 0) continue;
     // Rows r in the block against all columns c < r0, through the reference point r0 - 1.
@@ -92,8 +95,14 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
       load_token<float>(p, sp.batch, sp.start + c0 + i, hv, w.Q.row(i).data(), w.Kk.row(i).data(),
                         w.Vv.row(i).data(), w.G.row(i).data(), &w.beta(i));
     for (int i = 0; i < L; ++i) {
-      w.Gam.row(i) = (i == 0) ? w.G.row(0) : RowVec(w.Gam.row(i - 1) + w.G.row(i));
-      w.Gloc.row(i) = (i % kSubBlock == 0) ? w.G.row(i) : RowVec(w.Gloc.row(i - 1) + w.G.row(i));
+      if (i == 0)
+        w.Gam.row(i) = w.G.row(i);
+      else
+        w.Gam.row(i) = w.Gam.row(i - 1) + w.G.row(i);
+      if (i % kSubBlock == 0)
+        w.Gloc.row(i) = w.G.row(i);
+      else
+        w.Gloc.row(i) = w.Gloc.row(i - 1) + w.G.row(i);
     }
     intra_chunk_coefficients(w, L);
 
