@@ -109,7 +109,7 @@ typedef struct kda_forward_args {
   float lower_bound;       /* bounded gate only; must be finite and < 0 */
   int32_t use_qk_l2norm;   /* q/k <- x / sqrt(sum x^2 + 1e-6) per token and head */
   int32_t beta_is_logits;  /* 1: beta <- sigmoid(beta) */
-  int32_t allow_neg_eigval;/* 1: beta <- 2 * beta after the optional sigmoid, range (0, 2) */
+  int32_t allow_neg_eigval;/* 1: beta <- 2 * sigmoid(beta), range (0, 2); requires beta_is_logits */
   int32_t state_v_first;   /* 1: states are [.., V, K] (serving convention); 0: [.., K, V] */
   int32_t chunk_size;      /* 0: the backend's choice; else 16, 32 or 64 (chunked backends) */
   int32_t cpu_threads;     /* CPU backends: worker threads, 0 = all hardware threads */

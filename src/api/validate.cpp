@@ -250,6 +250,10 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   }
   KDA_RETURN_IF_ERROR(check_same_device("out", a.out, a.q));
 
+  if (a.allow_neg_eigval && !a.beta_is_logits)
+    return invalid("allow_neg_eigval: requires beta_is_logits = 1 (beta = 2 * sigmoid(beta)); probabilities in "
+                   "(0, 2) can be passed as they are with allow_neg_eigval = 0");
+
   // Execution options.
   if (a.chunk_size != 0 && a.chunk_size != 16 && a.chunk_size != 32 && a.chunk_size != 64)
     return invalid("chunk_size: must be 0 (backend's choice), 16, 32 or 64, got " + std::to_string(a.chunk_size));

@@ -3,6 +3,7 @@
 // and the CPU backend (T = float) so both read the inputs by the same rules.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/host_access.h"
@@ -38,7 +39,16 @@ template <typename T>
 inline void l2_normalize(T* x, int n) {
   T ss = 0;
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];
-  const T inv = T(1) / std::sqrt(ss + T(kL2NormEps));
+  T inv;
+  if (std::isfinite(ss)) {
+    inv = l2_inv_norm(ss, T(0), false);
+  } else {  // the sum of squares overflowed: redo it on x / max|x|
+    T m = 0;
+    for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
+    ss = 0;
+    for (int i = 0; i < n; ++i) ss += (x[i] / m) * (x[i] / m);
+    inv = l2_inv_norm(ss, m, true);
+  }
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 

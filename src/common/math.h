@@ -18,6 +18,17 @@ KDA_HOST_DEVICE T softplus(T x) {
   return x > T(kSoftplusThreshold) ? x : log1p(exp(x));
 }
 
+// log(softplus(x)) without forming softplus(x) where it underflows (x < -20: softplus(x) = exp(x) to 1e-9).
+template <typename T>
+KDA_HOST_DEVICE T log_softplus(T x) {
+  using std::exp;
+  using std::log;
+  using std::log1p;
+  if (x > T(kSoftplusThreshold)) return log(x);
+  if (x < -T(kSoftplusThreshold)) return x;
+  return log(log1p(exp(x)));
+}
+
 template <typename T>
 KDA_HOST_DEVICE T sigmoid(T x) {
   using std::exp;
@@ -32,16 +43,27 @@ KDA_HOST_DEVICE T gate_log_decay(kda_gate_mode_t mode, T g, bool has_a_log, T a_
   using std::exp;
   switch (mode) {
     case KDA_GATE_SOFTPLUS:
-      return -exp(a_log) * softplus(g + bias);
+      // exp(A_log) * softplus(x) as one exp of a sum: no inf * 0 when exp(A_log) overflows and softplus(x)
+      // underflows (both finite inputs); an overflow to -inf is a full decay, exp(-inf) = 0, as in float64.
+      return -exp(a_log + log_softplus(g + bias));
     case KDA_GATE_BOUNDED: {
       T x = g + bias;
-      if (has_a_log) x *= exp(a_log);
+      if (has_a_log && x != T(0)) x *= exp(a_log);  // x == 0 gives sigmoid(0) whatever A_log: no inf * 0
       return lower_bound * sigmoid(x);
     }
     case KDA_GATE_LOG_DECAY:
     default:
       return g;
   }
+}
+
+// 1 / sqrt(sum x^2 + eps) for a row whose sum of squares is ss and largest magnitude max_abs. When ss overflows
+// (|x| beyond ~1e19 in fp32), the caller recomputes ss of x / max_abs and passes rescaled = true.
+template <typename T>
+KDA_HOST_DEVICE T l2_inv_norm(T ss, T max_abs, bool rescaled) {
+  using std::sqrt;
+  if (!rescaled) return T(1) / sqrt(ss + T(kL2NormEps));
+  return (T(1) / max_abs) / sqrt(ss + T(kL2NormEps) / (max_abs * max_abs));
 }
 
 template <typename T>

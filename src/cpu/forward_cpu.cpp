@@ -5,7 +5,8 @@
 // (non-increasing, every g_log <= 0), the intra-chunk coefficients need exp(Gamma_r - Gamma_c) for c <= r.
 // Factoring that as exp(Gamma_r) * exp(-Gamma_c) overflows once a chunk decays past ~88 nats, which the
 // unbounded softplus gate does routinely. Instead, for the rows of 16-token block I (first row r0):
-//   - pairs inside the block use exp(Gamma_r - Gamma_c) directly (one exp per pair and channel);
+//   - pairs inside the block use exp(Gamma_r - Gamma_c) directly (one exp per pair and channel), the exponent
+//     summed over the tokens c + 1 .. r;
 //   - pairs with c < r0 split at the reference point r0 - 1, which lies between c and r:
 //       exp(Gamma_r - Gamma_{r0-1}) * exp(Gamma_{r0-1} - Gamma_c), both factors <= 1,
 //     so nothing overflows, and a factor underflows only when the exact product is below 1e-38.
@@ -55,12 +56,15 @@ void intra_chunk_coefficients(Workspace& w, int L) {
   w.Aqk.topLeftCorner(L, L).setZero();
   for (int r0 = 0; r0 < L; r0 += kSubBlock) {
     const int r1 = std::min(r0 + kSubBlock, L), nb = r1 - r0;
-    // Pairs inside the block: exact exp(Gamma_r - Gamma_c), an exponent spanning at most 15 tokens; one column c
-    // at a time so each step is a (rows x K) array expression rather than a K-long one per pair.
+    // Pairs inside the block: exp(Gamma_r - Gamma_c) with the exponent summed from token c + 1 to r (never a
+    // difference of two block sums, which would carry the rounding of any huge decay before c). One column c
+    // at a time, so each step is a (rows x K) array expression rather than a K-long one per pair.
     for (int c = r0; c < r1; ++c) {
       const int n = r1 - c;  // rows r = c .. r1 - 1
       auto e = w.E.topRows(n);
-      e = ((w.Gloc.middleRows(c, n).rowwise() - w.Gloc.row(c)).array().exp().rowwise() * w.Kk.row(c).array()).matrix();
+      e.row(0).setZero();
+      for (int i = 1; i < n; ++i) e.row(i) = e.row(i - 1) + w.G.row(c + i);
+      e = (e.array().exp().rowwise() * w.Kk.row(c).array()).matrix();
       w.Aqk.col(c).segment(c, n) = (w.Q.middleRows(c, n).array() * e.array()).rowwise().sum().matrix();
       if (n > 1)
         w.Akk.col(c).segment(c + 1, n - 1) =

@@ -162,6 +162,8 @@ TEST(Validation, ScaleAndOptions) {
                KDA_STATUS_INVALID_ARGUMENT, "scale", "must be finite");
   expect_error([](Fixture& f) { f.a.use_default_scale = 0; f.a.scale = std::numeric_limits<float>::infinity(); },
                KDA_STATUS_INVALID_ARGUMENT, "scale", "must be finite");
+  expect_error([](Fixture& f) { f.a.allow_neg_eigval = 1; f.a.beta_is_logits = 0; }, KDA_STATUS_INVALID_ARGUMENT,
+               "allow_neg_eigval", "requires beta_is_logits = 1");
   expect_error([](Fixture& f) { f.a.chunk_size = 48; }, KDA_STATUS_INVALID_ARGUMENT, "chunk_size",
                "16, 32 or 64");
   expect_error([](Fixture& f) { f.a.cpu_threads = -2; }, KDA_STATUS_INVALID_ARGUMENT, "cpu_threads", ">= 0");

@@ -76,22 +76,23 @@ Case make_case(const CaseSpec& s, uint64_t seed) {
   c.g = make_tensor(s.g_dtype, {B, T, HV, K});
   c.beta = make_tensor(s.beta_dtype, {B, T, HV});
 
+  const double qk_std = r.qk_std >= 0 ? r.qk_std : r.qkv_std;
   for (int64_t i = 0; i < c.q.numel(); ++i) {
     const int64_t tok = i / (int64_t{H} * K);
-    c.q.set(i, (r.q_zero_rows && tok % 7 == 3) ? 0.0 : r.qkv_std * normal(rng));
+    c.q.set(i, (r.q_zero_rows && tok % 7 == 3) ? 0.0 : qk_std * normal(rng));
   }
   if (r.key_jitter >= 0) {
     // One base key per (batch, head); every token's key is that plus a small jitter (near-collinear keys).
     std::vector<double> base(static_cast<size_t>(B) * H * K);
-    for (double& x : base) x = r.qkv_std * normal(rng);
+    for (double& x : base) x = qk_std * normal(rng);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < T; ++t)
         for (int h = 0; h < H; ++h)
           for (int kk = 0; kk < K; ++kk)
             c.k.set(((b * T + t) * H + h) * K + kk,
-                    base[(b * H + h) * K + kk] + r.key_jitter * r.qkv_std * normal(rng));
+                    base[(b * H + h) * K + kk] + r.key_jitter * qk_std * normal(rng));
   } else {
-    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.set(i, r.qkv_std * normal(rng));
+    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.set(i, qk_std * normal(rng));
   }
   for (int64_t i = 0; i < c.v.numel(); ++i) c.v.set(i, r.qkv_std * normal(rng));
 

@@ -33,6 +33,7 @@ HostTensor make_tensor(kda_dtype_t dtype, std::vector<int64_t> shape);
 struct Recipe {
   std::string name = "standard";
   double qkv_std = 0.5;        // q, k, v ~ N(0, qkv_std^2)
+  double qk_std = -1.0;        // >= 0: q and k use this instead (e.g. 1e20: sums of squares overflow fp32)
   double g_mean = 0.0, g_std = 0.5;
   double g_bimodal = 0.0;      // > 0: each (head, channel) adds +-g_bimodal once (half dead, half alive)
   bool g_zero = false;         // g exactly 0 (with the log-decay gate: no decay at all)

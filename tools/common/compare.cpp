@@ -35,7 +35,7 @@ Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls) {
   }
   if (cls == ComputeClass::kFp32) {
     t.c_elem = std::ldexp(1.0, -10);
-    t.c_rms = std::ldexp(1.0, -14);
+    t.c_rms = std::ldexp(1.0, -17);
   } else {
     t.c_elem = std::ldexp(1.0, -6);
     t.c_rms = std::ldexp(1.0, -9);

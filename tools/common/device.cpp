@@ -77,6 +77,8 @@ DeviceProblem::DeviceProblem(const Case& c, const Outputs& o, kda_backend_t back
 }
 
 DeviceProblem::~DeviceProblem() {
+  if (graph_exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
   for (void* p : allocations_) cudaFree(p);
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
@@ -107,15 +109,48 @@ void DeviceProblem::poison_outputs() {
   check(cudaDeviceSynchronize(), "poison");
 }
 
-bool DeviceProblem::time_graph(int warmup, int iters, TimingStats* st) {
+void DeviceProblem::replace_inputs(const Case& c) {
+  auto put = [](const kda_tensor_t& dst, const HostTensor& src) {
+    if (src.present()) check(cudaMemcpy(dst.data, src.data(), src.bytes.size(), cudaMemcpyHostToDevice), "replace");
+  };
+  put(args.q, c.q);
+  put(args.k, c.k);
+  put(args.v, c.v);
+  put(args.g, c.g);
+  put(args.beta, c.beta);
+  put(args.A_log, c.A_log);
+  put(args.dt_bias, c.dt_bias);
+  put(args.initial_state, c.h0);
+  put(args.cu_seqlens, c.cu_seqlens);
+}
+
+bool DeviceProblem::capture() {
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   cudaGraph_t graph;
-  cudaGraphExec_t exec;
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
   kda_status_t rc = kda_forward(&args, workspace_, workspace_bytes_, stream_);
   check(cudaStreamEndCapture(s, &graph), "end capture");
-  if (rc != KDA_STATUS_SUCCESS) return false;
+  if (rc != KDA_STATUS_SUCCESS) {
+    cudaGraphDestroy(graph);
+    return false;
+  }
+  cudaGraphExec_t exec;
   check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  graph_ = graph;
+  graph_exec_ = exec;
+  return true;
+}
+
+void DeviceProblem::replay() {
+  cudaStream_t s = static_cast<cudaStream_t>(stream_);
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec_), s), "graph launch");
+  check(cudaStreamSynchronize(s), "graph replay");
+}
+
+bool DeviceProblem::time_graph(int warmup, int iters, TimingStats* st) {
+  if (!graph_exec_ && !capture()) return false;
+  cudaStream_t s = static_cast<cudaStream_t>(stream_);
+  cudaGraphExec_t exec = static_cast<cudaGraphExec_t>(graph_exec_);
   for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, s), "graph launch");
   std::vector<cudaEvent_t> ev(static_cast<size_t>(iters) + 1);
   for (auto& e : ev) check(cudaEventCreate(&e), "event");
@@ -132,8 +167,6 @@ bool DeviceProblem::time_graph(int warmup, int iters, TimingStats* st) {
     us[i] = ms * 1000.0;
   }
   for (auto& e : ev) cudaEventDestroy(e);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   double sum = 0;
   for (double x : us) sum += x;
   std::sort(us.begin(), us.end());
@@ -182,6 +215,9 @@ DeviceProblem::~DeviceProblem() = default;
 kda_status_t DeviceProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 void DeviceProblem::download(Outputs&) const {}
 void DeviceProblem::poison_outputs() {}
+void DeviceProblem::replace_inputs(const Case&) {}
+bool DeviceProblem::capture() { return false; }
+void DeviceProblem::replay() {}
 bool DeviceProblem::time_graph(int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
 

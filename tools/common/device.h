@@ -29,8 +29,14 @@ class DeviceProblem {
   kda_status_t run();                // one forward on the problem's stream, then a stream sync (for tests)
   void download(Outputs& o) const;   // device outputs -> host
   void poison_outputs();             // fill outputs with NaN bytes (0xFF) before a call
-  // Times `iters` replays of a CUDA graph holding one forward call (after `warmup` replays), each between
-  // two events. Returns false (with the last error in kda_last_error) if the call cannot be captured.
+  // Copies another case's inputs (same shapes) over this problem's device inputs, synchronously.
+  void replace_inputs(const Case& c);
+  // Captures one forward call into a CUDA graph (false if the call fails; kda_last_error says why), and replays
+  // it on the problem's stream then waits for it.
+  bool capture();
+  void replay();
+  // Times `iters` replays of the captured graph (capturing first if needed; after `warmup` replays), each
+  // between two events.
   bool time_graph(int warmup, int iters, TimingStats* st);
 
   kda_forward_args_t args{};
@@ -42,6 +48,8 @@ class DeviceProblem {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   void* stream_ = nullptr;
+  void* graph_ = nullptr;
+  void* graph_exec_ = nullptr;
 };
 
 // Device-to-device copy bandwidth in bytes/s (read + written), measured with a large cudaMemcpy.

@@ -4,15 +4,19 @@
 // Work split. One CTA of 128 threads owns kRowsPerCta rows of the V x K state of one (sequence n, value head hv);
 // the grid is a flat list of (n, hv, row block) tasks, walked grid-stride so any N * HV fits. Inside the CTA a
 // "row group" of kLanesPerRow lanes (an aligned part of one warp) holds kRows rows; each lane holds kCols columns
-// of each of those rows in registers. S @ k and S @ q are kCols-long FMA chains per lane followed by an xor
-// shuffle reduction over the row group, so a token needs no shared-memory reduction.
+// of each of those rows in registers. Row sums are kCols-long FMA chains per lane followed by an xor-shuffle
+// reduction over the row group, so the recurrence itself needs no shared-memory reduction and no barrier.
 //
-// Per token the CTA first stages the token's inputs into shared memory: raw q and k (their L2 norms are
-// reduced later by each row group from the columns it reads anyway, which avoids a second barrier), the decay
-// alpha = exp(g_log) computed once per CTA (the gate activation is the expensive part of the preprocessing),
-// the CTA's slice of v and the activated beta. The stage is double-buffered, so one __syncthreads per token
-// separates writing token i from reading it, and the global loads of token i + 1 (raw bits in registers) are
-// issued before the barrier so their latency hides behind the update of token i.
+// Staging. Nothing in a token's preprocessing depends on the state, so it is done kChunk tokens at a time, off
+// the recurrence's dependency chain: the CTA loads the chunk's q, k, g, its v slice and beta, and writes to shared
+// memory q_hat, k_hat, alpha = exp(g_log), k_hat . q_hat, v and the activated beta. The stage is
+// double-buffered (one __syncthreads per chunk), and the global loads of chunk c + 1 (raw bits in registers)
+// are issued before computing chunk c so their latency hides behind kChunk tokens of recurrence.
+//
+// Per token, each row does: S *= alpha (per column), s_k = S k_hat, s_q = S q_hat (both from the decayed S, so
+// their reductions share shuffle rounds), u = beta (v - s_k), o = scale (s_q + u (k_hat . q_hat)), S += u k_hat^T.
+// o is the reference's scale * (S_new q_hat) expanded through S_new = S + u k_hat^T: the same value, with one
+// reduction round per token on the dependency chain instead of two.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -28,29 +32,54 @@
 namespace kda::cuda {
 namespace {
 
-constexpr int kThreads = 128;  // 4 warps: enough lanes to stage K <= 128 columns in one pass
+constexpr int kThreads = 128;  // 4 warps per CTA
 
-// Register tiling per head dim K. kCols = 8 keeps the per-lane state at kRows * 8 floats (16 registers for
-// K >= 64) plus 3 * 8 for the token's q, k and alpha, well under the 255-register limit without spills, while
-// the row reductions stay short (log2(kLanesPerRow) <= 5 shuffles). K = 16 uses 4 columns so that a CTA covers
-// 32 rows rather than 64 (fewer idle rows when V = 16). kRows = 2 for K >= 64 gives every lane two independent
-// rows to interleave (the row reductions are latency chains); smaller K keep one row so that a CTA never spans
-// more than 32 rows.
+// Tiling per head dim K.
+//  Recurrence: kCols = 8 keeps the per-lane state at kRows * 8 floats (16 registers for K >= 64) plus 3 * 8 for
+//  the token's q_hat, k_hat and alpha, with row reductions of log2(kLanesPerRow) <= 5 shuffle rounds. K = 16 uses
+//  4 columns so that a CTA covers 32 rows rather than 64 (fewer idle rows when V = 16). kRows = 2 for K >= 64
+//  gives every lane two independent rows to interleave in the reduction latency; smaller K keep one row so that
+//  a CTA never spans more than 32 rows.
+//  Staging: kChunk tokens per stage, 3 * kChunk * K floats of q_hat / k_hat / alpha per buffer (at most 12 KiB,
+//  so the double buffer plus v, 10 to 29 KiB in all, stays under the 48 KiB of static shared memory);
+//  kStageLanes lanes (aligned inside a warp) stage one token, kStageCols columns each, and reduce its norms with
+//  shuffles. Registers: 72 to 146 per thread (state, the token's q/k/alpha, the prefetched raw chunk), no
+//  spills, so 3 to 7 CTAs fit an SM.
 template <int K>
 struct Tile {
   static constexpr int kCols = K == 16 ? 4 : 8;
   static constexpr int kLanesPerRow = K / kCols;  // 4, 4, 8, 16, 32 for K = 16 .. 256
   static constexpr int kRows = K >= 64 ? 2 : 1;
   static constexpr int kRowsPerCta = kThreads / kLanesPerRow * kRows;  // 32, 32, 32, 16, 8
-  static constexpr int kColSlots = (K + kThreads - 1) / kThreads;     // columns a thread stages per token
-  static_assert(kCols % 4 == 0 && kLanesPerRow <= 32 && kRows <= kLanesPerRow, "tile does not fit a warp");
+  static constexpr int kChunk = 1024 / K < 16 ? 1024 / K : 16;        // 16, 16, 16, 8, 4
+  static constexpr int kStageLanes = kThreads / kChunk;               // 8, 8, 8, 16, 32
+  static constexpr int kStageCols = K / kStageLanes;                  // 2, 4, 8, 8, 8
+  static constexpr int kVItems = kChunk * kRowsPerCta;                // v values per chunk
+  static constexpr int kVSlots = (kVItems + kThreads - 1) / kThreads;  // 4, 4, 4, 1, 1
+  static_assert(kCols % 4 == 0 && kLanesPerRow <= 32 && kRows <= kLanesPerRow, "row tile does not fit a warp");
+  static_assert(kStageLanes <= 32 && kThreads % kRowsPerCta == 0, "stage tile does not fit a warp");
 };
 
-// The q/k/v/g/beta dtypes are float32, float16 or bfloat16 (validated). Loads keep the raw bits so the
-// prefetch does not wait on the load; the conversion happens when the token is staged.
+// The q/k/v/g/beta dtypes are float32, float16 or bfloat16 (validated). Loads keep the raw bits so that the
+// prefetch does not wait on them; the conversion happens when the chunk is staged.
 __device__ __forceinline__ uint32_t load_bits(const void* base, kda_dtype_t dtype, int64_t offset) {
   if (dtype == KDA_DTYPE_FLOAT32) return static_cast<const uint32_t*>(base)[offset];
   return static_cast<const uint16_t*>(base)[offset];
+}
+
+// dst[m] = element offset + m * step, the dtype test outside the loop.
+template <int N>
+__device__ __forceinline__ void load_bits_strided(uint32_t (&dst)[N], const void* base, kda_dtype_t dtype,
+                                                  int64_t offset, int64_t step) {
+  if (dtype == KDA_DTYPE_FLOAT32) {
+    const uint32_t* src = static_cast<const uint32_t*>(base) + offset;
+#pragma unroll
+    for (int m = 0; m < N; ++m) dst[m] = src[m * step];
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+#pragma unroll
+    for (int m = 0; m < N; ++m) dst[m] = src[m * step];
+  }
 }
 
 __device__ __forceinline__ float bits_to_float(uint32_t bits, kda_dtype_t dtype) {
@@ -61,12 +90,27 @@ __device__ __forceinline__ float bits_to_float(uint32_t bits, kda_dtype_t dtype)
   }
 }
 
+template <int N>
+__device__ __forceinline__ void bits_to_float(float (&dst)[N], const uint32_t (&src)[N], kda_dtype_t dtype) {
+  switch (dtype) {
+    case KDA_DTYPE_BFLOAT16:
+#pragma unroll
+      for (int m = 0; m < N; ++m) dst[m] = __uint_as_float(src[m] << 16);
+      break;
+    case KDA_DTYPE_FLOAT16:
+#pragma unroll
+      for (int m = 0; m < N; ++m) dst[m] = __half2float(__ushort_as_half(static_cast<unsigned short>(src[m])));
+      break;
+    default:
+#pragma unroll
+      for (int m = 0; m < N; ++m) dst[m] = __uint_as_float(src[m]);
+  }
+}
+
 // One rounding from fp32 to the output dtype (round to nearest even, as the host store_element does).
 __device__ __forceinline__ void store_out(void* base, kda_dtype_t dtype, int64_t offset, float x) {
   switch (dtype) {
-    case KDA_DTYPE_BFLOAT16:
-      static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(x);
-      break;
+    case KDA_DTYPE_BFLOAT16: static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(x); break;
     case KDA_DTYPE_FLOAT16: static_cast<__half*>(base)[offset] = __float2half_rn(x); break;
     default: static_cast<float*>(base)[offset] = x;
   }
@@ -77,19 +121,46 @@ __device__ __forceinline__ int64_t load_cu_seqlen(const TensorView& cu, int64_t 
                                      : static_cast<const int64_t*>(cu.data)[i * cu.stride[0]];
 }
 
-// Sum over the kLanes lanes of a row group (aligned, so xor partners stay inside the group).
+// Sum over the kLanes lanes of an aligned lane group (xor partners stay inside the group).
 template <int kLanes>
-__device__ __forceinline__ float row_group_sum(float x) {
+__device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
   for (int off = kLanes / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
 
-// The raw bits of one token's inputs that this thread stages.
+template <int kLanes>
+__device__ __forceinline__ float group_max(float x) {
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+  return x;
+}
+
+// 1 / sqrt(sum x^2 + eps) of a row spread over kLanes lanes (kCols values each) whose sum of squares is ss. Where
+// ss overflowed (|x| beyond ~1e19) the sum is redone on x / max|x|; the shuffles of that redo run on the whole
+// warp whenever any of its rows needs it, and each row still takes its own formula, so a row's result never
+// depends on its neighbours. Called by all 32 lanes of the warp together.
+template <int kLanes, int kCols>
+__device__ __forceinline__ float robust_inv_norm(const float (&x)[kCols], float ss) {
+  const bool finite = isfinite(ss);
+  if (__all_sync(0xffffffffu, finite)) return l2_inv_norm(ss, 0.0f, false);
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCols; ++i) m = fmaxf(m, fabsf(x[i]));
+  m = fmaxf(group_max<kLanes>(m), 1e-30f);  // rows with a finite ss may be all zero: keep the division finite
+  float s2 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCols; ++i) s2 = fmaf(x[i] / m, x[i] / m, s2);
+  s2 = group_sum<kLanes>(s2);
+  return finite ? l2_inv_norm(ss, 0.0f, false) : l2_inv_norm(s2, m, true);
+}
+
+// The raw bits of one chunk's inputs that this thread stages.
 template <int K>
-struct RawToken {
-  uint32_t q[Tile<K>::kColSlots], k[Tile<K>::kColSlots], g[Tile<K>::kColSlots];
-  uint32_t v, beta;
+struct RawChunk {
+  uint32_t q[Tile<K>::kStageCols], k[Tile<K>::kStageCols], g[Tile<K>::kStageCols];
+  uint32_t v[Tile<K>::kVSlots];
+  uint32_t beta;
 };
 
 template <int K>
@@ -97,19 +168,23 @@ __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const Forwa
                                                                     int64_t tasks) {
   using Tl = Tile<K>;
   constexpr int C = Tl::kCols, L = Tl::kLanesPerRow, R = Tl::kRows, kRowsPerCta = Tl::kRowsPerCta;
-  constexpr int kSlots = Tl::kColSlots;
+  constexpr int kChunk = Tl::kChunk, kStageLanes = Tl::kStageLanes, kStageCols = Tl::kStageCols;
+  constexpr int kVItems = Tl::kVItems, kVSlots = Tl::kVSlots;
 
-  // Staged token, double-buffered: 3 * 2 * K floats (6 KiB at K = 256) plus the v slice and beta.
-  __shared__ __align__(16) float q_s[2][K];
-  __shared__ __align__(16) float k_s[2][K];
-  __shared__ __align__(16) float alpha_s[2][K];
-  __shared__ float v_s[2][kRowsPerCta];
-  __shared__ float beta_s[2];
+  // The staged chunk, double-buffered (at most 2 * (12 + 2) KiB).
+  __shared__ __align__(16) float q_s[2][kChunk][K];
+  __shared__ __align__(16) float k_s[2][kChunk][K];
+  __shared__ __align__(16) float alpha_s[2][kChunk][K];
+  __shared__ float v_s[2][kVItems];  // [token][row of the CTA]
+  __shared__ float kq_s[2][kChunk];
+  __shared__ float beta_s[2][kChunk];
 
   const int tid = threadIdx.x;
   const int lane_in_row = tid % L;
   const int row_group = tid / L;
-  const bool stages_beta = tid == kThreads - 1;
+  // Staging role: token st_tok of the chunk, columns st_lane + m * kStageLanes.
+  const int st_tok = tid / kStageLanes;
+  const int st_lane = tid % kStageLanes;
 
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
     const int64_t rb = task % row_blocks;
@@ -128,7 +203,7 @@ __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const Forwa
       len = min(max(load_cu_seqlen(p.cu_seqlens, n + 1), start), p.T) - start;
     }
 
-    // This thread's state: rows row0 + row_group * R + r, columns (i * L + lane_in_row) * 4 + e (float4 i of
+    // This thread's state: rows row0 + row_group * R + r, columns (c4 * L + lane_in_row) * 4 + e (float4 c4 of
     // the row interleaved across the group, so a group's shared-memory float4 reads hit distinct banks).
     float S[R][C];
 #pragma unroll
@@ -144,128 +219,136 @@ __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const Forwa
       }
     }
 
-    // Staging roles: thread tid stages columns tid + s * kThreads of q, k and g, row row0 + tid of v (threads
-    // below kRowsPerCta) and, the last thread, beta. Token-independent parts of the offsets are kept.
     const bool has_a_log = p.has_A_log();
     const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
-    float bias[kSlots];
-    int64_t q_off[kSlots], k_off[kSlots], g_off[kSlots];
+    float bias[kStageCols];
 #pragma unroll
-    for (int s = 0; s < kSlots; ++s) {
-      const int col = tid + s * kThreads;
-      bias[s] = p.gate_mode != KDA_GATE_LOG_DECAY && col < K
-                    ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + col * p.dt_bias.stride[1]]
+    for (int m = 0; m < kStageCols; ++m)
+      bias[m] = p.gate_mode != KDA_GATE_LOG_DECAY
+                    ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
+                                                                (st_lane + m * kStageLanes) * p.dt_bias.stride[1]]
                     : 0.0f;
-      q_off[s] = b * p.q.stride[0] + h * p.q.stride[2] + col * p.q.stride[3];
-      k_off[s] = b * p.k.stride[0] + h * p.k.stride[2] + col * p.k.stride[3];
-      g_off[s] = b * p.g.stride[0] + hv * p.g.stride[2] + col * p.g.stride[3];
-    }
-    const bool stages_v = tid < kRowsPerCta && row0 + tid < p.V;
-    const int64_t v_off = b * p.v.stride[0] + hv * p.v.stride[2] + (row0 + tid) * p.v.stride[3];
-    const int64_t beta_off = b * p.beta.stride[0] + hv * p.beta.stride[2];
+    const int64_t q_base = b * p.q.stride[0] + h * p.q.stride[2] + st_lane * p.q.stride[3];
+    const int64_t k_base = b * p.k.stride[0] + h * p.k.stride[2] + st_lane * p.k.stride[3];
+    const int64_t g_base = b * p.g.stride[0] + hv * p.g.stride[2] + st_lane * p.g.stride[3];
+    const int64_t v_base = b * p.v.stride[0] + hv * p.v.stride[2];
+    const int64_t beta_base = b * p.beta.stride[0] + hv * p.beta.stride[2];
 
-    // Rows past V (only when V < kRowsPerCta) stage v = 0 and are never stored.
-    RawToken<K> raw{};
-    auto load_token = [&](int64_t t) {
-#pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
-        if (tid + s * kThreads < K) {
-          raw.q[s] = load_bits(p.q.data, p.q.dtype, q_off[s] + t * p.q.stride[1]);
-          raw.k[s] = load_bits(p.k.data, p.k.dtype, k_off[s] + t * p.k.stride[1]);
-          raw.g[s] = load_bits(p.g.data, p.g.dtype, g_off[s] + t * p.g.stride[1]);
-        }
+    // Loads the nt tokens of the chunk starting at t0. v item i is (token i / kRowsPerCta, CTA row
+    // i % kRowsPerCta); the row of a slot is the same every chunk, so rows past V (V < kRowsPerCta) keep the
+    // zero bits they start with and stay zero in the state's unused rows.
+    RawChunk<K> raw{};
+    auto load_chunk = [&](int64_t t0, int nt) {
+      if (st_tok < nt) {
+        const int64_t t = t0 + st_tok;
+        load_bits_strided(raw.q, p.q.data, p.q.dtype, q_base + t * p.q.stride[1], kStageLanes * p.q.stride[3]);
+        load_bits_strided(raw.k, p.k.data, p.k.dtype, k_base + t * p.k.stride[1], kStageLanes * p.k.stride[3]);
+        load_bits_strided(raw.g, p.g.data, p.g.dtype, g_base + t * p.g.stride[1], kStageLanes * p.g.stride[3]);
       }
-      if (stages_v) raw.v = load_bits(p.v.data, p.v.dtype, v_off + t * p.v.stride[1]);
-      if (stages_beta) raw.beta = load_bits(p.beta.data, p.beta.dtype, beta_off + t * p.beta.stride[1]);
+#pragma unroll
+      for (int s = 0; s < kVSlots; ++s) {
+        const int item = tid + s * kThreads;
+        const int tok = item / kRowsPerCta, row = row0 + item % kRowsPerCta;
+        if (item < kVItems && tok < nt && row < p.V)
+          raw.v[s] = load_bits(p.v.data, p.v.dtype, v_base + (t0 + tok) * p.v.stride[1] + row * p.v.stride[3]);
+      }
+      if (tid < nt) raw.beta = load_bits(p.beta.data, p.beta.dtype, beta_base + (t0 + tid) * p.beta.stride[1]);
     };
-    if (len > 0) load_token(start);
 
-    for (int64_t i = 0; i < len; ++i) {
-      const int64_t t = start + i;
-      const int buf = static_cast<int>(i & 1);
-
-      // Stage token t. exp(g_log) of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
-#pragma unroll
-      for (int s = 0; s < kSlots; ++s) {
-        const int col = tid + s * kThreads;
-        if (col < K) {
-          q_s[buf][col] = bits_to_float(raw.q[s], p.q.dtype);
-          k_s[buf][col] = bits_to_float(raw.k[s], p.k.dtype);
-          const float g = bits_to_float(raw.g[s], p.g.dtype);
-          alpha_s[buf][col] =
-              expf(gate_log_decay<float>(p.gate_mode, g, has_a_log, a_log, bias[s], p.lower_bound));
-        }
-      }
-      if (tid < kRowsPerCta) v_s[buf][tid] = bits_to_float(raw.v, p.v.dtype);
-      if (stages_beta)
-        beta_s[buf] = beta_activation<float>(bits_to_float(raw.beta, p.beta.dtype), p.beta_is_logits,
-                                             p.allow_neg_eigval);
-      if (i + 1 < len) load_token(t + 1);
-      // Also orders this stage after every thread's reads of the same buffer two tokens ago.
-      __syncthreads();
-
-      float q[C], k[C], alpha[C];
-#pragma unroll
-      for (int c4 = 0; c4 < C / 4; ++c4) {
-        const int f = c4 * L + lane_in_row;
-        const float4 qv = reinterpret_cast<const float4*>(q_s[buf])[f];
-        const float4 kv = reinterpret_cast<const float4*>(k_s[buf])[f];
-        const float4 av = reinterpret_cast<const float4*>(alpha_s[buf])[f];
-        q[4 * c4 + 0] = qv.x; q[4 * c4 + 1] = qv.y; q[4 * c4 + 2] = qv.z; q[4 * c4 + 3] = qv.w;
-        k[4 * c4 + 0] = kv.x; k[4 * c4 + 1] = kv.y; k[4 * c4 + 2] = kv.z; k[4 * c4 + 3] = kv.w;
-        alpha[4 * c4 + 0] = av.x; alpha[4 * c4 + 1] = av.y; alpha[4 * c4 + 2] = av.z; alpha[4 * c4 + 3] = av.w;
-      }
+    // Preprocesses the loaded chunk into buffer buf. Slots past the chunk's end hold stale finite values and
+    // are never read.
+    auto stage_chunk = [&](int buf) {
+      float q[kStageCols], k[kStageCols], g[kStageCols];
+      bits_to_float(q, raw.q, p.q.dtype);
+      bits_to_float(k, raw.k, p.k.dtype);
+      bits_to_float(g, raw.g, p.g.dtype);
       if (p.use_qk_l2norm) {
-        // Each row group holds all K columns, so it reduces the norms itself (eps inside the root).
         float qq = 0.0f, kk = 0.0f;
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-          qq = fmaf(q[c], q[c], qq);
-          kk = fmaf(k[c], k[c], kk);
+        for (int m = 0; m < kStageCols; ++m) {
+          qq = fmaf(q[m], q[m], qq);
+          kk = fmaf(k[m], k[m], kk);
         }
-        const float inv_q = 1.0f / sqrtf(row_group_sum<L>(qq) + static_cast<float>(kL2NormEps));
-        const float inv_k = 1.0f / sqrtf(row_group_sum<L>(kk) + static_cast<float>(kL2NormEps));
+        const float inv_q = robust_inv_norm<kStageLanes, kStageCols>(q, group_sum<kStageLanes>(qq));
+        const float inv_k = robust_inv_norm<kStageLanes, kStageCols>(k, group_sum<kStageLanes>(kk));
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-          q[c] *= inv_q;
-          k[c] *= inv_k;
+        for (int m = 0; m < kStageCols; ++m) {
+          q[m] *= inv_q;
+          k[m] *= inv_k;
         }
       }
-      const float beta = beta_s[buf];
+      float kq = 0.0f;
+#pragma unroll
+      for (int m = 0; m < kStageCols; ++m) {
+        const int col = st_lane + m * kStageLanes;
+        q_s[buf][st_tok][col] = q[m];
+        k_s[buf][st_tok][col] = k[m];
+        // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+        alpha_s[buf][st_tok][col] =
+            expf(gate_log_decay<float>(p.gate_mode, g[m], has_a_log, a_log, bias[m], p.lower_bound));
+        kq = fmaf(k[m], q[m], kq);
+      }
+      kq = group_sum<kStageLanes>(kq);
+      if (st_lane == 0) kq_s[buf][st_tok] = kq;
+#pragma unroll
+      for (int s = 0; s < kVSlots; ++s) {
+        const int item = tid + s * kThreads;
+        if (item < kVItems) v_s[buf][item] = bits_to_float(raw.v[s], p.v.dtype);
+      }
+      if (tid < kChunk)
+        beta_s[buf][tid] = beta_activation<float>(bits_to_float(raw.beta, p.beta.dtype), p.beta_is_logits,
+                                                  p.allow_neg_eigval);
+    };
 
-      // Decay, then S @ k_hat.
-      float sk[R];
+    const int64_t chunks = (len + kChunk - 1) / kChunk;
+    if (chunks > 0) load_chunk(start, static_cast<int>(min(len, int64_t{kChunk})));
+    for (int64_t ci = 0; ci < chunks; ++ci) {
+      const int64_t t0 = start + ci * kChunk;
+      const int nt = static_cast<int>(min(len - ci * kChunk, int64_t{kChunk}));
+      const int buf = static_cast<int>(ci & 1);
+      stage_chunk(buf);
+      if (ci + 1 < chunks) load_chunk(t0 + kChunk, static_cast<int>(min(len - (ci + 1) * kChunk, int64_t{kChunk})));
+      // Also orders this stage after every thread's reads of the same buffer two chunks ago.
+      __syncthreads();
+
+      for (int tau = 0; tau < nt; ++tau) {
+        float q[C], k[C], alpha[C];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-          S[r][c] *= alpha[c];
-          acc = fmaf(S[r][c], k[c], acc);
+        for (int c4 = 0; c4 < C / 4; ++c4) {
+          const int f = c4 * L + lane_in_row;
+          const float4 qv = reinterpret_cast<const float4*>(q_s[buf][tau])[f];
+          const float4 kv = reinterpret_cast<const float4*>(k_s[buf][tau])[f];
+          const float4 av = reinterpret_cast<const float4*>(alpha_s[buf][tau])[f];
+          q[4 * c4 + 0] = qv.x; q[4 * c4 + 1] = qv.y; q[4 * c4 + 2] = qv.z; q[4 * c4 + 3] = qv.w;
+          k[4 * c4 + 0] = kv.x; k[4 * c4 + 1] = kv.y; k[4 * c4 + 2] = kv.z; k[4 * c4 + 3] = kv.w;
+          alpha[4 * c4 + 0] = av.x; alpha[4 * c4 + 1] = av.y; alpha[4 * c4 + 2] = av.z; alpha[4 * c4 + 3] = av.w;
         }
-        sk[r] = row_group_sum<L>(acc);
-      }
-      // Delta-rule write of u = beta * (v - S @ k_hat), then the read S @ q_hat of the updated state.
-      float o[R];
+        const float beta = beta_s[buf][tau], kq = kq_s[buf][tau];
+
+        float sk[R], sq[R];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float u = beta * (v_s[buf][row_group * R + r] - sk[r]);
-        float acc = 0.0f;
+        for (int r = 0; r < R; ++r) {
+          float ak = 0.0f, aq = 0.0f;
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-          S[r][c] = fmaf(u, k[c], S[r][c]);
-          acc = fmaf(S[r][c], q[c], acc);
+          for (int c = 0; c < C; ++c) {
+            S[r][c] *= alpha[c];
+            ak = fmaf(S[r][c], k[c], ak);
+            aq = fmaf(S[r][c], q[c], aq);
+          }
+          sk[r] = group_sum<L>(ak);
+          sq[r] = group_sum<L>(aq);
         }
-        o[r] = row_group_sum<L>(acc);
-      }
-      // Every lane of the group has the sums; lane r stores row r (kRows <= kLanesPerRow).
+        const int64_t out_base = b * p.out_stride[0] + (t0 + tau) * p.out_stride[1] + hv * p.out_stride[2];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int row = row0 + row_group * R + r;
-        if (lane_in_row == r && row < p.V)
-          store_out(p.out, p.out_dtype,
-                    b * p.out_stride[0] + t * p.out_stride[1] + hv * p.out_stride[2] + row * p.out_stride[3],
-                    p.scale * o[r]);
+        for (int r = 0; r < R; ++r) {
+          const int row = row0 + row_group * R + r;
+          const float u = beta * (v_s[buf][tau * kRowsPerCta + row_group * R + r] - sk[r]);
+#pragma unroll
+          for (int c = 0; c < C; ++c) S[r][c] = fmaf(u, k[c], S[r][c]);
+          // Every lane of the group has the sums; lane r stores row r (kRows <= kLanesPerRow).
+          if (lane_in_row == r && row < p.V)
+            store_out(p.out, p.out_dtype, out_base + row * p.out_stride[3], p.scale * fmaf(u, kq, sq[r]));
+        }
       }
     }
 
@@ -339,7 +422,8 @@ Status generic_forward(const ForwardParams& p, void*, size_t, void* stream) {
 
   if (prev_device != p.device_id) {
     const cudaError_t restore = cudaSetDevice(prev_device);
-    if (e == cudaSuccess && restore != cudaSuccess) return cuda_error("cudaSetDevice (restoring the caller's device)", restore);
+    if (e == cudaSuccess && restore != cudaSuccess)
+      return cuda_error("cudaSetDevice (restoring the caller's device)", restore);
   }
   if (e != cudaSuccess) return cuda_error("kda generic forward kernel launch", e);
   return Status::Ok();

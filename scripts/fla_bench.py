@@ -1,0 +1,114 @@
+"""fla_bench.py: times FLA's Triton chunk_kda (safe_gate=True, its faster setting) on the standard workloads with
+the standard input recipe, on the GPU of this run, for the ledger's peer column. CUDA-graph replay between CUDA
+events after warm-up (autotuning runs in the warm-up), median of --iters replays, one JSON record per workload in
+the same schema kda-bench writes.
+
+Until kda-bench times FLA in its own process (the Python binding lands), this script runs in the same GPU lease
+as kda-bench, right after it, so both see the same card in the same state.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+import torch
+
+WORKLOADS = {
+    "h96-fixed": (96, [8192]),
+    "h96-mixed": (96, [1300, 547, 2048, 963, 271, 3063]),
+    "h96-uniform": (96, [1024] * 8),
+    "h64-fixed": (64, [8192]),
+    "h64-mixed": (64, [1300, 547, 2048, 963, 271, 3063]),
+    "h64-uniform": (64, [1024] * 8),
+}
+
+
+def make_inputs(H, seqlens, gen):
+    """The standard recipe: q, k, v, g, beta ~ N(0, 0.5^2) bf16; A_log = log U(1, 16); dt log-uniform in
+    [1e-3, 0.1], dt_bias = softplus^-1(dt); h0 ~ N(0, 0.25^2) fp32 (FLA's layout [N, H, K, V])."""
+    T, K, dev = sum(seqlens), 128, "cuda"
+    def n(*shape, std=0.5, dtype=torch.bfloat16):
+        return (torch.randn(*shape, generator=gen, device=dev) * std).to(dtype)
+    q, k, v, g = (n(1, T, H, K) for _ in range(4))
+    beta = n(1, T, H)
+    A_log = torch.log(1 + 15 * torch.rand(H, generator=gen, device=dev))
+    dt = torch.exp(math.log(1e-3) + (math.log(0.1) - math.log(1e-3)) * torch.rand(H * K, generator=gen, device=dev))
+    dt_bias = torch.log(torch.expm1(dt))
+    N = len(seqlens)
+    h0 = n(N, H, K, K, std=0.25, dtype=torch.float32)
+    cu = None
+    if N > 1:
+        cu = torch.tensor([0] + list(torch.tensor(seqlens).cumsum(0)), dtype=torch.int64, device=dev)
+    return q, k, v, g, beta, A_log, dt_bias, h0, cu
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--json", default="")
+    ap.add_argument("--commit", default="unknown")
+    args = ap.parse_args()
+    from fla.ops.kda import chunk_kda
+    import fla
+
+    gen = torch.Generator(device="cuda")
+    seed = int.from_bytes(os.urandom(8), "little") >> 1
+    gen.manual_seed(seed)
+    gpu = torch.cuda.get_device_name()
+    records = []
+    print(f"fla_bench: FLA {fla.__version__}, torch {torch.__version__}, {gpu}, seed {seed}")
+    for name, (H, seqlens) in WORKLOADS.items():
+        q, k, v, g, beta, A_log, dt_bias, h0, cu = make_inputs(H, seqlens, gen)
+
+        def call():
+            return chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                             use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                             use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0,
+                             cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias)
+
+        for _ in range(5):
+            call()
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        graph = None
+        try:
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    call()
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                call()
+            run = graph.replay
+            method = "graph"
+        except Exception as e:  # FLA's varlen path may read cu_seqlens on the host: fall back to events
+            print(f"  {name}: graph capture failed ({type(e).__name__}); timing eager calls")
+            run = call
+            method = "eager"
+        for _ in range(20):
+            run()
+        torch.cuda.synchronize()
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters + 1)]
+        ev[0].record()
+        for i in range(args.iters):
+            run()
+            ev[i + 1].record()
+        torch.cuda.synchronize()
+        us = sorted(ev[i].elapsed_time(ev[i + 1]) * 1000 for i in range(args.iters))
+        mean = statistics.fmean(us)
+        rec = {"workload": name, "impl": "fla-chunk_kda", "gpu": gpu, "commit": args.commit, "seed": seed,
+               "timing": method, "mean_us": mean, "median_us": us[len(us) // 2], "min_us": us[0],
+               "max_us": us[-1], "iters": args.iters, "fla_version": fla.__version__}
+        records.append(rec)
+        print(f"  {name:12s} median {rec['median_us']:9.1f} us  mean {mean:9.1f} us  ({method})")
+        del graph
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"tool": "scripts/fla_bench.py", "command": " ".join(sys.argv), "commit": args.commit,
+                       "results": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
