@@ -13,9 +13,13 @@
 namespace kda::testing {
 namespace {
 
-void require_gpu() {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-}
+// Every GPU test skips (in SetUp, so the body never runs) where no CUDA device is present.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  }
+};
 
 // Runs case c on the device with backend be (outputs poisoned first) and judges the result.
 void expect_matches_reference(const CaseSpec& s, kda_backend_t be, ComputeClass cls) {
@@ -42,10 +46,11 @@ void expect_matches_reference(const CaseSpec& s, kda_backend_t be, ComputeClass 
   }
 }
 
-class CudaGeneric : public ::testing::TestWithParam<CaseSpec> {};
+class CudaBehaviour : public GpuTest {};
+
+class CudaGeneric : public GpuTest, public ::testing::WithParamInterface<CaseSpec> {};
 
 TEST_P(CudaGeneric, MatchesReference) {
-  require_gpu();
   expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, ComputeClass::kFp32);
 }
 
@@ -60,14 +65,12 @@ INSTANTIATE_TEST_SUITE_P(Large, CudaGeneric, ::testing::ValuesIn(large_cases()),
                          });
 
 // AUTO on CUDA tensors runs a CUDA path and gives the generic path's answer.
-TEST(CudaBehaviour, AutoDispatchesToCuda) {
-  require_gpu();
+TEST_F(CudaBehaviour, AutoDispatchesToCuda) {
   expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, ComputeClass::kFp32);
 }
 
 // A graph captured once and replayed after the inputs changed computes the new inputs' answer.
-TEST(CudaBehaviour, GraphReplayWithNewInputs) {
-  require_gpu();
+TEST_F(CudaBehaviour, GraphReplayWithNewInputs) {
   CaseSpec s = correctness_case_base("graph_replay");
   s.seqlens = {40, 0, 130, 1};
   const uint64_t seed = run_seed();
@@ -93,8 +96,7 @@ TEST(CudaBehaviour, GraphReplayWithNewInputs) {
 }
 
 // Identical calls give identical bits, also after a different call ran in between (no stale state).
-TEST(CudaBehaviour, DeterministicAndNoStaleState) {
-  require_gpu();
+TEST_F(CudaBehaviour, DeterministicAndNoStaleState) {
   CaseSpec s = correctness_case_base("determinism");
   s.seqlens = {64, 3, 200};
   Case c = make_case(s, run_seed());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct CaseSpec {
   int chunk_size = 0;
   Recipe recipe;
 };
+
+// gtest prints a case by its name.
+inline void PrintTo(const CaseSpec& s, std::ostream* os) { *os << s.name; }
 
 // The inputs of one case, drawn from a seed (and rounded to their dtypes: the reference sees the same values).
 struct Case {
