@@ -22,7 +22,52 @@ size_t dtype_size(kda_dtype_t d) {
   }
   return 4;
 }
+// Fills x [B, T, heads, D] with family d at scale std; rows_zero(b, t) rows are left 0.
+template <typename Rng, typename ZeroRow>
+void draw_tokens(HostTensor& x, Dist d, double std, Rng& rng, ZeroRow&& rows_zero) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::chi_squared_distribution<double> chi2(3.0);
+  const int64_t B = x.shape[0], T = x.shape[1], Hh = x.shape[2], D = x.shape[3];
+  constexpr int kRank = 4;
+  constexpr double kRho = 0.95;
+  std::vector<double> basis(static_cast<size_t>(kRank) * D), prev(static_cast<size_t>(D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hh; ++h) {
+      for (double& e : basis) e = normal(rng) / std::sqrt(double(kRank));
+      for (double& e : prev) e = normal(rng);
+      for (int64_t t = 0; t < T; ++t) {
+        double z[kRank];
+        for (double& e : z) e = normal(rng);
+        const bool zero = rows_zero(t);
+        for (int64_t i = 0; i < D; ++i) {
+          double val = 0;
+          switch (d) {
+            case Dist::kGaussian: val = normal(rng); break;
+            case Dist::kHeavyTail: val = normal(rng) / std::sqrt(chi2(rng) / 3.0); break;
+            case Dist::kLowRank:
+              for (int r = 0; r < kRank; ++r) val += basis[r * D + i] * z[r];
+              break;
+            case Dist::kCorrelated:
+              val = prev[i] = kRho * prev[i] + std::sqrt(1 - kRho * kRho) * normal(rng);
+              break;
+          }
+          x.set(((b * T + t) * Hh + h) * D + i, zero ? 0.0 : std * val);
+        }
+      }
+    }
+}
+
 }  // namespace
+
+const char* dist_name(Dist d) {
+  switch (d) {
+    case Dist::kGaussian: return "gaussian";
+    case Dist::kHeavyTail: return "heavy_tail";
+    case Dist::kLowRank: return "low_rank";
+    case Dist::kCorrelated: return "correlated";
+  }
+  return "?";
+}
 
 int64_t HostTensor::numel() const {
   if (shape.empty()) return 0;
@@ -77,10 +122,7 @@ Case make_case(const CaseSpec& s, uint64_t seed) {
   c.beta = make_tensor(s.beta_dtype, {B, T, HV});
 
   const double qk_std = r.qk_std >= 0 ? r.qk_std : r.qkv_std;
-  for (int64_t i = 0; i < c.q.numel(); ++i) {
-    const int64_t tok = i / (int64_t{H} * K);
-    c.q.set(i, (r.q_zero_rows && tok % 7 == 3) ? 0.0 : qk_std * normal(rng));
-  }
+  draw_tokens(c.q, r.dist, qk_std, rng, [&](int64_t t) { return r.q_zero_rows && t % 7 == 3; });
   if (r.key_jitter >= 0) {
     // One base key per (batch, head); every token's key is that plus a small jitter (near-collinear keys).
     std::vector<double> base(static_cast<size_t>(B) * H * K);
@@ -92,9 +134,9 @@ Case make_case(const CaseSpec& s, uint64_t seed) {
             c.k.set(((b * T + t) * H + h) * K + kk,
                     base[(b * H + h) * K + kk] + r.key_jitter * qk_std * normal(rng));
   } else {
-    for (int64_t i = 0; i < c.k.numel(); ++i) c.k.set(i, qk_std * normal(rng));
+    draw_tokens(c.k, r.dist, qk_std, rng, [](int64_t) { return false; });
   }
-  for (int64_t i = 0; i < c.v.numel(); ++i) c.v.set(i, r.qkv_std * normal(rng));
+  draw_tokens(c.v, r.dist, r.qkv_std, rng, [](int64_t) { return false; });
 
   std::vector<double> bimodal(static_cast<size_t>(HV) * K, 0.0);
   if (r.g_bimodal > 0)

@@ -30,9 +30,19 @@ struct HostTensor {
 
 HostTensor make_tensor(kda_dtype_t dtype, std::vector<int64_t> shape);
 
+// Families q, k and v are drawn from (so no implementation can specialize to Gaussian data).
+enum class Dist {
+  kGaussian,    // N(0, std^2)
+  kHeavyTail,   // std * Student-t with 3 degrees of freedom
+  kLowRank,     // per (batch, head) a random rank-4 subspace: x_t = basis z_t
+  kCorrelated,  // AR(1) over tokens, correlation 0.95 between neighbours
+};
+const char* dist_name(Dist d);
+
 // How inputs are drawn. Defaults are the standard workload recipe of the project's workloads.md.
 struct Recipe {
   std::string name = "standard";
+  Dist dist = Dist::kGaussian;
   double qkv_std = 0.5;        // q, k, v ~ N(0, qkv_std^2)
   double qk_std = -1.0;        // >= 0: q and k use this instead (e.g. 1e20: sums of squares overflow fp32)
   double g_mean = 0.0, g_std = 0.5;

@@ -1,0 +1,235 @@
+// test_verifier.cpp: the verifier judges fairly: the CPU backend passes the quick suite, and each known way a
+// fast kernel has been wrong (the project's operator spec, last section), implemented here as a deliberately
+// wrong variant around the CPU backend, fails it, even under the loosest (tensor-core) tolerance class.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "common/host_access.h"
+#include "common/verify.h"
+
+namespace kda::testing {
+namespace {
+
+// Runs the quick suite; returns the names of the cases impl failed.
+std::vector<std::string> failures(const Implementation& impl, uint64_t seed) {
+  std::vector<std::string> failed;
+  for (const VerifyCase& vc : verify_suite("quick", seed)) {
+    const VerifyResult r = verify_case(vc, impl, seed ^ std::hash<std::string>{}(vc.spec.name));
+    if (!r.pass) failed.push_back(r.name);
+  }
+  return failed;
+}
+
+kda_status_t cpu(Case& c, Outputs& o) {
+  kda_forward_args_t a = host_args(c, o, KDA_BACKEND_CPU);
+  return kda_forward(&a, nullptr, 0, nullptr);
+}
+
+Implementation cheat(const std::string& name, std::function<kda_status_t(Case&, Outputs&)> run) {
+  Implementation impl;
+  impl.name = name;
+  impl.cls = ComputeClass::kTensorCore;  // the loosest bounds the verifier has
+  impl.run = std::move(run);
+  return impl;
+}
+
+// The row [t, h, :] of a [B, T, H, D] tensor is visited by f(offset of its first element, D).
+template <typename F>
+void for_rows(HostTensor& x, F&& f) {
+  const int64_t D = x.shape[3];
+  for (int64_t r = 0; r < x.numel() / D; ++r) f(r * D, D);
+}
+
+// impl must fail the quick suite, and in particular the case `must_catch` built to expose it.
+void expect_rejected(const Implementation& impl, const std::string& must_catch) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("cheat " + impl.name + " seed " + std::to_string(seed));
+  const std::vector<std::string> failed = failures(impl, seed);
+  std::string list;
+  for (const std::string& n : failed) list += " " + n;
+  std::printf("  %-28s rejected by %zu cases:%s\n", impl.name.c_str(), failed.size(), list.c_str());
+  EXPECT_FALSE(failed.empty()) << impl.name << " passed every case of the quick suite";
+  EXPECT_NE(std::find(failed.begin(), failed.end(), must_catch), failed.end())
+      << impl.name << " was not caught by " << must_catch;
+}
+
+TEST(Verifier, CpuBackendPassesQuickSuite) {
+  Implementation impl = implementation_by_name("cpu");
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<std::string> failed = failures(impl, seed);
+  std::string list;
+  for (const std::string& n : failed) list += " " + n;
+  EXPECT_TRUE(failed.empty()) << "failed:" << list;
+}
+
+// Cheat 1: the q/k L2 norm replaced by the expected norm of N(0, 0.5^2) data, 0.5 sqrt(K).
+TEST(Verifier, RejectsConstantQkNorm) {
+  expect_rejected(cheat("constant_qk_norm", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    if (c.spec.l2norm) {
+      c.spec.l2norm = false;
+      const double inv = 1.0 / (0.5 * std::sqrt(double(c.spec.K)));
+      for (HostTensor* x : {&c.q, &c.k})
+        for (int64_t i = 0; i < x->numel(); ++i) x->set(i, x->at(i) * inv);
+    }
+    return cpu(c, o);
+  }), "workload_standard_recipe_h4");
+}
+
+// Cheat 2: state channels that are small on random data dropped (the last eighth of the key channels).
+TEST(Verifier, RejectsZeroedStateChannels) {
+  expect_rejected(cheat("zeroed_state_channels", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    const int64_t K = c.spec.K, drop = K - K / 8;
+    for (HostTensor* x : {&c.q, &c.k})
+      for_rows(*x, [&](int64_t off, int64_t D) {
+        // Normalize first (as the kernel would), then drop: the cheat keeps the norm, loses the channels.
+        if (c.spec.l2norm) {
+          double ss = 0;
+          for (int64_t d = 0; d < D; ++d) ss += x->at(off + d) * x->at(off + d);
+          for (int64_t d = 0; d < D; ++d) x->set(off + d, x->at(off + d) / std::sqrt(ss + 1e-6));
+        }
+        for (int64_t d = drop; d < D; ++d) x->set(off + d, 0.0);
+      });
+    c.spec.l2norm = false;
+    if (c.h0.present())
+      for (int64_t i = 0; i < c.h0.numel(); ++i) {
+        const int64_t kidx = c.spec.v_first ? i % K : (i / c.spec.V) % K;
+        if (kidx >= drop) c.h0.set(i, 0.0);
+      }
+    return cpu(c, o);
+  }), "workload_standard_recipe_h4");
+}
+
+// Cheat 3: history truncated to 32 tokens: every sequence restarts from a zero state every 32 tokens (the first
+// window keeps h0), the final state is the last window's.
+TEST(Verifier, RejectsHistoryTruncatedTo32Tokens) {
+  expect_rejected(cheat("history_truncated_32", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    const CaseSpec& s = c0.spec;
+    const std::vector<int64_t> lens = s.seqlens.empty() ? std::vector<int64_t>(s.B, s.T) : s.seqlens;
+    if (!s.seqlens.empty() || s.B == 1) {  // every quick-suite case is packed or single
+      // Split every sequence into 32-token windows.
+      std::vector<int64_t> windows, first_window;  // first_window[n]: index of sequence n's first window
+      std::vector<int64_t> last_window;
+      for (int64_t len : lens) {
+        first_window.push_back(static_cast<int64_t>(windows.size()));
+        for (int64_t a = 0; a < len; a += 32) windows.push_back(std::min<int64_t>(32, len - a));
+        if (len == 0) windows.push_back(0);
+        last_window.push_back(static_cast<int64_t>(windows.size()) - 1);
+      }
+      CaseSpec ws = s;
+      ws.seqlens = windows;
+      Case w = make_case(ws, 1);
+      w.q = c.q; w.k = c.k; w.v = c.v; w.g = c.g; w.beta = c.beta; w.A_log = c.A_log; w.dt_bias = c.dt_bias;
+      const int64_t per = c.h0.present() ? c.h0.numel() / c.h0.shape[0] : 0;
+      if (c.h0.present()) {
+        for (int64_t i = 0; i < w.h0.numel(); ++i) w.h0.set(i, 0.0);
+        for (size_t n = 0; n < lens.size(); ++n)
+          for (int64_t i = 0; i < per; ++i) w.h0.set(first_window[n] * per + i, c.h0.at(static_cast<int64_t>(n) * per + i));
+      }
+      Outputs wo = make_outputs(w, s.in_dtype, KDA_DTYPE_FLOAT32);
+      const kda_status_t st = cpu(w, wo);
+      o.out = wo.out;
+      if (o.final_state.present())
+        for (size_t n = 0; n < lens.size(); ++n)
+          for (int64_t i = 0; i < per; ++i)
+            o.final_state.set(static_cast<int64_t>(n) * per + i, wo.final_state.at(last_window[n] * per + i));
+      return st;
+    }
+    return cpu(c, o);
+  }), "workload_standard_recipe_h4");
+}
+
+// Cheat 4: an fp16 table of the cumulative decay inside each 64-token chunk: exp(Gamma) rounded to fp16 (which
+// flushes below 6e-8, i.e. past 16.6 nats) and the per-token decays taken back out of the rounded table.
+TEST(Verifier, RejectsFp16DecayTable) {
+  expect_rejected(cheat("fp16_decay_table", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    const CaseSpec& s = c0.spec;
+    // Per-token log-decays as the kernel would compute them, then the fp16 table.
+    HostTensor g = make_tensor(KDA_DTYPE_FLOAT32, c0.g.shape);
+    const int64_t T = s.T, HV = s.HV, K = s.K;
+    std::vector<int64_t> starts = {0};
+    if (!s.seqlens.empty()) {
+      starts.clear();
+      int64_t acc = 0;
+      for (int64_t l : s.seqlens) { starts.push_back(acc); acc += l; }
+    }
+    auto seq_start = [&](int64_t t) {
+      int64_t st = 0;
+      for (int64_t x : starts) if (x <= t) st = x;
+      return st;
+    };
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int hv = 0; hv < HV; ++hv)
+        for (int64_t kk = 0; kk < K; ++kk) {
+          double gamma = 0, table_prev = 0;
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t i = ((b * T + t) * HV + hv) * K + kk;
+            double gl = c0.g.at(i);
+            if (s.gate == KDA_GATE_SOFTPLUS || s.gate == KDA_GATE_BOUNDED) {
+              const double bias = c0.dt_bias.at(hv * K + kk);
+              const double x = gl + bias;
+              if (s.gate == KDA_GATE_SOFTPLUS)
+                gl = -std::exp(c0.A_log.at(hv)) * (x > 20 ? x : std::log1p(std::exp(x)));
+              else
+                gl = s.lower_bound / (1 + std::exp(-(c0.A_log.present() ? std::exp(c0.A_log.at(hv)) : 1.0) * x));
+            }
+            if ((t - seq_start(t)) % 64 == 0) { gamma = 0; table_prev = 0; }
+            gamma += gl;
+            const double table = std::log(std::max(static_cast<double>(static_cast<_Float16>(std::exp(gamma))), 1e-30));
+            g.set(i, table - table_prev);
+            table_prev = table;
+          }
+        }
+    c.g = g;
+    c.spec.g_dtype = KDA_DTYPE_FLOAT32;
+    c.A_log = HostTensor{};
+    c.dt_bias = HostTensor{};
+    kda_forward_args_t b = host_args(c, o, KDA_BACKEND_CPU);
+    b.gate_mode = KDA_GATE_LOG_DECAY;
+    return kda_forward(&b, nullptr, 0, nullptr);
+  }), "stress_softplus_over_1000_bits_per_64_tokens");
+}
+
+// Cheat 5: hard-coded sequence boundaries: cu_seqlens ignored, the batch split into equal parts.
+TEST(Verifier, RejectsHardCodedBoundaries) {
+  expect_rejected(cheat("hard_coded_boundaries", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    if (c.cu_seqlens.present()) {
+      const int64_t N = c.N, T = c.spec.T;
+      for (int64_t n = 0; n <= N; ++n) c.cu_seqlens.set(n, T * n / N);
+    }
+    return cpu(c, o);
+  }), "layout_random_layout_a");
+}
+
+// Plus: q and k normalized by one joint norm instead of each by its own.
+TEST(Verifier, RejectsJointQkNorm) {
+  expect_rejected(cheat("joint_qk_norm", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    if (c.spec.l2norm) {
+      c.spec.l2norm = false;
+      const int64_t D = c.spec.K;
+      for (int64_t r = 0; r < c.q.numel() / D; ++r) {
+        double ss = 0;
+        for (int64_t d = 0; d < D; ++d) ss += c.q.at(r * D + d) * c.q.at(r * D + d) + c.k.at(r * D + d) * c.k.at(r * D + d);
+        const double inv = std::sqrt(2.0 / (ss + 1e-6));
+        for (int64_t d = 0; d < D; ++d) {
+          c.q.set(r * D + d, c.q.at(r * D + d) * inv);
+          c.k.set(r * D + d, c.k.at(r * D + d) * inv);
+        }
+      }
+    }
+    return cpu(c, o);
+  }), "workload_standard_recipe_h4");
+}
+
+}  // namespace
+}  // namespace kda::testing

@@ -1,0 +1,325 @@
+// verify.cpp: the suites, implementations and verdicts of verify.h.
+#include "common/verify.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "common/device.h"
+#include "common/suites.h"
+
+namespace kda::testing {
+namespace {
+
+kda_status_t run_host(Case& c, Outputs& o, kda_backend_t be) {
+  kda_forward_args_t a = host_args(c, o, be);
+  return kda_forward(&a, nullptr, 0, nullptr);
+}
+
+kda_status_t run_device(Case& c, Outputs& o, kda_backend_t be) {
+  DeviceProblem dp(c, o, be);
+  dp.poison_outputs();
+  const kda_status_t st = dp.run();
+  if (st == KDA_STATUS_SUCCESS) dp.download(o);
+  return st;
+}
+
+kda_status_t replay_device(Case& first, Case& second, Outputs& o, kda_backend_t be) {
+  DeviceProblem dp(first, o, be);
+  if (!dp.capture()) return KDA_STATUS_INTERNAL_ERROR;
+  dp.replay();
+  dp.replace_inputs(second);
+  dp.poison_outputs();
+  dp.replay();
+  dp.download(o);
+  return KDA_STATUS_SUCCESS;
+}
+
+CaseSpec small(const std::string& name, int64_t T = 256) {
+  CaseSpec s;
+  s.name = name;
+  s.B = 1;
+  s.T = T;
+  s.H = 2;
+  s.HV = 2;
+  s.K = s.V = 64;
+  return s;
+}
+
+CaseSpec full(const std::string& name, int H, int64_t T) {
+  CaseSpec s;
+  s.name = name;
+  s.B = 1;
+  s.T = T;
+  s.H = s.HV = H;
+  s.K = s.V = 128;
+  return s;
+}
+
+// Stress probes on a base spec: each one a way real or adversarial gates, keys, betas and states behave.
+std::vector<CaseSpec> stress(const CaseSpec& b) {
+  std::vector<CaseSpec> v;
+  auto add = [&](const std::string& n, auto&& f) {
+    CaseSpec s = b;
+    s.name = "stress_" + n;
+    f(s);
+    v.push_back(s);
+  };
+  add("softplus_over_1000_bits_per_64_tokens", [](CaseSpec& s) {
+    s.gate = KDA_GATE_SOFTPLUS;
+    s.recipe.A_log_fixed = std::log(4.0);
+    s.recipe.g_mean = 3;
+    s.recipe.g_std = 2;
+    s.recipe.g_spike_prob = 0.02;
+    s.recipe.g_spike = 40;
+  });
+  add("gates_exactly_zero", [](CaseSpec& s) { s.gate = KDA_GATE_LOG_DECAY; s.recipe.g_zero = true; });
+  add("all_channels_at_the_bound", [](CaseSpec& s) { s.recipe.g_mean = 40; });
+  add("dead_and_immortal_channels", [](CaseSpec& s) { s.gate = KDA_GATE_SOFTPLUS; s.recipe.g_bimodal = 12; });
+  add("near_identical_keys", [](CaseSpec& s) { s.recipe.key_jitter = 1e-3; s.recipe.beta_mean = 12; });
+  add("exactly_repeated_keys", [](CaseSpec& s) { s.recipe.key_jitter = 0; });
+  add("beta_near_0", [](CaseSpec& s) { s.recipe.beta_mean = -12; });
+  add("beta_near_1", [](CaseSpec& s) { s.recipe.beta_mean = 12; });
+  add("beta_at_2_negative_eigenvalues", [](CaseSpec& s) { s.neg_eigval = true; s.recipe.beta_mean = 12; });
+  add("h0_up_to_1e4", [](CaseSpec& s) { s.recipe.h0_std = 3000; });
+  add("h0_tiny", [](CaseSpec& s) { s.recipe.h0_std = 1e-30; });
+  add("q_zero_rows", [](CaseSpec& s) { s.recipe.q_zero_rows = true; });
+  add("fast_decay_every_channel", [](CaseSpec& s) {
+    s.recipe.A_log_fixed = -2;
+    s.recipe.g_mean = -8;
+    s.recipe.g_std = 1;
+  });
+  return v;
+}
+
+std::vector<int64_t> random_layout(std::mt19937_64& rng, int64_t total, int64_t max_len) {
+  std::uniform_int_distribution<int64_t> len(0, max_len);
+  std::vector<int64_t> v;
+  int64_t acc = 0;
+  while (acc < total) {
+    const int64_t l = std::min(len(rng), total - acc);
+    v.push_back(l);
+    acc += l;
+  }
+  return v;
+}
+
+// A standard mixed layout moved by one token: the first sequence one shorter, the last one longer.
+std::vector<int64_t> shifted(std::vector<int64_t> v) {
+  v.front() -= 1;
+  v.back() += 1;
+  return v;
+}
+
+void add_layouts(std::vector<VerifyCase>& out, const CaseSpec& b, std::mt19937_64& rng, bool full_size) {
+  auto add = [&](const std::string& n, std::vector<int64_t> lens) {
+    CaseSpec s = b;
+    s.name = "layout_" + n;
+    s.seqlens = std::move(lens);
+    out.push_back({"layout", s});
+  };
+  add("lengths_1_Cm1_C_Cp1_2Cp1", {1, 63, 64, 65, 129});
+  add("empty_sequences", {0, 5, 0, 0, 70, 0});
+  add("int64_offsets", {100, 3, 0, 28});
+  out.back().spec.cu_dtype = KDA_DTYPE_INT64;
+  std::uniform_int_distribution<int64_t> short_len(0, full_size ? 64 : 6);
+  std::vector<int64_t> many(300);
+  for (int64_t& l : many) l = short_len(rng);
+  add("300_packed_sequences", many);
+  const std::vector<int64_t> mixed = {1300, 547, 2048, 963, 271, 3063};
+  std::vector<int64_t> m = mixed;
+  if (!full_size)
+    for (int64_t& l : m) l = (l + 7) / 8;
+  add("standard_mixed_shifted_by_one", shifted(m));
+  add("random_layout_a", random_layout(rng, full_size ? 8192 : 600, full_size ? 3000 : 200));
+  add("random_layout_b", random_layout(rng, full_size ? 8192 : 600, full_size ? 300 : 70));
+}
+
+void add_holdouts(std::vector<VerifyCase>& out, const CaseSpec& b, std::mt19937_64& rng) {
+  const Dist dists[] = {Dist::kHeavyTail, Dist::kLowRank, Dist::kCorrelated};
+  const kda_gate_mode_t gates[] = {KDA_GATE_BOUNDED, KDA_GATE_SOFTPLUS, KDA_GATE_LOG_DECAY};
+  for (Dist d : dists) {
+    CaseSpec s = b;
+    s.recipe.dist = d;
+    s.gate = gates[std::uniform_int_distribution<int>(0, 2)(rng)];
+    s.name = std::string("holdout_") + dist_name(d) + "_" +
+             (s.gate == KDA_GATE_BOUNDED ? "bounded" : s.gate == KDA_GATE_SOFTPLUS ? "softplus" : "log_decay");
+    out.push_back({"holdout", s});
+  }
+  // One more with every family, gate and std drawn at random.
+  CaseSpec s = b;
+  s.recipe.dist = dists[std::uniform_int_distribution<int>(0, 2)(rng)];
+  s.gate = gates[std::uniform_int_distribution<int>(0, 2)(rng)];
+  s.recipe.qkv_std = std::exp(std::uniform_real_distribution<double>(std::log(0.05), std::log(3.0))(rng));
+  s.recipe.g_mean = std::uniform_real_distribution<double>(-4, 4)(rng);
+  s.name = std::string("holdout_random_") + dist_name(s.recipe.dist);
+  out.push_back({"holdout", s});
+}
+
+void add_behaviour(std::vector<VerifyCase>& out, const CaseSpec& b) {
+  CaseSpec s = b;
+  s.seqlens = {50, 0, 140, 1};
+  s.name = "behaviour_two_identical_calls";
+  out.push_back({"behaviour", s, Probe::kRepeat});
+  s.name = "behaviour_after_a_different_call";
+  out.push_back({"behaviour", s, Probe::kAfterOther});
+  s.name = "behaviour_graph_replay_new_inputs";
+  out.push_back({"behaviour", s, Probe::kGraphReplay});
+}
+
+}  // namespace
+
+Implementation implementation_by_name(const std::string& name) {
+  Implementation impl;
+  impl.name = name;
+  if (name == "cpu") {
+    impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_CPU); };
+  } else if (name == "reference") {
+    impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_REFERENCE); };
+  } else if (name == "cuda-generic") {
+    impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
+    impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
+  }
+  return impl;
+}
+
+std::vector<VerifyCase> verify_suite(const std::string& suite, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<VerifyCase> out;
+  if (suite == "quick") {
+    CaseSpec w = small("workload_standard_recipe_h4", 1024);
+    w.H = w.HV = 4;
+    out.push_back({"workload", w});
+    CaseSpec kimi = small("workload_kimi_softplus_h4", 1024);
+    kimi.H = kimi.HV = 4;
+    kimi.gate = KDA_GATE_SOFTPLUS;
+    out.push_back({"workload", kimi});
+    CaseSpec k128 = small("workload_k128_grouped_heads", 300);
+    k128.K = k128.V = 128;
+    k128.HV = 4;
+    out.push_back({"workload", k128});
+    for (const CaseSpec& s : stress(small(""))) out.push_back({"stress", s});
+    add_layouts(out, small(""), rng, false);
+    add_holdouts(out, small(""), rng);
+    add_behaviour(out, small(""));
+  } else if (suite == "full") {
+    for (int H : {96, 64}) {
+      const std::string h = "h" + std::to_string(H);
+      out.push_back({"workload", full("workload_" + h + "_fixed", H, 8192)});
+      CaseSpec m = full("workload_" + h + "_mixed", H, 0);
+      m.seqlens = {1300, 547, 2048, 963, 271, 3063};
+      out.push_back({"workload", m});
+      CaseSpec u = full("workload_" + h + "_uniform", H, 0);
+      u.seqlens = std::vector<int64_t>(8, 1024);
+      out.push_back({"workload", u});
+    }
+    CaseSpec kimi = full("workload_kimi_linear_h32_softplus", 32, 8192);
+    kimi.gate = KDA_GATE_SOFTPLUS;
+    out.push_back({"workload", kimi});
+    CaseSpec longc = full("layout_one_128k_sequence", 4, 131072);
+    out.push_back({"layout", longc});
+    for (const CaseSpec& s : stress(full("", 8, 4096))) out.push_back({"stress", s});
+    add_layouts(out, full("", 8, 0), rng, true);
+    add_holdouts(out, full("", 16, 4096), rng);
+    add_behaviour(out, full("", 8, 0));
+  }
+  return out;
+}
+
+VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint64_t seed) {
+  VerifyResult r;
+  r.name = vc.spec.name;
+  r.family = vc.family;
+  r.seed = seed;  // the case's own seed (callers derive it from the run seed and the case name)
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tolerance tol = tolerance_for(vc.spec.in_dtype, impl.cls);
+  Case c = make_case(vc.spec, seed);
+  Outputs o = make_outputs(c, vc.spec.in_dtype, KDA_DTYPE_FLOAT32);
+  Case judged = c;  // the inputs whose oracle the result is compared with
+
+  kda_status_t st = KDA_STATUS_SUCCESS;
+  if (vc.probe == Probe::kGraphReplay) {
+    if (!impl.replay) {
+      r.skipped = r.pass = true;
+      r.error = "not applicable: no CUDA graph for " + impl.name;
+      return r;
+    }
+    CaseSpec other = vc.spec;
+    other.seqlens = {1, 120, 70, 0};  // same count and total, different layout: offsets are read at replay
+    judged = make_case(other, seed + 1);
+    st = impl.replay(c, judged, o);
+  } else {
+    if (vc.probe == Probe::kAfterOther) {
+      CaseSpec other_spec = vc.spec;
+      other_spec.gate = KDA_GATE_SOFTPLUS;
+      other_spec.seqlens = {3, 200, 0, 7};
+      Case other = make_case(other_spec, seed + 2);
+      Outputs oo = make_outputs(other, other_spec.in_dtype, KDA_DTYPE_FLOAT32);
+      impl.run(other, oo);
+    }
+    st = impl.run(c, o);
+  }
+  if (st != KDA_STATUS_SUCCESS) {
+    r.error = std::string("call failed: ") + kda_last_error();
+    return r;
+  }
+  const Oracle oracle = run_oracle(judged);
+  r.out = compare_out(o.out, oracle, tol);
+  r.pass = r.out.pass;
+  if (vc.spec.want_final) {
+    r.state = compare_state(o.final_state, oracle, tol, int64_t{vc.spec.K} * vc.spec.V);
+    r.pass = r.pass && r.state.pass;
+  }
+  if (vc.probe == Probe::kRepeat || vc.probe == Probe::kAfterOther) {
+    Outputs o2 = make_outputs(c, vc.spec.in_dtype, KDA_DTYPE_FLOAT32);
+    if (impl.run(c, o2) != KDA_STATUS_SUCCESS || o2.out.bytes != o.out.bytes ||
+        o2.final_state.bytes != o.final_state.bytes) {
+      r.pass = false;
+      r.error = vc.probe == Probe::kRepeat ? "two identical calls gave different bits"
+                                           : "the result after another call differs from a fresh call";
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string verify_row(const VerifyResult& r) {
+  char buf[512];
+  if (r.skipped) {
+    std::snprintf(buf, sizeof buf, "%-46s %-9s %20llu  SKIP  %s", r.name.c_str(), r.family.c_str(),
+                  static_cast<unsigned long long>(r.seed), r.error.c_str());
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%-46s %-9s %20llu  %s  out %.3e (%6.3f)  state %.3e (%6.3f)  %5.1fs%s%s",
+                r.name.c_str(), r.family.c_str(), static_cast<unsigned long long>(r.seed), r.pass ? "PASS" : "FAIL",
+                r.out.rel_rmse, r.out.worst_ratio, r.state.rel_rmse, r.state.worst_ratio, r.seconds,
+                r.error.empty() ? "" : "  ", r.error.c_str());
+  return buf;
+}
+
+std::string verify_json(const std::vector<VerifyResult>& results, const std::string& suite, const std::string& impl,
+                        uint64_t seed, const std::string& command) {
+  std::ostringstream f;
+  auto num = [](double x) { return std::isfinite(x) ? std::to_string(x) : std::string("null"); };
+  int failed = 0;
+  for (const VerifyResult& r : results) failed += !r.pass;
+  f << "{\n  \"tool\": \"kda-verify\",\n  \"suite\": \"" << suite << "\",\n  \"impl\": \"" << impl
+    << "\",\n  \"seed\": " << seed << ",\n  \"command\": \"" << command << "\",\n  \"failed\": " << failed
+    << ",\n  \"cases\": [\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const VerifyResult& r = results[i];
+    f << "    {\"case\": \"" << r.name << "\", \"family\": \"" << r.family << "\", \"seed\": " << r.seed
+      << ", \"pass\": " << (r.pass ? "true" : "false") << ", \"skipped\": " << (r.skipped ? "true" : "false")
+      << ", \"out_rel_rmse\": " << num(r.out.rel_rmse) << ", \"out_worst_ratio\": " << num(r.out.worst_ratio)
+      << ", \"state_rel_rmse\": " << num(r.state.rel_rmse) << ", \"state_worst_ratio\": " << num(r.state.worst_ratio)
+      << ", \"seconds\": " << num(r.seconds) << ", \"error\": \"" << r.error << "\"}"
+      << (i + 1 < results.size() ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+  return f.str();
+}
+
+}  // namespace kda::testing

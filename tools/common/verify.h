@@ -1,0 +1,64 @@
+// verify.h: the acceptance suite behind kda-verify: named suites of case families (workloads, stress probes,
+// layout probes, distribution holdouts, behaviour probes), implementations under judgement, and the verdict of
+// one case. Every case draws fresh inputs from the run's seed; all are judged by compare.h's rules.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/cases.h"
+#include "common/compare.h"
+
+namespace kda::testing {
+
+// An implementation under judgement. run() computes case c into outs (host buffers, NaN-poisoned by the caller).
+// replay(), where the implementation can capture its call in a CUDA graph, captures a call on `first`, replays
+// it after copying `second`'s inputs over the device inputs, and downloads the result into outs.
+struct Implementation {
+  std::string name;
+  ComputeClass cls = ComputeClass::kFp32;
+  std::function<kda_status_t(Case& c, Outputs& outs)> run;
+  std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
+};
+
+// "cpu", "reference", "cuda-generic" (the CUDA ones only where a device is present). Empty run if unknown.
+Implementation implementation_by_name(const std::string& name);
+
+enum class Probe {
+  kNumerics,    // one call, every element judged against the oracle
+  kRepeat,      // two identical calls must give identical bits (and the first is judged)
+  kAfterOther,  // a call on another case first; then this case must match a fresh call bit for bit
+  kGraphReplay, // capture on one input set, replay on another: judged against the second set's oracle
+};
+
+struct VerifyCase {
+  std::string family;  // workload, stress, layout, holdout, behaviour
+  CaseSpec spec;
+  Probe probe = Probe::kNumerics;
+};
+
+// The cases of suite "quick" (CPU-sized, CI) or "full" (full-size, the GPU run). Random layouts and input
+// families are drawn from seed, so each run differs; the seed replays a run.
+std::vector<VerifyCase> verify_suite(const std::string& suite, uint64_t seed);
+
+struct VerifyResult {
+  std::string name, family;
+  uint64_t seed = 0;
+  bool pass = false;
+  bool skipped = false;  // probe not applicable to this implementation (graph replay on the CPU)
+  ErrorStats out, state;
+  std::string error;     // status message, or what a behaviour probe found
+  double seconds = 0;
+};
+
+// Judges implementation impl on case vc with inputs drawn from seed.
+VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint64_t seed);
+
+// One printed row per result, and the JSON report.
+std::string verify_row(const VerifyResult& r);
+std::string verify_json(const std::vector<VerifyResult>& results, const std::string& suite, const std::string& impl,
+                        uint64_t seed, const std::string& command);
+
+}  // namespace kda::testing
