@@ -22,40 +22,53 @@ size_t dtype_size(kda_dtype_t d) {
   }
   return 4;
 }
-// Fills x [B, T, heads, D] with family d at scale std; rows_zero(b, t) rows are left 0.
-template <typename Rng, typename ZeroRow>
-void draw_tokens(HostTensor& x, Dist d, double std, Rng& rng, ZeroRow&& rows_zero) {
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::chi_squared_distribution<double> chi2(3.0);
+// A generator for one stream of a case: every (tensor, batch, head) draws from its own stream, so streams can be
+// filled in parallel and a case is the same for a seed whatever the thread count.
+std::mt19937_64 stream_rng(uint64_t seed, uint64_t tensor, uint64_t index) {
+  uint64_t z = seed ^ (tensor * 0x9e3779b97f4a7c15ull) ^ (index * 0xbf58476d1ce4e5b9ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64 finalizer
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return std::mt19937_64(z ^ (z >> 31));
+}
+
+// Fills x [B, T, heads, D] with family d at scale std, one stream per (batch, head); rows_zero(t) rows are 0.
+template <typename ZeroRow>
+void draw_tokens(HostTensor& x, Dist d, double std, uint64_t seed, uint64_t tag, ZeroRow&& rows_zero) {
   const int64_t B = x.shape[0], T = x.shape[1], Hh = x.shape[2], D = x.shape[3];
   constexpr int kRank = 4;
   constexpr double kRho = 0.95;
-  std::vector<double> basis(static_cast<size_t>(kRank) * D), prev(static_cast<size_t>(D));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < Hh; ++h) {
-      for (double& e : basis) e = normal(rng) / std::sqrt(double(kRank));
-      for (double& e : prev) e = normal(rng);
-      for (int64_t t = 0; t < T; ++t) {
-        double z[kRank];
-        for (double& e : z) e = normal(rng);
-        const bool zero = rows_zero(t);
-        for (int64_t i = 0; i < D; ++i) {
-          double val = 0;
-          switch (d) {
-            case Dist::kGaussian: val = normal(rng); break;
-            case Dist::kHeavyTail: val = normal(rng) / std::sqrt(chi2(rng) / 3.0); break;
-            case Dist::kLowRank:
-              for (int r = 0; r < kRank; ++r) val += basis[r * D + i] * z[r];
-              break;
-            case Dist::kCorrelated:
-              val = prev[i] = kRho * prev[i] + std::sqrt(1 - kRho * kRho) * normal(rng);
-              break;
-          }
-          x.set(((b * T + t) * Hh + h) * D + i, zero ? 0.0 : std * val);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bh = 0; bh < B * Hh; ++bh) {
+    const int64_t b = bh / Hh, h = bh % Hh;
+    std::mt19937_64 rng = stream_rng(seed, tag, static_cast<uint64_t>(bh));
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::chi_squared_distribution<double> chi2(3.0);
+    std::vector<double> basis(static_cast<size_t>(kRank) * D), prev(static_cast<size_t>(D));
+    for (double& e : basis) e = normal(rng) / std::sqrt(double(kRank));
+    for (double& e : prev) e = normal(rng);
+    for (int64_t t = 0; t < T; ++t) {
+      double z[kRank];
+      for (double& e : z) e = normal(rng);
+      const bool zero = rows_zero(t);
+      for (int64_t i = 0; i < D; ++i) {
+        double val = 0;
+        switch (d) {
+          case Dist::kGaussian: val = normal(rng); break;
+          case Dist::kHeavyTail: val = normal(rng) / std::sqrt(chi2(rng) / 3.0); break;
+          case Dist::kLowRank:
+            for (int r = 0; r < kRank; ++r) val += basis[r * D + i] * z[r];
+            break;
+          case Dist::kCorrelated:
+            val = prev[i] = kRho * prev[i] + std::sqrt(1 - kRho * kRho) * normal(rng);
+            break;
         }
+        x.set(((b * T + t) * Hh + h) * D + i, zero ? 0.0 : std * val);
       }
     }
+  }
 }
+
+enum StreamTag : uint64_t { kTagQ = 1, kTagK, kTagV, kTagGate, kTagParams, kTagH0, kTagKeyBase };
 
 }  // namespace
 
@@ -94,9 +107,6 @@ Case make_case(const CaseSpec& s, uint64_t seed) {
   Case c;
   c.spec = s;
   c.seed = seed;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  std::uniform_real_distribution<double> unif(0.0, 1.0);
   const Recipe& r = s.recipe;
 
   int64_t B = s.B, T = s.T;
@@ -122,57 +132,77 @@ Case make_case(const CaseSpec& s, uint64_t seed) {
   c.beta = make_tensor(s.beta_dtype, {B, T, HV});
 
   const double qk_std = r.qk_std >= 0 ? r.qk_std : r.qkv_std;
-  draw_tokens(c.q, r.dist, qk_std, rng, [&](int64_t t) { return r.q_zero_rows && t % 7 == 3; });
+  draw_tokens(c.q, r.dist, qk_std, seed, kTagQ, [&](int64_t t) { return r.q_zero_rows && t % 7 == 3; });
   if (r.key_jitter >= 0) {
     // One base key per (batch, head); every token's key is that plus a small jitter (near-collinear keys).
-    std::vector<double> base(static_cast<size_t>(B) * H * K);
-    for (double& x : base) x = qk_std * normal(rng);
-    for (int64_t b = 0; b < B; ++b)
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+      const int64_t b = bh / H, h = bh % H;
+      std::mt19937_64 rng = stream_rng(seed, kTagKeyBase, static_cast<uint64_t>(bh));
+      std::normal_distribution<double> normal(0.0, 1.0);
+      std::vector<double> base(static_cast<size_t>(K));
+      for (double& x : base) x = qk_std * normal(rng);
       for (int64_t t = 0; t < T; ++t)
-        for (int h = 0; h < H; ++h)
-          for (int kk = 0; kk < K; ++kk)
-            c.k.set(((b * T + t) * H + h) * K + kk,
-                    base[(b * H + h) * K + kk] + r.key_jitter * qk_std * normal(rng));
+        for (int kk = 0; kk < K; ++kk)
+          c.k.set(((b * T + t) * H + h) * K + kk, base[kk] + r.key_jitter * qk_std * normal(rng));
+    }
   } else {
-    draw_tokens(c.k, r.dist, qk_std, rng, [](int64_t) { return false; });
+    draw_tokens(c.k, r.dist, qk_std, seed, kTagK, [](int64_t) { return false; });
   }
-  draw_tokens(c.v, r.dist, r.qkv_std, rng, [](int64_t) { return false; });
+  draw_tokens(c.v, r.dist, r.qkv_std, seed, kTagV, [](int64_t) { return false; });
 
+  // Per-head parameters: the bimodal channel offsets, A_log, dt_bias.
+  std::mt19937_64 prng = stream_rng(seed, kTagParams, 0);
+  std::uniform_real_distribution<double> unif(0.0, 1.0);
   std::vector<double> bimodal(static_cast<size_t>(HV) * K, 0.0);
   if (r.g_bimodal > 0)
-    for (double& x : bimodal) x = unif(rng) < 0.5 ? r.g_bimodal : -r.g_bimodal;
-  for (int64_t bt = 0; bt < B * T; ++bt)
-    for (int hv = 0; hv < HV; ++hv) {
-      const double spike = (r.g_spike_prob > 0 && unif(rng) < r.g_spike_prob) ? r.g_spike : 0.0;
+    for (double& x : bimodal) x = unif(prng) < 0.5 ? r.g_bimodal : -r.g_bimodal;
+  if (s.gate != KDA_GATE_LOG_DECAY) {
+    if (s.has_A_log || s.gate == KDA_GATE_SOFTPLUS) {
+      c.A_log = make_tensor(KDA_DTYPE_FLOAT32, {HV});
+      for (int hv = 0; hv < HV; ++hv)
+        c.A_log.set(hv, std::isnan(r.A_log_fixed) ? std::log(1.0 + 15.0 * unif(prng)) : r.A_log_fixed);
+    }
+    c.dt_bias = make_tensor(KDA_DTYPE_FLOAT32, {HV, K});
+    for (int64_t i = 0; i < c.dt_bias.numel(); ++i) {
+      const double dt = std::exp(std::log(1e-3) + (std::log(0.1) - std::log(1e-3)) * unif(prng));
+      c.dt_bias.set(i, std::log(std::expm1(dt)));  // softplus^-1(dt)
+    }
+  }
+
+  // Gates and betas, one stream per (batch, value head).
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t bh = 0; bh < B * HV; ++bh) {
+    const int64_t b = bh / HV;
+    const int hv = static_cast<int>(bh % HV);
+    std::mt19937_64 rng = stream_rng(seed, kTagGate, static_cast<uint64_t>(bh));
+    std::normal_distribution<double> normal(0.0, 1.0);
+    std::uniform_real_distribution<double> u01(0.0, 1.0);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t bt = b * T + t;
+      const double spike = (r.g_spike_prob > 0 && u01(rng) < r.g_spike_prob) ? r.g_spike : 0.0;
       for (int kk = 0; kk < K; ++kk) {
         double x = r.g_zero ? 0.0 : r.g_mean + r.g_std * normal(rng) + bimodal[hv * K + kk] + spike;
         // The log-decay gate must be <= 0: draw its magnitude.
         if (s.gate == KDA_GATE_LOG_DECAY) x = -std::fabs(x);
         c.g.set((bt * HV + hv) * K + kk, x);
       }
-      c.beta.set(bt * HV + hv, r.beta_mean + r.beta_std * normal(rng));
+      const double logit = r.beta_mean + r.beta_std * normal(rng);
+      // Probabilities when beta is not logits: the drawn logits squashed.
+      c.beta.set(bt * HV + hv, s.beta_logits ? logit : 1.0 / (1.0 + std::exp(-logit)));
     }
-  if (!s.beta_logits) {
-    // Probabilities: squash the drawn logits.
-    for (int64_t i = 0; i < c.beta.numel(); ++i) c.beta.set(i, 1.0 / (1.0 + std::exp(-c.beta.at(i))));
   }
 
-  if (s.gate != KDA_GATE_LOG_DECAY) {
-    if (s.has_A_log || s.gate == KDA_GATE_SOFTPLUS) {
-      c.A_log = make_tensor(KDA_DTYPE_FLOAT32, {HV});
-      for (int hv = 0; hv < HV; ++hv)
-        c.A_log.set(hv, std::isnan(r.A_log_fixed) ? std::log(1.0 + 15.0 * unif(rng)) : r.A_log_fixed);
-    }
-    c.dt_bias = make_tensor(KDA_DTYPE_FLOAT32, {HV, K});
-    for (int64_t i = 0; i < c.dt_bias.numel(); ++i) {
-      const double dt = std::exp(std::log(1e-3) + (std::log(0.1) - std::log(1e-3)) * unif(rng));
-      c.dt_bias.set(i, std::log(std::expm1(dt)));  // softplus^-1(dt)
-    }
-  }
   if (s.has_h0) {
     c.h0 = make_tensor(KDA_DTYPE_FLOAT32, s.v_first ? std::vector<int64_t>{c.N, HV, V, K}
                                                       : std::vector<int64_t>{c.N, HV, K, V});
-    for (int64_t i = 0; i < c.h0.numel(); ++i) c.h0.set(i, r.h0_std * normal(rng));
+    const int64_t per = int64_t{V} * K;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t nh = 0; nh < c.N * HV; ++nh) {
+      std::mt19937_64 rng = stream_rng(seed, kTagH0, static_cast<uint64_t>(nh));
+      std::normal_distribution<double> normal(0.0, 1.0);
+      for (int64_t i = 0; i < per; ++i) c.h0.set(nh * per + i, r.h0_std * normal(rng));
+    }
   }
   return c;
 }
