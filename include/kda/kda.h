@@ -116,6 +116,43 @@ typedef struct kda_forward_args {
   kda_backend_t backend;
 } kda_forward_args_t;
 
+/* Arguments of decode: T tokens per sequence (1 for decode, 1 + num_spec for a speculative verify) against a
+ * pool of states updated in place. Initialize with kda_decode_args_init().
+ *   q, k        [N, T, H, K]   bf16 | fp16 | fp32
+ *   v           [N, T, HV, V]  dtype of q
+ *   g           [N, T, HV, K]  dtype of q, or fp32
+ *   beta        [N, T, HV]     dtype of q, or fp32
+ *   A_log, dt_bias             as in the forward
+ *   state_pool  [slots, HV, V, K] (state_v_first) or [slots, HV, K, V], fp32, read and written in place
+ *   state_indices int32, one of:
+ *       [N]     sequence n starts from pool[idx[n]] and its state after its last token goes back there;
+ *       [N, T]  sequence n starts from pool[idx[n, a - 1]], a = num_accepted_tokens[n] (1 without it), and the
+ *               state after its token t goes to pool[idx[n, t]] (so rejected tokens can be rolled back).
+ *     A negative (or >= slots) start slot marks padding: the sequence's outputs are written as zeros and no
+ *     slot is touched. A negative write slot skips that write. Slots of different sequences must not overlap.
+ *   num_accepted_tokens int32 [N], optional, with [N, T] indices only; values in 1..T (others: padding)
+ *   out         [N, T, HV, V]  dtype of q
+ * Slots not named by any index are bitwise untouched. */
+typedef struct kda_decode_args {
+  kda_tensor_t q, k, v, g, beta;
+  kda_tensor_t A_log, dt_bias;
+  kda_tensor_t state_pool;
+  kda_tensor_t state_indices;
+  kda_tensor_t num_accepted_tokens;
+  kda_tensor_t out;
+
+  float scale;
+  int32_t use_default_scale;
+  kda_gate_mode_t gate_mode;
+  float lower_bound;
+  int32_t use_qk_l2norm;
+  int32_t beta_is_logits;
+  int32_t allow_neg_eigval;
+  int32_t state_v_first;
+  int32_t cpu_threads;
+  kda_backend_t backend;   /* AUTO, REFERENCE, CPU or CUDA_GENERIC */
+} kda_decode_args_t;
+
 /* Library version as MAJOR*10000 + MINOR*100 + PATCH. */
 KDA_API int kda_version(void);
 
@@ -145,6 +182,17 @@ KDA_API kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, 
  * CPU. CUDA calls are asynchronous and enqueue no host synchronization. */
 KDA_API kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes,
                                  void* stream);
+
+/* Decode defaults: as kda_forward_args_init. */
+KDA_API void kda_decode_args_init(kda_decode_args_t* args);
+
+/* Validates args (no data is read) and returns the workspace bytes decode needs (0 today; kept so callers size
+ * it the same way as the forward). */
+KDA_API kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* workspace_bytes);
+
+/* Runs decode, updating state_pool in place. Asynchronous on stream for CUDA tensors, no host sync. */
+KDA_API kda_status_t kda_decode(const kda_decode_args_t* args, void* workspace, size_t workspace_bytes,
+                                void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -6,6 +6,7 @@
 
 #include "api/status.h"
 #include "api/validate.h"
+#include "common/host_decode.h"
 #include "cpu/forward_cpu.h"
 #include "cuda/cuda_backend.h"
 #include "kda/kda.h"
@@ -75,6 +76,18 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
     case KDA_BACKEND_CUDA_GENERIC: return cuda::generic_forward(p, workspace, workspace_bytes, stream);
+    default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
+  }
+}
+
+Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
+  DecodeParams p;
+  KDA_RETURN_IF_ERROR(validate_decode(args, &p));
+  KDA_RETURN_IF_ERROR(resolve_backend(&p.io, args->q.device_type));
+  switch (p.io.backend) {
+    case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
+    case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
+    case KDA_BACKEND_CUDA_GENERIC: return cuda::decode(p, stream);
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }
@@ -154,6 +167,30 @@ kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, size_t* 
 
 kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
   return kda::guarded([&] { return kda::run_forward(args, workspace, workspace_bytes, stream); });
+}
+
+void kda_decode_args_init(kda_decode_args_t* args) {
+  if (args == nullptr) return;
+  *args = kda_decode_args_t{};
+  args->use_default_scale = 1;
+  args->gate_mode = KDA_GATE_LOG_DECAY;
+  args->lower_bound = -5.0f;
+  args->state_v_first = 1;
+  args->backend = KDA_BACKEND_AUTO;
+}
+
+kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* workspace_bytes) {
+  return kda::guarded([&]() -> kda::Status {
+    if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
+    kda::DecodeParams p;
+    KDA_RETURN_IF_ERROR(kda::validate_decode(args, &p));
+    *workspace_bytes = 0;
+    return kda::Status::Ok();
+  });
+}
+
+kda_status_t kda_decode(const kda_decode_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
+  return kda::guarded([&] { return kda::run_decode(args, workspace, workspace_bytes, stream); });
 }
 
 }  // extern "C"

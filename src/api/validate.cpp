@@ -296,4 +296,67 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   return Status::Ok();
 }
 
+Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
+  if (args == nullptr) return invalid("args: NULL pointer");
+  if (p == nullptr) return invalid("params: NULL pointer");
+  const kda_decode_args_t& a = *args;
+  *p = DecodeParams{};
+  // The per-token inputs, gates, flags and output follow the forward's rules (N sequences = the batch).
+  kda_forward_args_t f;
+  kda_forward_args_init(&f);
+  f.q = a.q; f.k = a.k; f.v = a.v; f.g = a.g; f.beta = a.beta;
+  f.A_log = a.A_log; f.dt_bias = a.dt_bias; f.out = a.out;
+  f.scale = a.scale; f.use_default_scale = a.use_default_scale; f.gate_mode = a.gate_mode;
+  f.lower_bound = a.lower_bound; f.use_qk_l2norm = a.use_qk_l2norm; f.beta_is_logits = a.beta_is_logits;
+  f.allow_neg_eigval = a.allow_neg_eigval; f.state_v_first = a.state_v_first; f.cpu_threads = a.cpu_threads;
+  f.backend = a.backend == KDA_BACKEND_REFERENCE ? KDA_BACKEND_CPU : a.backend;  // fp64 out is forward-only
+  KDA_RETURN_IF_ERROR(validate_forward(&f, &p->io));
+  p->io.backend = a.backend;
+  if (a.backend == KDA_BACKEND_CUDA_HOPPER)
+    return Status{KDA_STATUS_NOT_SUPPORTED, "backend: decode has no KDA_BACKEND_CUDA_HOPPER path; use AUTO"};
+  const ForwardParams& io = p->io;
+  const int64_t N = io.B, T = io.T, HV = io.HV;
+  const int64_t r2 = io.state_v_first ? io.V : io.K, r3 = io.state_v_first ? io.K : io.V;
+
+  if (!present(a.state_pool)) return invalid("state_pool: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_basic("state_pool", a.state_pool));
+  if (a.state_pool.ndim != 4 || a.state_pool.shape[1] != HV || a.state_pool.shape[2] != r2 ||
+      a.state_pool.shape[3] != r3)
+    return invalid("state_pool: expected shape [slots, " + std::to_string(HV) + ", " + std::to_string(r2) + ", " +
+                   std::to_string(r3) + "] (" + (io.state_v_first ? "[slots, HV, V, K], state_v_first = 1" :
+                   "[slots, HV, K, V], state_v_first = 0") + "), got " + shape_str(a.state_pool));
+  KDA_RETURN_IF_ERROR(check_dtype("state_pool", a.state_pool, {KDA_DTYPE_FLOAT32}));
+  KDA_RETURN_IF_ERROR(check_same_device("state_pool", a.state_pool, a.q));
+
+  if (!present(a.state_indices)) return invalid("state_indices: required tensor is absent");
+  KDA_RETURN_IF_ERROR(check_basic("state_indices", a.state_indices));
+  KDA_RETURN_IF_ERROR(check_dtype("state_indices", a.state_indices, {KDA_DTYPE_INT32}));
+  KDA_RETURN_IF_ERROR(check_same_device("state_indices", a.state_indices, a.q));
+  const bool per_token = a.state_indices.ndim == 2;
+  if (!((a.state_indices.ndim == 1 && a.state_indices.shape[0] == N) ||
+        (per_token && a.state_indices.shape[0] == N && a.state_indices.shape[1] == T)))
+    return invalid("state_indices: expected shape [N] = [" + std::to_string(N) + "] or [N, T] = [" + std::to_string(N) +
+                   ", " + std::to_string(T) + "], got " + shape_str(a.state_indices));
+  if (present(a.num_accepted_tokens)) {
+    if (!per_token)
+      return invalid("num_accepted_tokens: needs 2-D state_indices [N, T] (one slot per token), got 1-D");
+    KDA_RETURN_IF_ERROR(check_shape("num_accepted_tokens", a.num_accepted_tokens, {N}));
+    KDA_RETURN_IF_ERROR(check_dtype("num_accepted_tokens", a.num_accepted_tokens, {KDA_DTYPE_INT32}));
+    KDA_RETURN_IF_ERROR(check_same_device("num_accepted_tokens", a.num_accepted_tokens, a.q));
+  }
+
+  p->pool = a.state_pool.data;
+  for (int i = 0; i < 4; ++i) p->pool_stride[i] = a.state_pool.strides[i];
+  p->slots = a.state_pool.shape[0];
+  p->indices = static_cast<const int32_t*>(a.state_indices.data);
+  p->index_stride[0] = a.state_indices.strides[0];
+  p->index_stride[1] = per_token ? a.state_indices.strides[1] : 0;
+  p->indices_per_token = per_token;
+  if (present(a.num_accepted_tokens)) {
+    p->num_accepted = static_cast<const int32_t*>(a.num_accepted_tokens.data);
+    p->num_accepted_stride = a.num_accepted_tokens.strides[0];
+  }
+  return Status::Ok();
+}
+
 }  // namespace kda

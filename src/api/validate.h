@@ -11,4 +11,7 @@ namespace kda {
 // dtypes a backend cannot read) are checked by check_backend_support() after the backend is chosen.
 Status validate_forward(const kda_forward_args_t* args, ForwardParams* p);
 
+// Checks kda_decode_args_t and fills p (the per-token part through validate_forward's rules).
+Status validate_decode(const kda_decode_args_t* args, DecodeParams* p);
+
 }  // namespace kda

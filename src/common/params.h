@@ -67,4 +67,34 @@ struct ForwardParams {
   }
 };
 
+// The validated decode problem: a few tokens per sequence against a state pool updated in place.
+// io holds the per-token inputs, gates, flags and output exactly as for the forward (B = N sequences of T tokens
+// each, no cu_seqlens, no initial/final state); the state lives in the pool.
+struct DecodeParams {
+  ForwardParams io;
+  void* pool = nullptr;           // [slots, HV, V, K] or [slots, HV, K, V] fp32 (io.state_v_first)
+  int64_t pool_stride[4] = {0, 0, 0, 0};
+  int64_t slots = 0;
+  const int32_t* indices = nullptr;  // [N] or [N, T]
+  int64_t index_stride[2] = {0, 0};
+  bool indices_per_token = false;    // 2-D indices: the state after token t goes to indices[n, t]
+  const int32_t* num_accepted = nullptr;  // [N] or null: read slot indices[n, num_accepted[n] - 1]
+  int64_t num_accepted_stride = 0;
+
+  // The slot sequence n starts from (negative: padding, the sequence is skipped).
+  // Slots outside [0, slots) count as negative: the pool is never read or written out of bounds.
+  KDA_HOST_DEVICE int64_t read_slot(int64_t n) const {
+    if (!indices_per_token) return in_pool(indices[n * index_stride[0]]);
+    const int64_t a = num_accepted ? num_accepted[n * num_accepted_stride] : 1;
+    if (a < 1 || a > io.T) return -1;  // out of range: treated as padding, nothing is read or written
+    return in_pool(indices[n * index_stride[0] + (a - 1) * index_stride[1]]);
+  }
+  // The slot the state after token t of sequence n goes to (negative: not written).
+  KDA_HOST_DEVICE int64_t write_slot(int64_t n, int64_t t) const {
+    if (indices_per_token) return in_pool(indices[n * index_stride[0] + t * index_stride[1]]);
+    return t == io.T - 1 ? in_pool(indices[n * index_stride[0]]) : -1;
+  }
+  KDA_HOST_DEVICE int64_t in_pool(int64_t s) const { return s < slots ? s : -1; }
+};
+
 }  // namespace kda

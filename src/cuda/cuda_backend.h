@@ -16,4 +16,14 @@ bool compiled_with_cuda();
 Status generic_forward_workspace_size(const ForwardParams& p, size_t* bytes);
 Status generic_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
 
+// The chunked tensor-core forward (src/cuda/generic/forward_chunked.cu), which generic_forward dispatches to when
+// it supports p: K in {64, 128}, V a multiple of 64, bf16/fp16 q/k/v, unit innermost strides and 16-byte aligned
+// rows, and a device with enough opt-in shared memory per block.
+bool chunked_forward_supported(const ForwardParams& p);
+Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes);
+Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
+
+// Decode against a state pool (one CTA per (sequence, value head, row block)); asynchronous on stream.
+Status decode(const DecodeParams& p, void* stream);
+
 }  // namespace kda::cuda

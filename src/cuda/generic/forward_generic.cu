@@ -388,12 +388,13 @@ Status cuda_error(const char* what, cudaError_t e) {
 
 bool compiled_with_cuda() { return true; }
 
-Status generic_forward_workspace_size(const ForwardParams&, size_t* bytes) {
+Status generic_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
+  if (chunked_forward_supported(p)) return chunked_forward_workspace_size(p, bytes);
   *bytes = 0;
   return Status::Ok();
 }
 
-Status generic_forward(const ForwardParams& p, void*, size_t, void* stream) {
+Status generic_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream) {
   // float64 outputs are a reference-backend option only.
   if (p.out_dtype == KDA_DTYPE_FLOAT64)
     return Status{KDA_STATUS_NOT_SUPPORTED, "out: float64 is only supported by KDA_BACKEND_REFERENCE"};
@@ -401,6 +402,8 @@ Status generic_forward(const ForwardParams& p, void*, size_t, void* stream) {
     return Status{KDA_STATUS_NOT_SUPPORTED, "final_state: the CUDA backend writes float32 states only"};
   if (p.K != 16 && p.K != 32 && p.K != 64 && p.K != 128 && p.K != 256)
     return make_status(KDA_STATUS_NOT_SUPPORTED, "q: head dim K = %d is not supported by the CUDA backend", p.K);
+  // The chunked tensor-core kernel where it applies; the exact token-recurrent kernel below for everything else.
+  if (chunked_forward_supported(p)) return chunked_forward(p, workspace, workspace_bytes, stream);
   // No sequence, or only empty sequences and no final state: nothing to write.
   if (p.N == 0 || (p.T == 0 && !p.has_final_state())) return Status::Ok();
 

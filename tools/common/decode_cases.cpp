@@ -1,0 +1,222 @@
+// decode_cases.cpp: decode problems, their oracle and checks (decode_cases.h).
+#include "common/decode_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+namespace kda::testing {
+
+DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed) {
+  DecodeCase d;
+  d.spec = s;
+  CaseSpec io = s.io;
+  io.has_h0 = false;
+  io.want_final = false;
+  io.seqlens.clear();
+  d.c = make_case(io, seed);
+  const int64_t N = io.B, T = io.T;
+  std::mt19937_64 rng(seed ^ 0xdec0de);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  d.pool = make_tensor(KDA_DTYPE_FLOAT32, io.v_first ? std::vector<int64_t>{s.slots, io.HV, io.V, io.K}
+                                                     : std::vector<int64_t>{s.slots, io.HV, io.K, io.V});
+  for (int64_t i = 0; i < d.pool.numel(); ++i) d.pool.set(i, io.recipe.h0_std * normal(rng));
+  // Distinct slots for every (sequence, token) from a shuffled pool, some sequences padding.
+  std::vector<int32_t> perm(static_cast<size_t>(s.slots));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const int64_t per_seq = s.per_token ? T : 1;
+  if (N * per_seq > s.slots) {
+    std::fprintf(stderr, "decode case %s: %lld slots are too few\n", s.name.c_str(), static_cast<long long>(s.slots));
+    std::abort();
+  }
+  d.indices = make_tensor(KDA_DTYPE_INT32, s.per_token ? std::vector<int64_t>{N, T} : std::vector<int64_t>{N});
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  for (int64_t n = 0; n < N; ++n) {
+    const bool pad = u01(rng) < s.padding;
+    for (int64_t t = 0; t < per_seq; ++t) d.indices.set(n * per_seq + t, pad ? -1 : perm[n * per_seq + t]);
+  }
+  if (s.with_accepted) {
+    d.num_accepted = make_tensor(KDA_DTYPE_INT32, {N});
+    std::uniform_int_distribution<int64_t> acc(1, T);
+    for (int64_t n = 0; n < N; ++n) d.num_accepted.set(n, static_cast<double>(acc(rng)));
+  }
+  return d;
+}
+
+kda_decode_args_t decode_host_args(DecodeCase& d, HostTensor& out, HostTensor& pool, kda_backend_t backend) {
+  const CaseSpec& s = d.c.spec;
+  kda_decode_args_t a;
+  kda_decode_args_init(&a);
+  a.q = d.c.q.view();
+  a.k = d.c.k.view();
+  a.v = d.c.v.view();
+  a.g = d.c.g.view();
+  a.beta = d.c.beta.view();
+  a.A_log = d.c.A_log.view();
+  a.dt_bias = d.c.dt_bias.view();
+  a.state_pool = pool.view();
+  a.state_indices = d.indices.view();
+  a.num_accepted_tokens = d.num_accepted.view();
+  a.out = out.view();
+  a.use_default_scale = s.default_scale;
+  a.scale = s.scale;
+  a.gate_mode = s.gate;
+  a.lower_bound = s.lower_bound;
+  a.use_qk_l2norm = s.l2norm;
+  a.beta_is_logits = s.beta_logits;
+  a.allow_neg_eigval = s.neg_eigval;
+  a.state_v_first = s.v_first;
+  a.backend = backend;
+  return a;
+}
+
+namespace {
+// The start slot and per-token write slots of sequence n (the documented semantics, written out again).
+int64_t start_slot(const DecodeCase& d, int64_t n) {
+  const int64_t T = d.c.spec.T;
+  int64_t s;
+  if (!d.spec.per_token) {
+    s = static_cast<int64_t>(d.indices.at(n));
+  } else {
+    const int64_t a = d.num_accepted.present() ? static_cast<int64_t>(d.num_accepted.at(n)) : 1;
+    if (a < 1 || a > T) return -1;
+    s = static_cast<int64_t>(d.indices.at(n * T + a - 1));
+  }
+  return s < d.spec.slots ? s : -1;
+}
+int64_t token_slot(const DecodeCase& d, int64_t n, int64_t t) {
+  const int64_t T = d.c.spec.T;
+  int64_t s = d.spec.per_token ? static_cast<int64_t>(d.indices.at(n * T + t))
+                               : (t == T - 1 ? static_cast<int64_t>(d.indices.at(n)) : -1);
+  return s < d.spec.slots ? s : -1;
+}
+}  // namespace
+
+DecodeOracle decode_oracle(const DecodeCase& d) {
+  const CaseSpec& s = d.c.spec;
+  const int64_t N = s.B, T = s.T, per = d.pool.numel() / d.spec.slots;
+  DecodeOracle o;
+  o.pool.resize(static_cast<size_t>(d.pool.numel()));
+  for (int64_t i = 0; i < d.pool.numel(); ++i) o.pool[i] = d.pool.at(i);
+  o.written.assign(o.pool.size(), false);
+  // Every prefix length t + 1 as a forward with h0 gathered from the start slots (zeros for padding).
+  for (int64_t len = T; len >= 1; --len) {
+    Case f = d.c;
+    f.spec.T = len;
+    f.spec.has_h0 = true;
+    f.spec.want_final = true;
+    auto cut = [&](HostTensor& x) {  // keep the first len tokens of every sequence
+      const int64_t row = x.numel() / (N * T);
+      std::vector<int64_t> shape = x.shape;
+      shape[1] = len;
+      HostTensor y = make_tensor(x.dtype, shape);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < len * row; ++i) y.set(n * len * row + i, x.at(n * T * row + i));
+      x = std::move(y);
+    };
+    cut(f.q); cut(f.k); cut(f.v); cut(f.g); cut(f.beta);
+    f.h0 = make_tensor(KDA_DTYPE_FLOAT32, {N, d.pool.shape[1], d.pool.shape[2], d.pool.shape[3]});
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t slot = start_slot(d, n);
+      for (int64_t i = 0; i < per; ++i) f.h0.set(n * per + i, slot >= 0 ? d.pool.at(slot * per + i) : 0.0);
+    }
+    Oracle fo = run_oracle(f);
+    if (len == T) {
+      o.out.out = std::move(fo.out);
+      o.out.out_mag = std::move(fo.out_mag);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      if (start_slot(d, n) < 0) continue;
+      const int64_t w = token_slot(d, n, len - 1);
+      if (w < 0) continue;
+      for (int64_t i = 0; i < per; ++i) {
+        o.pool[w * per + i] = fo.final_state.at(n * per + i);
+        o.written[w * per + i] = true;
+      }
+    }
+  }
+  // Padding sequences: outputs exactly zero.
+  const int64_t out_per_seq = o.out.out.numel() / N;
+  for (int64_t n = 0; n < N; ++n)
+    if (start_slot(d, n) < 0)
+      for (int64_t i = 0; i < out_per_seq; ++i) {
+        o.out.out.set(n * out_per_seq + i, 0.0);
+        o.out.out_mag[n * out_per_seq + i] = 0.0;
+      }
+  return o;
+}
+
+std::string DecodeVerdict::summary() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s out: %s | pool: %s | untouched changed: %lld", pass ? "PASS" : "FAIL",
+                out.summary().c_str(), pool.summary().c_str(), static_cast<long long>(untouched_changed));
+  return buf;
+}
+
+DecodeVerdict judge_decode(const DecodeCase& d, const DecodeOracle& o, const HostTensor& out, const HostTensor& pool,
+                           const Tolerance& tol) {
+  DecodeVerdict v;
+  v.out = compare_out(out, o.out, tol);
+  // Written slots against the oracle (state rules); the rest must be the given bits.
+  const int64_t per = pool.numel() / d.spec.slots;
+  HostTensor got = make_tensor(KDA_DTYPE_FLOAT32, {pool.numel()});
+  Oracle ref;
+  ref.final_state = make_tensor(KDA_DTYPE_FLOAT64, {pool.numel()});
+  for (int64_t i = 0; i < pool.numel(); ++i) {
+    if (o.written[i]) {
+      got.set(i, pool.at(i));
+      ref.final_state.set(i, o.pool[i]);
+    } else {
+      float a = static_cast<const float*>(pool.data())[i], b = static_cast<const float*>(d.pool.data())[i];
+      if (std::memcmp(&a, &b, 4) != 0) ++v.untouched_changed;
+    }
+  }
+  v.pool = compare_state(got, ref, tol, per / d.pool.shape[1]);
+  v.pass = v.out.pass && v.pool.pass && v.untouched_changed == 0;
+  return v;
+}
+
+std::vector<DecodeSpec> decode_cases() {
+  auto base = [](const std::string& name) {
+    DecodeSpec s;
+    s.name = name;
+    s.io.name = name;
+    s.io.B = 5;
+    s.io.T = 1;
+    s.io.H = 2;
+    s.io.HV = 2;
+    s.io.K = s.io.V = 64;
+    s.slots = 16;
+    s.padding = 0.3;
+    return s;
+  };
+  std::vector<DecodeSpec> v;
+  v.push_back(base("one_token_bounded"));
+  { DecodeSpec s = base("one_token_k128_softplus"); s.io.K = s.io.V = 128; s.io.gate = KDA_GATE_SOFTPLUS; v.push_back(s); }
+  { DecodeSpec s = base("k_first_pool"); s.io.v_first = false; v.push_back(s); }
+  { DecodeSpec s = base("grouped_heads_k16_v32"); s.io.HV = 6; s.io.K = 16; s.io.V = 32; v.push_back(s); }
+  { DecodeSpec s = base("k256"); s.io.K = s.io.V = 256; s.io.H = s.io.HV = 1; v.push_back(s); }
+  { DecodeSpec s = base("log_decay_fp32_inputs"); s.io.gate = KDA_GATE_LOG_DECAY; s.io.in_dtype = s.io.g_dtype = s.io.beta_dtype = KDA_DTYPE_FLOAT32; v.push_back(s); }
+  { DecodeSpec s = base("three_tokens_1d_indices"); s.io.T = 3; v.push_back(s); }
+  { DecodeSpec s = base("spec_verify_2d_indices"); s.io.T = 4; s.per_token = true; s.slots = 32; v.push_back(s); }
+  {
+    DecodeSpec s = base("spec_verify_num_accepted");
+    s.io.T = 4;
+    s.per_token = true;
+    s.with_accepted = true;
+    s.slots = 32;
+    s.io.gate = KDA_GATE_SOFTPLUS;
+    s.io.recipe.A_log_fixed = std::log(4.0);
+    s.io.recipe.g_mean = 3;
+    v.push_back(s);
+  }
+  { DecodeSpec s = base("all_padding"); s.padding = 1.0; v.push_back(s); }
+  { DecodeSpec s = base("h0_up_to_1e4_beta_2"); s.io.recipe.h0_std = 3000; s.io.neg_eigval = true; s.io.recipe.beta_mean = 12; v.push_back(s); }
+  return v;
+}
+
+}  // namespace kda::testing

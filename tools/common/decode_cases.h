@@ -1,0 +1,56 @@
+// decode_cases.h: decode problems (a state pool, slot indices with padding, speculative-decoding layouts), their
+// oracle built from the forward reference (a decode is a forward from the pool's state; the state after token t
+// is the final state of the first t + 1 tokens), and the checks: outputs, written slots, untouched slots bitwise.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/cases.h"
+#include "common/compare.h"
+
+namespace kda::testing {
+
+struct DecodeSpec {
+  std::string name;
+  CaseSpec io;            // B = N sequences, T tokens each (io.seqlens must be empty; h0/final unused)
+  int64_t slots = 0;      // pool size (> N)
+  bool per_token = false; // 2-D indices [N, T]
+  bool with_accepted = false;
+  double padding = 0.0;   // fraction of sequences marked padding (negative start slot)
+};
+
+struct DecodeCase {
+  DecodeSpec spec;
+  Case c;                  // q .. beta, gates (its h0 is unused)
+  HostTensor pool;         // [slots, HV, V, K] or [slots, HV, K, V] fp32
+  HostTensor indices;      // int32 [N] or [N, T]
+  HostTensor num_accepted; // int32 [N] or absent
+};
+
+DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed);
+
+// kda_decode args over host memory: out and the pool (a copy the caller owns and passes in).
+kda_decode_args_t decode_host_args(DecodeCase& d, HostTensor& out, HostTensor& pool, kda_backend_t backend);
+
+struct DecodeOracle {
+  Oracle out;                         // out [N, T, HV, V] (+ mag); padding sequences: 0 with mag 0
+  std::vector<double> pool;           // expected pool (float64), untouched slots as given
+  std::vector<bool> written;          // per pool element: written by the call
+};
+DecodeOracle decode_oracle(const DecodeCase& d);
+
+struct DecodeVerdict {
+  bool pass = false;
+  ErrorStats out, pool;
+  int64_t untouched_changed = 0;  // elements of slots the call must not touch that changed (bitwise)
+  std::string summary() const;
+};
+DecodeVerdict judge_decode(const DecodeCase& d, const DecodeOracle& o, const HostTensor& out, const HostTensor& pool,
+                           const Tolerance& tol);
+
+// Small random and hostile decode cases (both pool layouts, padding, 1-D and 2-D indices, num_accepted, all
+// gates, grouped heads, head dims 16..256).
+std::vector<DecodeSpec> decode_cases();
+
+}  // namespace kda::testing
