@@ -82,6 +82,87 @@ struct Record {
   double tokens_per_s = 0;
 };
 
+// Decode: verify once against the oracle (a wrong answer gets no time), then time graph replays (CUDA) or
+// wall-clock calls (CPU). The pool is updated in place on every call, as in serving. Returns failures.
+int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, double copy_bw, std::vector<Record>* records) {
+  const uint64_t seed = fresh_seed();
+  std::printf("\n%s: %s  (seed %llu)\n", w.name.c_str(), w.description.c_str(), static_cast<unsigned long long>(seed));
+  DecodeCase d = make_decode_case(w.spec, seed);
+  const DecodeOracle oracle = decode_oracle(d);
+  int failures = 0;
+  for (const std::string& impl : opt.impls) {
+    const kda_backend_t be = backend_of(impl);
+    const bool on_gpu = be == KDA_BACKEND_CUDA_GENERIC;
+    Record r;
+    r.workload = w.name;
+    r.impl = impl;
+    r.seed = seed;
+    r.device = on_gpu ? cuda_device_name() : "cpu";
+    r.bytes = decode_min_bytes(d);
+    HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+    HostTensor pool = d.pool;
+    const Tolerance tol = tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32);
+    if (on_gpu) {
+      DeviceDecodeProblem dp(d, be);
+      if (dp.run() != KDA_STATUS_SUCCESS) {
+        std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
+        ++failures;
+        continue;
+      }
+      dp.download(out, pool);
+      const DecodeVerdict v = judge_decode(d, oracle, out, pool, tol);
+      r.out_err = v.out;
+      r.state_err = v.pool;
+      r.verified = v.pass;
+      if (!v.pass) {
+        std::printf("  %-14s WRONG: %s (no time given)\n", impl.c_str(), v.summary().c_str());
+        ++failures;
+        records->push_back(r);
+        continue;
+      }
+      dp.time_graph(opt.warmup, opt.iters > 0 ? opt.iters : 200, &r.t);
+      r.floor_us = r.bytes / copy_bw * 1e6;
+    } else {
+      kda_decode_args_t a = decode_host_args(d, out, pool, be);
+      a.cpu_threads = threads;
+      if (kda_decode(&a, nullptr, 0, nullptr) != KDA_STATUS_SUCCESS) {
+        std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
+        ++failures;
+        continue;
+      }
+      const DecodeVerdict v = judge_decode(d, oracle, out, pool, tol);
+      r.out_err = v.out;
+      r.state_err = v.pool;
+      r.verified = v.pass;
+      if (!v.pass) {
+        std::printf("  %-14s WRONG: %s (no time given)\n", impl.c_str(), v.summary().c_str());
+        ++failures;
+        records->push_back(r);
+        continue;
+      }
+      const int iters = opt.iters > 0 ? opt.iters : 20;
+      std::vector<double> us;
+      for (int i = 0; i < iters; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        kda_decode(&a, nullptr, 0, nullptr);
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      double sum = 0;
+      for (double x : us) sum += x;
+      std::sort(us.begin(), us.end());
+      r.t = TimingStats{sum / iters, us[us.size() / 2], us.front(), us.back(), iters};
+    }
+    r.tokens_per_s = static_cast<double>(d.c.spec.B * d.c.spec.T) / (r.t.median_us * 1e-6);
+    std::printf("  %-14s median %10.2f us (min %.2f, max %.2f, n=%d)  %.2f TB/s", impl.c_str(), r.t.median_us,
+                r.t.min_us, r.t.max_us, r.t.iters, r.bytes / (r.t.median_us * 1e-6) / 1e12);
+    if (on_gpu) std::printf("  floor %.2f us (%.0f%% of floor)", r.floor_us, 100.0 * r.floor_us / r.t.median_us);
+    std::printf("\n  %-14s verified: out rel_rmse %.3e  pool rel_rmse %.3e\n", "", r.out_err.rel_rmse,
+                r.state_err.rel_rmse);
+    records->push_back(r);
+  }
+  return failures;
+}
+
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char ch : s) {
@@ -120,6 +201,7 @@ int main(int argc, char** argv) {
   }
   if (opt.list) {
     for (const Workload& w : workloads()) std::printf("%-16s %s\n", w.name.c_str(), w.description.c_str());
+    for (const DecodeWorkload& w : decode_workloads()) std::printf("%-16s %s\n", w.name.c_str(), w.description.c_str());
     return 0;
   }
   const bool gpu = cuda_device_count() > 0;
@@ -144,6 +226,10 @@ int main(int argc, char** argv) {
   std::vector<Record> records;
   int failures = 0;
   for (const std::string& wname : opt.workloads) {
+    if (const DecodeWorkload* dw = find_decode_workload(wname)) {
+      failures += bench_decode(*dw, opt, threads, copy_bw, &records);
+      continue;
+    }
     const Workload* w = find_workload(wname);
     if (!w) {
       std::fprintf(stderr, "kda-bench: unknown workload %s (see --list)\n", wname.c_str());

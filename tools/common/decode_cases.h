@@ -28,6 +28,9 @@ struct DecodeCase {
   HostTensor num_accepted; // int32 [N] or absent
 };
 
+// gtest prints a case by its name.
+inline void PrintTo(const DecodeSpec& s, std::ostream* os) { *os << s.name; }
+
 DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed);
 
 // kda_decode args over host memory: out and the pool (a copy the caller owns and passes in).

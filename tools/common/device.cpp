@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #if defined(KDA_WITH_CUDA)
@@ -17,6 +18,36 @@ namespace kda::testing {
 namespace {
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// Replays exec `iters` times after `warmup` replays, each replay between two events; median, mean, min, max.
+TimingStats time_replays(cudaGraphExec_t exec, cudaStream_t s, int warmup, int iters) {
+  for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, s), "graph launch");
+  std::vector<cudaEvent_t> ev(static_cast<size_t>(iters) + 1);
+  for (auto& e : ev) check(cudaEventCreate(&e), "event");
+  check(cudaEventRecord(ev[0], s), "event record");
+  for (int i = 0; i < iters; ++i) {
+    check(cudaGraphLaunch(exec, s), "graph launch");
+    check(cudaEventRecord(ev[i + 1], s), "event record");
+  }
+  check(cudaStreamSynchronize(s), "timing");
+  std::vector<double> us(static_cast<size_t>(iters));
+  for (int i = 0; i < iters; ++i) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "elapsed");
+    us[i] = ms * 1000.0;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  double sum = 0;
+  for (double x : us) sum += x;
+  std::sort(us.begin(), us.end());
+  TimingStats st;
+  st.iters = iters;
+  st.mean_us = sum / iters;
+  st.median_us = us[us.size() / 2];
+  st.min_us = us.front();
+  st.max_us = us.back();
+  return st;
 }
 }  // namespace
 
@@ -149,32 +180,70 @@ void DeviceProblem::replay() {
 
 bool DeviceProblem::time_graph(int warmup, int iters, TimingStats* st) {
   if (!graph_exec_ && !capture()) return false;
+  *st = time_replays(static_cast<cudaGraphExec_t>(graph_exec_), static_cast<cudaStream_t>(stream_), warmup, iters);
+  return true;
+}
+
+DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase& d, kda_backend_t backend) {
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = s;
+  HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+  HostTensor pool = d.pool;
+  args = decode_host_args(d, out, pool, backend);
+  auto dev = [&](const HostTensor& t) {
+    if (!t.present()) return kda_tensor_none();
+    void* p = nullptr;
+    check(cudaMalloc(&p, std::max<size_t>(t.bytes.size(), 16)), "cudaMalloc");
+    allocations_.push_back(p);
+    check(cudaMemcpy(p, t.data(), t.bytes.size(), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+    return t.view(p, KDA_DEVICE_CUDA);
+  };
+  args.q = dev(d.c.q);
+  args.k = dev(d.c.k);
+  args.v = dev(d.c.v);
+  args.g = dev(d.c.g);
+  args.beta = dev(d.c.beta);
+  args.A_log = dev(d.c.A_log);
+  args.dt_bias = dev(d.c.dt_bias);
+  args.state_pool = dev(pool);
+  args.state_indices = dev(d.indices);
+  args.num_accepted_tokens = dev(d.num_accepted);
+  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());  // poison
+  args.out = dev(out);
+}
+
+DeviceDecodeProblem::~DeviceDecodeProblem() {
+  for (void* p : allocations_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+kda_status_t DeviceDecodeProblem::run() {
+  const kda_status_t st = kda_decode(&args, nullptr, 0, stream_);
+  if (st == KDA_STATUS_SUCCESS) check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "decode");
+  return st;
+}
+
+void DeviceDecodeProblem::download(HostTensor& out, HostTensor& pool) const {
+  check(cudaMemcpy(out.data(), args.out.data, out.bytes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy out");
+  check(cudaMemcpy(pool.data(), args.state_pool.data, pool.bytes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy pool");
+}
+
+bool DeviceDecodeProblem::time_graph(int warmup, int iters, TimingStats* st) {
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
-  cudaGraphExec_t exec = static_cast<cudaGraphExec_t>(graph_exec_);
-  for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, s), "graph launch");
-  std::vector<cudaEvent_t> ev(static_cast<size_t>(iters) + 1);
-  for (auto& e : ev) check(cudaEventCreate(&e), "event");
-  check(cudaEventRecord(ev[0], s), "event record");
-  for (int i = 0; i < iters; ++i) {
-    check(cudaGraphLaunch(exec, s), "graph launch");
-    check(cudaEventRecord(ev[i + 1], s), "event record");
+  cudaGraph_t graph;
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
+  const kda_status_t rc = kda_decode(&args, nullptr, 0, stream_);
+  check(cudaStreamEndCapture(s, &graph), "end capture");
+  if (rc != KDA_STATUS_SUCCESS) {
+    cudaGraphDestroy(graph);
+    return false;
   }
-  check(cudaStreamSynchronize(s), "timing");
-  std::vector<double> us(static_cast<size_t>(iters));
-  for (int i = 0; i < iters; ++i) {
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "elapsed");
-    us[i] = ms * 1000.0;
-  }
-  for (auto& e : ev) cudaEventDestroy(e);
-  double sum = 0;
-  for (double x : us) sum += x;
-  std::sort(us.begin(), us.end());
-  st->iters = iters;
-  st->mean_us = sum / iters;
-  st->median_us = us[us.size() / 2];
-  st->min_us = us.front();
-  st->max_us = us.back();
+  cudaGraphExec_t exec;
+  check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  *st = time_replays(exec, s, warmup, iters);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   return true;
 }
 
@@ -219,6 +288,13 @@ void DeviceProblem::replace_inputs(const Case&) {}
 bool DeviceProblem::capture() { return false; }
 void DeviceProblem::replay() {}
 bool DeviceProblem::time_graph(int, int, TimingStats*) { return false; }
+DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase&, kda_backend_t) {
+  throw std::runtime_error("this kda build has no CUDA");
+}
+DeviceDecodeProblem::~DeviceDecodeProblem() = default;
+kda_status_t DeviceDecodeProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
+void DeviceDecodeProblem::download(HostTensor&, HostTensor&) const {}
+bool DeviceDecodeProblem::time_graph(int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
 
 #endif

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/cases.h"
+#include "common/decode_cases.h"
 
 namespace kda::testing {
 
@@ -50,6 +51,23 @@ class DeviceProblem {
   void* stream_ = nullptr;
   void* graph_ = nullptr;
   void* graph_exec_ = nullptr;
+};
+
+// A decode problem on the device: inputs, the pool (a copy of the case's) and out.
+class DeviceDecodeProblem {
+ public:
+  DeviceDecodeProblem(DecodeCase& d, kda_backend_t backend);
+  ~DeviceDecodeProblem();
+  DeviceDecodeProblem(const DeviceDecodeProblem&) = delete;
+  DeviceDecodeProblem& operator=(const DeviceDecodeProblem&) = delete;
+  kda_status_t run();                                   // one call, then a sync
+  void download(HostTensor& out, HostTensor& pool) const;
+  bool time_graph(int warmup, int iters, TimingStats* st);  // the pool evolves across replays, as in serving
+  kda_decode_args_t args{};
+
+ private:
+  std::vector<void*> allocations_;
+  void* stream_ = nullptr;
 };
 
 // Device-to-device copy bandwidth in bytes/s (read + written), measured with a large cudaMemcpy.

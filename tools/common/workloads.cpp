@@ -84,4 +84,41 @@ double workload_flops(const Case& c, int C) {
   return per * static_cast<double>(s.B * s.T) * s.HV;
 }
 
+const std::vector<DecodeWorkload>& decode_workloads() {
+  static const std::vector<DecodeWorkload> w = [] {
+    std::vector<DecodeWorkload> v;
+    for (int H : {32, 12})
+      for (int64_t B : {1, 8, 32, 128, 256, 512}) {
+        DecodeWorkload d;
+        d.name = "decode-h" + std::to_string(H) + "-b" + std::to_string(B);
+        d.description = "decode, H=" + std::to_string(H) + ", batch " + std::to_string(B) + ", fp32 value-first pool";
+        d.spec.name = d.name;
+        d.spec.io.name = d.name;
+        d.spec.io.B = B;
+        d.spec.io.T = 1;
+        d.spec.io.H = d.spec.io.HV = H;
+        d.spec.io.K = d.spec.io.V = 128;
+        d.spec.slots = B + B / 2 + 1;
+        v.push_back(d);
+      }
+    return v;
+  }();
+  return w;
+}
+
+const DecodeWorkload* find_decode_workload(const std::string& name) {
+  for (const DecodeWorkload& w : decode_workloads())
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+double decode_min_bytes(const DecodeCase& d) {
+  const CaseSpec& s = d.c.spec;
+  const double tokens = static_cast<double>(s.B * s.T);
+  const double in = bytes_of(s.in_dtype);
+  const double per_token = 2.0 * s.H * s.K * in + s.HV * s.V * in + s.HV * s.K * bytes_of(s.g_dtype) +
+                           s.HV * bytes_of(s.beta_dtype) + s.HV * s.V * in;
+  return tokens * per_token + 2.0 * static_cast<double>(s.B) * s.HV * s.K * s.V * 4.0;
+}
+
 }  // namespace kda::testing

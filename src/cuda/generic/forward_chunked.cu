@@ -354,13 +354,11 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
       const int sub = tid & 7, task = tid >> 3;
       const int bk = task >> 3, cp = task & 7;
       const int base = 16 * bk, c1 = cp, c2 = 15 - cp, sw = 16 - cp;  // step sw starts column c2
-      float4 kc1[K / 32], kc2[K / 32], e[K / 32];
+      // k_c is re-read from shared memory each step rather than held for both columns (32 registers at K = 128
+      // that the 255-register budget of this phase, with the 33 partial sums, cannot spare).
+      float4 e[K / 32];
 #pragma unroll
-      for (int i = 0; i < K / 32; ++i) {
-        kc1[i] = *reinterpret_cast<const float4*>(Ks + (base + c1) * PK + 4 * sub + 32 * i);
-        kc2[i] = *reinterpret_cast<const float4*>(Ks + (base + c2) * PK + 4 * sub + 32 * i);
-        e[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+      for (int i = 0; i < K / 32; ++i) e[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       float val[32];  // [0, 17): q.k of steps 0..16; [17, 32): k.k of steps 1..15
       float kk16 = 0.0f;
 #pragma unroll
@@ -375,7 +373,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
           const float4 g4 = *reinterpret_cast<const float4*>(Gs + off);
           const float4 q4 = *reinterpret_cast<const float4*>(Qs + off);
           const float4 k4 = *reinterpret_cast<const float4*>(Ks + off);
-          const float4 kc = col2 ? kc2[i] : kc1[i];
+          const float4 kc = *reinterpret_cast<const float4*>(Ks + (base + (col2 ? c2 : c1)) * PK + 4 * sub + 32 * i);
           e[i].x = first ? 0.0f : e[i].x + g4.x;
           e[i].y = first ? 0.0f : e[i].y + g4.y;
           e[i].z = first ? 0.0f : e[i].z + g4.z;
