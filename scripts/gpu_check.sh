@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# gpu_check.sh: everything one GPU lease runs, in one call: the card's state, the GPU test suite, kda-bench on the
-# standard workloads (verified, then timed), FLA timed on the same workloads, and the SASS/register report.
-# Logs and JSON go to $OUT. Uses the binaries carried in .carry/bin (built here by scripts/gpu_build.sh); builds
-# on the device only if they will not start there.
+# gpu_check.sh: everything one GPU lease runs, in one call. Steps (all by default, or those named as arguments):
+#   tests   the GPU test suite (prefill and decode against the fp64 oracle)
+#   verify  kda-verify --suite full on the CUDA path
+#   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
+#   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
+# Logs and JSON go to $OUT. Uses the binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
+# the device only if they will not start there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kda-gpu-out}
@@ -11,35 +14,45 @@ BIN=.carry/bin
 COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests verify bench fla)
+want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
+rc=0
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
   | tee "$OUT/gpu.txt"
 if ! "$BIN/kda_gpu_tests" --gtest_list_tests >/dev/null 2>&1; then
   echo "carried binaries do not start here; building on the device" | tee -a "$OUT/gpu.txt"
-  cmake -S . -B build -G Ninja -DKDA_CPU_ARCH=x86-64-v3 -DEigen3_DIR=.carry/eigen3/share/eigen3/cmake >/dev/null \
-    && cmake --build build && BIN=build
+  cmake -S . -B build -G Ninja -DKDA_CPU_ARCH=x86-64-v3 >/dev/null && cmake --build build && BIN=build
 fi
+cuobjdump --dump-resource-usage "$BIN/kda-bench" 2>&1 | grep -E "Function|REG" > "$OUT/resources.txt"
 
-echo "== resource usage" | tee "$OUT/sass.txt"
-cuobjdump --dump-resource-usage "$BIN/kda-bench" 2>&1 | grep -E "Function|REG|STACK" | head -40 | tee -a "$OUT/sass.txt"
-
-echo "== GPU tests"
-"$BIN/kda_gpu_tests" --gtest_output=json:"$OUT/gpu_tests.json" 2>&1 | tee "$OUT/gpu_tests.log" \
-  | grep -E "^\[  (PASSED|FAILED)|FAILED|rel_rmse|Failure|seed" | head -120
-tests_rc=${PIPESTATUS[0]}
-
-echo "== kda-bench"
-"$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 100 \
-  --workload h96-fixed --workload h96-mixed --workload h96-uniform \
-  --workload h64-fixed --workload h64-mixed --workload h64-uniform \
-  --workload kimi-8k --workload serve-256x32 --workload serve-64x100 \
-  --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
-
-echo "== FLA"
-if [ -d .whl ]; then
+if want tests; then
+  echo "== GPU tests"
+  "$BIN/kda_gpu_tests" --gtest_output=json:"$OUT/gpu_tests.json" > "$OUT/gpu_tests.log" 2>&1 || rc=1
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$OUT/gpu_tests.log" | head -40
+fi
+if want verify; then
+  echo "== kda-verify full"
+  "$BIN/kda-verify" --suite full --impl cuda-generic --json "$OUT/verify.json" > "$OUT/verify.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:" "$OUT/verify.log" | head -30
+fi
+if want bench; then
+  echo "== kda-bench"
+  w=()
+  for x in h96-fixed h96-mixed h96-uniform h64-fixed h64-mixed h64-uniform kimi-8k serve-256x32 serve-64x100 \
+           decode-h32-b1 decode-h32-b8 decode-h32-b32 decode-h32-b128 decode-h32-b256 decode-h32-b512 \
+           decode-h12-b1 decode-h12-b32 decode-h12-b256; do w+=(--workload "$x"); done
+  "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 100 "${w[@]}" --json "$OUT/bench.json" \
+    > "$OUT/bench.log" 2>&1 || rc=1
+  grep -E "^[a-z0-9-]+:|median|WRONG|ERROR|copy" "$OUT/bench.log" | sed 's/ (seed.*//'
+fi
+if want fla && [ -d .whl ]; then
+  echo "== FLA"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$OUT/fla.json" 2>&1 \
-    | tee "$OUT/fla.log" | grep -v Warning
+    && PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$OUT/fla.json" \
+    > "$OUT/fla.log" 2>&1
+  grep median "$OUT/fla.log"
 fi
-echo "gpu tests exit code: $tests_rc"
-exit "$tests_rc"
+echo "gpu_check exit code: $rc"
+exit "$rc"

@@ -9,3 +9,6 @@ static_assert(offsetof(kda_tensor_t, shape) == 16, "kda_tensor_t layout changed"
 static_assert(offsetof(kda_forward_args_t, scale) == 11 * sizeof(kda_tensor_t), "kda_forward_args_t layout changed");
 static_assert(offsetof(kda_forward_args_t, backend) == 11 * sizeof(kda_tensor_t) + 10 * 4,
               "kda_forward_args_t layout changed");
+static_assert(offsetof(kda_decode_args_t, scale) == 11 * sizeof(kda_tensor_t), "kda_decode_args_t layout changed");
+static_assert(offsetof(kda_decode_args_t, backend) == 11 * sizeof(kda_tensor_t) + 9 * 4,
+              "kda_decode_args_t layout changed");

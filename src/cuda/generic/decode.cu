@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
     const int64_t beta_base = n * io.beta.stride[0] + hv * io.beta.stride[2];
 
     // q/k/g of token j0 + sg of the chunk at t0 (zero bits past the chunk: finite, never stored).
-    Raw<K> raw;
+    Raw<K> raw{};
     auto load_tok = [&](int64_t t0, int nt, int j0) {
       const int j = j0 + sg;
 #pragma unroll
