@@ -178,12 +178,6 @@ void DeviceProblem::replay() {
   check(cudaStreamSynchronize(s), "graph replay");
 }
 
-bool DeviceProblem::time_graph(int warmup, int iters, TimingStats* st) {
-  if (!graph_exec_ && !capture()) return false;
-  *st = time_replays(static_cast<cudaGraphExec_t>(graph_exec_), static_cast<cudaStream_t>(stream_), warmup, iters);
-  return true;
-}
-
 DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase& d, kda_backend_t backend) {
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -229,21 +223,35 @@ void DeviceDecodeProblem::download(HostTensor& out, HostTensor& pool) const {
   check(cudaMemcpy(pool.data(), args.state_pool.data, pool.bytes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy pool");
 }
 
-bool DeviceDecodeProblem::time_graph(int warmup, int iters, TimingStats* st) {
-  cudaStream_t s = static_cast<cudaStream_t>(stream_);
+kda_status_t DeviceDecodeProblem::enqueue(void* stream) { return kda_decode(&args, nullptr, 0, stream); }
+
+kda_status_t DeviceProblem::enqueue(void* stream) { return kda_forward(&args, workspace_, workspace_bytes_, stream); }
+
+bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, TimingStats* st) {
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   cudaGraph_t graph;
   check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "begin capture");
-  const kda_status_t rc = kda_decode(&args, nullptr, 0, stream_);
+  kda_status_t rc = KDA_STATUS_SUCCESS;
+  for (DeviceCall* c : calls)
+    if (rc == KDA_STATUS_SUCCESS) rc = c->enqueue(s);
   check(cudaStreamEndCapture(s, &graph), "end capture");
   if (rc != KDA_STATUS_SUCCESS) {
     cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
     return false;
   }
   cudaGraphExec_t exec;
   check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
   *st = time_replays(exec, s, warmup, iters);
+  const double n = static_cast<double>(calls.size());
+  st->mean_us /= n;
+  st->median_us /= n;
+  st->min_us /= n;
+  st->max_us /= n;
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
   return true;
 }
 
@@ -287,14 +295,15 @@ void DeviceProblem::poison_outputs() {}
 void DeviceProblem::replace_inputs(const Case&) {}
 bool DeviceProblem::capture() { return false; }
 void DeviceProblem::replay() {}
-bool DeviceProblem::time_graph(int, int, TimingStats*) { return false; }
 DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase&, kda_backend_t) {
   throw std::runtime_error("this kda build has no CUDA");
 }
 DeviceDecodeProblem::~DeviceDecodeProblem() = default;
 kda_status_t DeviceDecodeProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 void DeviceDecodeProblem::download(HostTensor&, HostTensor&) const {}
-bool DeviceDecodeProblem::time_graph(int, int, TimingStats*) { return false; }
+kda_status_t DeviceDecodeProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
+kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
+bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
 
 #endif

@@ -19,8 +19,21 @@ struct TimingStats {
   int iters = 0;
 };
 
+// One call that can be enqueued on a stream (a forward or a decode over its own device buffers).
+class DeviceCall {
+ public:
+  virtual ~DeviceCall() = default;
+  virtual kda_status_t enqueue(void* stream) = 0;
+};
+
+// Times `iters` replays of one CUDA graph that holds one call of each of `calls` in turn (after `warmup`
+// replays), each replay between two events, and reports per call (replay time / calls.size()). Several calls over
+// different buffers rotate the input sets, so a problem smaller than the 60 MB L2 is not timed from cache.
+// False if a call cannot be captured (kda_last_error says why).
+bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, TimingStats* st);
+
 // A case's inputs and outputs in device memory, with the args and workspace of one forward call.
-class DeviceProblem {
+class DeviceProblem : public DeviceCall {
  public:
   DeviceProblem(const Case& c, const Outputs& o, kda_backend_t backend);
   ~DeviceProblem();
@@ -36,9 +49,7 @@ class DeviceProblem {
   // it on the problem's stream then waits for it.
   bool capture();
   void replay();
-  // Times `iters` replays of the captured graph (capturing first if needed; after `warmup` replays), each
-  // between two events.
-  bool time_graph(int warmup, int iters, TimingStats* st);
+  kda_status_t enqueue(void* stream) override;
 
   kda_forward_args_t args{};
 
@@ -54,7 +65,7 @@ class DeviceProblem {
 };
 
 // A decode problem on the device: inputs, the pool (a copy of the case's) and out.
-class DeviceDecodeProblem {
+class DeviceDecodeProblem : public DeviceCall {
  public:
   DeviceDecodeProblem(DecodeCase& d, kda_backend_t backend);
   ~DeviceDecodeProblem();
@@ -62,7 +73,7 @@ class DeviceDecodeProblem {
   DeviceDecodeProblem& operator=(const DeviceDecodeProblem&) = delete;
   kda_status_t run();                                   // one call, then a sync
   void download(HostTensor& out, HostTensor& pool) const;
-  bool time_graph(int warmup, int iters, TimingStats* st);  // the pool evolves across replays, as in serving
+  kda_status_t enqueue(void* stream) override;  // the pool evolves across replays, as in serving
   kda_decode_args_t args{};
 
  private:
