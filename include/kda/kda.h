@@ -79,8 +79,10 @@ typedef enum kda_backend {
   KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> fastest CUDA path */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
   KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
-  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path */
-  KDA_BACKEND_CUDA_HOPPER = 4   /* sm_90a fast path (not yet built) */
+  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path: chunked tensor-core kernel (tf32 products, fp32 state)
+                                   where it applies, else the token-recurrent kernel */
+  KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
+  KDA_BACKEND_CUDA_RECURRENT = 5 /* the token-recurrent CUDA kernel only: fp32 throughout, slow on long prefills */
 } kda_backend_t;
 
 /* Arguments of the chunked prefill forward. Initialize with kda_forward_args_init().

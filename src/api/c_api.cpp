@@ -40,8 +40,12 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
                           " needs CPU tensors, but q is on a CUDA device"};
       return Status::Ok();
     case KDA_BACKEND_CUDA_GENERIC:
+    case KDA_BACKEND_CUDA_RECURRENT:
       if (device != KDA_DEVICE_CUDA)
-        return Status{KDA_STATUS_INVALID_ARGUMENT, "backend: KDA_BACKEND_CUDA_GENERIC needs CUDA tensors, but q is on the CPU"};
+        return Status{KDA_STATUS_INVALID_ARGUMENT, std::string("backend: ") +
+                                                       (p->backend == KDA_BACKEND_CUDA_GENERIC ? "KDA_BACKEND_CUDA_GENERIC"
+                                                                                               : "KDA_BACKEND_CUDA_RECURRENT") +
+                                                       " needs CUDA tensors, but q is on the CPU"};
       if (!cuda::compiled_with_cuda())
         return Status{KDA_STATUS_BACKEND_UNAVAILABLE, "backend: this kda library was built without CUDA"};
       return Status::Ok();
@@ -76,6 +80,7 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
     case KDA_BACKEND_CUDA_GENERIC: return cuda::generic_forward(p, workspace, workspace_bytes, stream);
+    case KDA_BACKEND_CUDA_RECURRENT: return cuda::recurrent_forward(p, stream);
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }
@@ -87,7 +92,8 @@ Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspa
   switch (p.io.backend) {
     case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
     case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
-    case KDA_BACKEND_CUDA_GENERIC: return cuda::decode(p, stream);
+    case KDA_BACKEND_CUDA_GENERIC:
+    case KDA_BACKEND_CUDA_RECURRENT: return cuda::decode(p, stream);
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }

@@ -16,6 +16,10 @@ bool compiled_with_cuda();
 Status generic_forward_workspace_size(const ForwardParams& p, size_t* bytes);
 Status generic_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
 
+// The exact token-recurrent forward (fp32 state in registers, one token at a time): the fallback for what the
+// chunked kernel does not take, and the path KDA_BACKEND_CUDA_RECURRENT forces. Needs no workspace.
+Status recurrent_forward(const ForwardParams& p, void* stream);
+
 // The chunked tensor-core forward (src/cuda/generic/forward_chunked.cu), which generic_forward dispatches to when
 // it supports p: K in {64, 128}, V a multiple of 64, bf16/fp16 q/k/v, unit innermost strides and 16-byte aligned
 // rows, and a device with enough opt-in shared memory per block.

@@ -14,6 +14,7 @@ Status unavailable() {
 bool compiled_with_cuda() { return false; }
 Status generic_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
 Status generic_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
+Status recurrent_forward(const ForwardParams&, void*) { return unavailable(); }
 Status decode(const DecodeParams&, void*) { return unavailable(); }
 
 }  // namespace kda::cuda

@@ -2,10 +2,10 @@
 // cuda_backend.h: the WY chunk form of docs/algorithm.md with the CPU backend's overflow-proof exponent arrangement.
 //
 // Work split. One CTA of 256 threads (8 warps) per (sequence n, value head hv, 64-column V tile); the CTA walks the
-// sequence's 64-token chunks in order and keeps its 64 x K slice of the fp32 state on chip: in registers as the
-// accumulator of the state-update product (warp w owns rows 16 (w % 4) .. +15 and columns (K / 2) (w / 4) .. +K/2-1,
-// K / 16 n-tiles of 4 floats = 32 registers at K = 128) and mirrored in shared memory as the operand of the next
-// chunk's products. The intra-chunk work (A_kk, A_qk, T = (I + A_kk)^-1) is repeated by the V / 64 CTAs of a head:
+// sequence's 64-token chunks in order and keeps its 64 x K slice of the fp32 state on chip: in shared memory between
+// chunks (the operand of the next chunk's products), and in registers only while the state-update product runs as
+// its accumulator (warp w owns rows 16 (w % 4) .. +15 and columns (K / 2) (w / 4) .. +K/2-1, K / 16 n-tiles of 4
+// floats = 32 registers at K = 128; held across the whole chunk they pushed the other phases into spills). The intra-chunk work (A_kk, A_qk, T = (I + A_kk)^-1) is repeated by the V / 64 CTAs of a head:
 // at H = 64, K = V = 128 that still gives 128 CTAs for 132 SMs, which matters more than the duplicated work.
 //
 // Exponent arrangement (the CPU backend's; nothing ever forms exp(-Gamma)). g is staged in log2 units (G2). For
@@ -25,9 +25,14 @@
 //
 // Shared memory (K = 128): 3 x [64][132] fp32 chunk buffers (q_hat / k_hat / g, rewritten in place into Qr / Kr /
 // Ksuf), the state mirror [64][132], beta V / Y and V_new [64][72], A_kk, A_qk, T [64][68], and per-channel factor
-// tables: 231,168 bytes, one CTA per SM (H100/H200 allow 232,448). Pitches: K-wide and 64-wide row-major buffers
+// tables: 231,168 bytes, one CTA per SM (H100/H200 allow 232,448; chunked_forward_supported checks the device). Pitches: K-wide and 64-wide row-major buffers
 // read as the A operand or as a transposed B operand use a pitch = 4 (mod 32) words, buffers read as a plain
 // (k-major) B operand a pitch = 8 (mod 32): both make the fragment loads conflict-free.
+//
+// Status (H200, 2026-11-29): exact to the tensor-core class (h64-fixed: out rel RMSE 1.75e-3, final state 4.8e-4)
+// but latency-bound, not yet faster than FLA: 4.68 ms on h64-fixed. One CTA of 8 warps per SM (12.5% occupancy,
+// IPC 1.65) runs ~12 barrier-separated phases per chunk; by phase-skipping the gate/L2-norm staging costs 1.39 ms,
+// P3 (Kdec, T's off-diagonal blocks) 0.83 ms, the pairwise diagonal blocks 0.79 ms, the P2 products 0.79 ms.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -144,9 +149,11 @@ __device__ __forceinline__ float quad_inv_norm(const float (&x)[N]) {
   m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
   m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
   m = fmaxf(m, 1e-30f);
+  // One reciprocal instead of N IEEE divisions: inlined 2 x 32 times they were a sixth of the kernel's code.
+  const float rm = 1.0f / m;
   float s2 = 0.0f;
 #pragma unroll
-  for (int i = 0; i < N; ++i) s2 = fmaf(x[i] / m, x[i] / m, s2);
+  for (int i = 0; i < N; ++i) s2 = fmaf(x[i] * rm, x[i] * rm, s2);
   s2 = quad_sum(s2);
   return finite ? l2_inv_norm(ss, 0.0f, false) : l2_inv_norm(s2, m, true);
 }
@@ -155,7 +162,7 @@ __device__ __forceinline__ float quad_inv_norm(const float (&x)[N]) {
 // g takes two vectors per group when it is fp32), V-tile columns 8 (tid % 4) + 32 j, and the token's beta.
 template <int K>
 struct Raw {
-  uint4 q[K / 32], k[K / 32], g[2 * (K / 32)], v[2];
+  uint4 q[K / 32], k[K / 32], g[K / 32], v[2];  // g: 2-byte g only (fp32 g is read when staged)
   float beta;
 };
 
@@ -211,28 +218,18 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
     if (c > r) Aqk[(16 * blk + r) * PA + 16 * blk + c] = 0.0f;
   }
 
-  // State slice in registers: rows v = 16 mv + grp (+8), columns d = dn0 + 8 nt + 2 tig (+1).
+  // This warp's part of the state-update product: rows v = 16 mv + grp (+8), columns d = dn0 + 8 nt + 2 tig (+1).
   const int mv = warp & 3, dn0 = (warp >> 2) * (K / 2);
-  float S[K / 16][4];
-#pragma unroll
-  for (int nt = 0; nt < K / 16; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = 16 * mv + grp + (e >> 1) * 8, d = dn0 + 8 * nt + 2 * tig + (e & 1);
-      S[nt][e] = p.has_initial_state()
-                     ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
-                                                                                       v0 + v, d)]
-                     : 0.0f;
-    }
-  auto store_state_mirror = [&]() {
-#pragma unroll
-    for (int nt = 0; nt < K / 16; ++nt) {
-      const int v = 16 * mv + grp, d = dn0 + 8 * nt + 2 * tig;
-      *reinterpret_cast<float2*>(&Ss[v * PK + d]) = make_float2(S[nt][0], S[nt][1]);
-      *reinterpret_cast<float2*>(&Ss[(v + 8) * PK + d]) = make_float2(S[nt][2], S[nt][3]);
-    }
-  };
-  store_state_mirror();
+  // The state's shared mirror [64][K + 4] (a rolled, coalesced loop: unrolled per register, the 64-bit offset
+  // arithmetic cost ~8 KiB of code at each end of the kernel).
+  for (int e = tid; e < kBV * K; e += kThreads) {
+    const int v = e / K, d = e % K;
+    Ss[v * PK + d] = p.has_initial_state()
+                         ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n,
+                                                                                           hv, v0 + v, d)]
+                         : 0.0f;
+  }
+  __syncthreads();
 
   // Staging role.
   const int st = tid >> 2, sq = tid & 3;
@@ -255,14 +252,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
         raw.q[j] = ldg16(qp + 32 * j);
         raw.k[j] = ldg16(kp + 32 * j);
       }
-      if (g_dt == KDA_DTYPE_FLOAT32) {
-        const float* gp = static_cast<const float*>(p.g.data) + g_base + t * p.g.stride[1];
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-          raw.g[2 * j] = ldg16(gp + 32 * j);
-          raw.g[2 * j + 1] = ldg16(gp + 32 * j + 4);
-        }
-      } else {
+      if (g_dt != KDA_DTYPE_FLOAT32) {
         const uint16_t* gp = static_cast<const uint16_t*>(p.g.data) + g_base + t * p.g.stride[1];
 #pragma unroll
         for (int j = 0; j < NJ; ++j) raw.g[j] = ldg16(gp + 32 * j);
@@ -273,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
     } else {
       const uint4 z = make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) raw.q[j] = raw.k[j] = raw.g[2 * j] = raw.g[2 * j + 1] = z;
+      for (int j = 0; j < NJ; ++j) raw.q[j] = raw.k[j] = raw.g[j] = z;
       raw.v[0] = raw.v[1] = z;
       raw.beta = 0.0f;
     }
@@ -291,46 +281,54 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
     // tokens then change no sum, product or state).
     {
       const bool live = st < L;
-      float q[K / 4], k[K / 4];
+      // q then k (one row of K / 4 floats live at a time), then g as read (the gate follows in place).
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        cvt8(raw.q[j], in_dt, q + 8 * j);
-        cvt8(raw.k[j], in_dt, k + 8 * j);
-      }
-      if (p.use_qk_l2norm) {
-        const float iq = quad_inv_norm(q), ik = quad_inv_norm(k);
+      for (int which = 0; which < 2; ++which) {
+        float x[K / 4];
 #pragma unroll
-        for (int i = 0; i < K / 4; ++i) {
-          q[i] *= iq;
-          k[i] *= ik;
+        for (int j = 0; j < NJ; ++j) cvt8(which ? raw.k[j] : raw.q[j], in_dt, x + 8 * j);
+        if (p.use_qk_l2norm) {
+          const float inv = quad_inv_norm(x);
+#pragma unroll
+          for (int i = 0; i < K / 4; ++i) x[i] *= inv;
+        }
+        float* const dst = (which ? Ks : Qs) + st * PK + 8 * sq;
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(x[8 * j], x[8 * j + 1], x[8 * j + 2], x[8 * j + 3]);
+          *reinterpret_cast<float4*>(dst + 32 * j + 4) =
+              make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
         }
       }
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
-        const int d = 8 * sq + 32 * j;
         float g[8];
         if (g_dt == KDA_DTYPE_FLOAT32) {
-          const uint4 a = raw.g[2 * j], c = raw.g[2 * j + 1];
+          // fp32 g is not prefetched (it would double the prefetch registers of g); read here, 2 x 16 bytes.
+          uint4 a = make_uint4(0, 0, 0, 0), c = a;
+          if (live) {
+            const float* gp = static_cast<const float*>(p.g.data) + g_base + (t0 + st) * p.g.stride[1] + 32 * j;
+            a = ldg16(gp);
+            c = ldg16(gp + 4);
+          }
           g[0] = __uint_as_float(a.x); g[1] = __uint_as_float(a.y); g[2] = __uint_as_float(a.z);
           g[3] = __uint_as_float(a.w); g[4] = __uint_as_float(c.x); g[5] = __uint_as_float(c.y);
           g[6] = __uint_as_float(c.z); g[7] = __uint_as_float(c.w);
         } else {
           cvt8(raw.g[j], g_dt, g);
         }
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          g[e] = live ? gate_log_decay<float>(p.gate_mode, g[e], has_a_log, a_log, bias_s[d + e], p.lower_bound) *
-                            kLog2e
-                      : 0.0f;
-        float* qd = Qs + st * PK + d;
-        float* kd = Ks + st * PK + d;
-        float* gd = Gs + st * PK + d;
-        *reinterpret_cast<float4*>(qd) = make_float4(q[8 * j], q[8 * j + 1], q[8 * j + 2], q[8 * j + 3]);
-        *reinterpret_cast<float4*>(qd + 4) = make_float4(q[8 * j + 4], q[8 * j + 5], q[8 * j + 6], q[8 * j + 7]);
-        *reinterpret_cast<float4*>(kd) = make_float4(k[8 * j], k[8 * j + 1], k[8 * j + 2], k[8 * j + 3]);
-        *reinterpret_cast<float4*>(kd + 4) = make_float4(k[8 * j + 4], k[8 * j + 5], k[8 * j + 6], k[8 * j + 7]);
+        float* gd = Gs + st * PK + 8 * sq + 32 * j;
         *reinterpret_cast<float4*>(gd) = make_float4(g[0], g[1], g[2], g[3]);
         *reinterpret_cast<float4*>(gd + 4) = make_float4(g[4], g[5], g[6], g[7]);
+      }
+      // The gate activation in a loop over this thread's own g entries (written above, so no barrier), unrolled
+      // 2-wide for latency: inlined 32 times it made the kernel body far larger than the instruction caches.
+#pragma unroll 2
+      for (int i = 0; i < K / 4; ++i) {
+        const int d = 8 * sq + 32 * (i >> 3) + (i & 7);
+        float* gd = Gs + st * PK + d;
+        *gd = live ? gate_log_decay<float>(p.gate_mode, *gd, has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
+                   : 0.0f;
       }
       const float beta = live ? beta_activation<float>(raw.beta, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
       if (sq == 0) beta_s[st] = beta;
@@ -354,38 +352,38 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
       const int sub = tid & 7, task = tid >> 3;
       const int bk = task >> 3, cp = task & 7;
       const int base = 16 * bk, c1 = cp, c2 = 15 - cp, sw = 16 - cp;  // step sw starts column c2
-      // k_c is re-read from shared memory each step rather than held for both columns (32 registers at K = 128
-      // that the 255-register budget of this phase, with the 33 partial sums, cannot spare).
-      float4 e[K / 32];
-#pragma unroll
-      for (int i = 0; i < K / 32; ++i) e[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+      // Channel groups outer (not unrolled: one copy of the 17 steps keeps the code small), steps inner.
       float val[32];  // [0, 17): q.k of steps 0..16; [17, 32): k.k of steps 1..15
       float kk16 = 0.0f;
 #pragma unroll
-      for (int s = 0; s < 17; ++s) {
-        const bool col2 = s >= sw;
-        const bool first = s == 0 || s == sw;
-        const int r = base + (col2 ? s - 1 : cp + s);
-        float qk = 0.0f, kk = 0.0f;
+      for (int s = 0; s < 32; ++s) val[s] = 0.0f;
+#pragma unroll 1
+      for (int i = 0; i < K / 32; ++i) {
+        float4 e = make_float4(0.f, 0.f, 0.f, 0.f);
+        const int col = 4 * sub + 32 * i;
+        const float4 kc1 = *reinterpret_cast<const float4*>(Ks + (base + c1) * PK + col);
+        const float4 kc2 = *reinterpret_cast<const float4*>(Ks + (base + c2) * PK + col);
 #pragma unroll
-        for (int i = 0; i < K / 32; ++i) {
-          const int off = r * PK + 4 * sub + 32 * i;
+        for (int s = 0; s < 17; ++s) {
+          const bool col2 = s >= sw;
+          const bool first = s == 0 || s == sw;
+          const int off = (base + (col2 ? s - 1 : cp + s)) * PK + col;
           const float4 g4 = *reinterpret_cast<const float4*>(Gs + off);
           const float4 q4 = *reinterpret_cast<const float4*>(Qs + off);
           const float4 k4 = *reinterpret_cast<const float4*>(Ks + off);
-          const float4 kc = *reinterpret_cast<const float4*>(Ks + (base + (col2 ? c2 : c1)) * PK + 4 * sub + 32 * i);
-          e[i].x = first ? 0.0f : e[i].x + g4.x;
-          e[i].y = first ? 0.0f : e[i].y + g4.y;
-          e[i].z = first ? 0.0f : e[i].z + g4.z;
-          e[i].w = first ? 0.0f : e[i].w + g4.w;
-          const float wx = ex2(e[i].x) * kc.x, wy = ex2(e[i].y) * kc.y;
-          const float wz = ex2(e[i].z) * kc.z, ww = ex2(e[i].w) * kc.w;
-          qk = fmaf(q4.x, wx, fmaf(q4.y, wy, fmaf(q4.z, wz, fmaf(q4.w, ww, qk))));
-          kk = fmaf(k4.x, wx, fmaf(k4.y, wy, fmaf(k4.z, wz, fmaf(k4.w, ww, kk))));
+          const float4 kc = col2 ? kc2 : kc1;
+          e.x = first ? 0.0f : e.x + g4.x;
+          e.y = first ? 0.0f : e.y + g4.y;
+          e.z = first ? 0.0f : e.z + g4.z;
+          e.w = first ? 0.0f : e.w + g4.w;
+          const float wx = ex2(e.x) * kc.x, wy = ex2(e.y) * kc.y;
+          const float wz = ex2(e.z) * kc.z, ww = ex2(e.w) * kc.w;
+          const float qk = fmaf(q4.x, wx, fmaf(q4.y, wy, fmaf(q4.z, wz, q4.w * ww)));
+          const float kk = fmaf(k4.x, wx, fmaf(k4.y, wy, fmaf(k4.z, wz, k4.w * ww)));
+          val[s] += qk;
+          if (s >= 1 && s <= 15) val[16 + s] += first ? 0.0f : kk;
+          if (s == 16) kk16 += first ? 0.0f : kk;
         }
-        val[s] = qk;
-        if (s >= 1 && s <= 15) val[16 + s] = first ? 0.0f : kk;
-        if (s == 16) kk16 = first ? 0.0f : kk;
       }
       // Reduce-scatter over the 8 lanes: lane sub ends with the full sums of entries 4 sub .. 4 sub + 3.
       {
@@ -593,6 +591,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
       for (int e = tid; e < 16 * w; e += kThreads) {
         const int r = e / w, c = e % w;
         float sum = 0.0f;
+#pragma unroll 4
         for (int kx = c & ~15; kx < w; ++kx) sum = fmaf(Akk[(w + r) * PA + kx], Tm[kx * PA + c], sum);
         R[r * 48 + c] = sum;
       }
@@ -600,6 +599,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
       for (int e = tid; e < 16 * w; e += kThreads) {
         const int r = e / w, c = e % w;
         float sum = 0.0f;
+#pragma unroll 4
         for (int kx = 0; kx <= r; ++kx) sum = fmaf(Tm[(w + r) * PA + w + kx], R[kx * 48 + c], sum);
         Tm[(w + r) * PA + c] = -sum;
       }
@@ -667,14 +667,19 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
       }
     }
     {
+      // The state is in registers only here (warp: rows 16 mv .., columns dn0 ..): between chunks it lives in the
+      // shared mirror alone, which keeps its 32 registers out of every other phase's budget.
+      float S[K / 16][4];
 #pragma unroll
       for (int nt = 0; nt < K / 16; ++nt) {
-        const int d = dn0 + 8 * nt + 2 * tig;
+        const int v = 16 * mv + grp, d = dn0 + 8 * nt + 2 * tig;
+        const float2 lo = *reinterpret_cast<const float2*>(&Ss[v * PK + d]);
+        const float2 hi = *reinterpret_cast<const float2*>(&Ss[(v + 8) * PK + d]);
         const float f0 = tot_s[d], f1 = tot_s[d + 1];
-        S[nt][0] *= f0;
-        S[nt][1] *= f1;
-        S[nt][2] *= f0;
-        S[nt][3] *= f1;
+        S[nt][0] = lo.x * f0;
+        S[nt][1] = lo.y * f1;
+        S[nt][2] = hi.x * f0;
+        S[nt][3] = hi.y * f1;
       }
 #pragma unroll 2
       for (int ks = 0; ks < kC / 8; ++ks) {
@@ -689,21 +694,24 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
           mma(S[nt], a, bb);
         }
       }
-      store_state_mirror();
+#pragma unroll
+      for (int nt = 0; nt < K / 16; ++nt) {
+        const int v = 16 * mv + grp, d = dn0 + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(&Ss[v * PK + d]) = make_float2(S[nt][0], S[nt][1]);
+        *reinterpret_cast<float2*>(&Ss[(v + 8) * PK + d]) = make_float2(S[nt][2], S[nt][3]);
+      }
     }
     __syncthreads();
   }
 
-  // Written by the thread that read the same entries of initial_state (in-place updates are safe).
-  if (p.has_final_state()) {
-#pragma unroll
-    for (int nt = 0; nt < K / 16; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int v = 16 * mv + grp + (e >> 1) * 8, d = dn0 + 8 * nt + 2 * tig + (e & 1);
-        static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = S[nt][e];
-      }
-  }
+  // From the mirror, which the last chunk (or, for an empty sequence, the initial load) wrote before a barrier.
+  // Every read of initial_state by this CTA happened before that barrier, and no other CTA touches these entries,
+  // so an in-place update (final_state aliasing initial_state) is safe.
+  if (p.has_final_state())
+    for (int e = tid; e < kBV * K; e += kThreads) {
+      const int v = e / K, d = e % K;
+      static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = Ss[v * PK + d];
+    }
 }
 
 Status cuda_error(const char* what, cudaError_t e) {
