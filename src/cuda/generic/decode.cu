@@ -45,7 +45,7 @@ namespace {
 
 constexpr int kUnit = 64;      // threads per row unit
 constexpr int kMaxUnits = 4;   // at most 256 threads per CTA
-constexpr int kCols = 16;      // state columns per thread: four float4 loads in flight, 16 registers
+constexpr int kCols = 16;      // state columns per thread: four 16-byte copies in flight, 16 registers in use
 
 template <int K>
 struct Tile {
@@ -84,12 +84,12 @@ __device__ __forceinline__ void store_out(void* base, kda_dtype_t dtype, int64_t
 // Asynchronous global -> shared copies (sm80+): the state tile goes in flight without holding registers while
 // the preprocessing runs. .cg: 16-byte copies bypass L1 (the state is read once).
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst))),
-               "l"(gmem_src));
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src));
 }
 __device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst))),
-               "l"(gmem_src));
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem_src));
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
@@ -172,8 +172,8 @@ struct Raw {
 // Grid: x = (value head, row block) as hv * row_blocks + rb, sequence n = z * gridDim.y + y: one task per CTA and
 // 32-bit index math (a loop over tasks would let the compiler hoist 64-bit per-thread offsets out of it, and a
 // 64-bit division is a call). rows_cta = kRowsPerUnit * blockDim.x / 64; ntc = min(T, kTok) sizes the dynamic
-// shared memory; vec: the pool allows 16-byte state accesses. Registers: 63 to 107 (sm_90a, K = 16 .. 256), no
-// spills; a tighter __launch_bounds__ minimum makes ptxas spill without lowering the peak in the token loop.
+// shared memory; vec: the pool allows 16-byte state accesses. Registers (sm_90a): 73 to 79 for K <= 128, 106 for
+// K = 256, no spills; a __launch_bounds__ minimum of 3 or 4 CTAs per SM makes ptxas spill instead.
 template <int K>
 __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeParams p, int rows_cta,
                                                                      int row_blocks, int ntc, bool vec) {
@@ -225,15 +225,6 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
 
   // First in the dependency chain: the slot (one or two dependent loads), then the state copies that need it.
   const int64_t slot = p.read_slot(n);
-
-  // The head's gate parameters, ordered before their first use by the barrier that opens each chunk's staging.
-  for (int i = tid; i <= K; i += nthreads) {
-    float x = 0.0f;
-    if (i < K && io.gate_mode != KDA_GATE_LOG_DECAY)
-      x = static_cast<const float*>(io.dt_bias.data)[hv * io.dt_bias.stride[0] + i * io.dt_bias.stride[1]];
-    if (i == K && io.has_A_log()) x = static_cast<const float*>(io.A_log.data)[hv * io.A_log.stride[0]];
-    gate_s[i] = x;
-  }
 
   auto out_offset = [&](int64_t t) {
     return n * io.out_stride[0] + t * io.out_stride[1] + hv * io.out_stride[2] + row * io.out_stride[3];
@@ -303,6 +294,16 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
         cp_async4(reinterpret_cast<float*>(&st_s[(c / 4) * nthreads + tid]) + c % 4, src + col * col_stride);
       }
     }
+  }
+
+  // The head's gate parameters, after the state copies (each store waits for its load), ordered before their
+  // first use by the barrier that opens each chunk's staging.
+  for (int i = tid; i <= K; i += nthreads) {
+    float x = 0.0f;
+    if (i < K && io.gate_mode != KDA_GATE_LOG_DECAY)
+      x = static_cast<const float*>(io.dt_bias.data)[hv * io.dt_bias.stride[0] + i * io.dt_bias.stride[1]];
+    if (i == K && io.has_A_log()) x = static_cast<const float*>(io.A_log.data)[hv * io.A_log.stride[0]];
+    gate_s[i] = x;
   }
 
   // Staging, first pass (per token, a stage group of SL lanes): q_hat, k_hat into q_s, k_s and the raw gate into
@@ -396,10 +397,13 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
       float ak = 0.0f;
 #pragma unroll
       for (int c4 = 0; c4 < kCols / 4; ++c4) {
-        const float4 a = a4[c4 * L + lane], kv = k4[c4 * L + lane];
-        float* s4 = &S[4 * c4];
-        s4[0] *= a.x; s4[1] *= a.y; s4[2] *= a.z; s4[3] *= a.w;
-        ak = fmaf(s4[0], kv.x, ak); ak = fmaf(s4[1], kv.y, ak); ak = fmaf(s4[2], kv.z, ak); ak = fmaf(s4[3], kv.w, ak);
+        const float4 a4v = a4[c4 * L + lane], k4v = k4[c4 * L + lane];
+        const float a[4] = {a4v.x, a4v.y, a4v.z, a4v.w}, k[4] = {k4v.x, k4v.y, k4v.z, k4v.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          S[4 * c4 + e] *= a[e];
+          ak = fmaf(S[4 * c4 + e], k[e], ak);
+        }
       }
       const float u = beta_s[tau] * (v_s[tau * rows_cta + rg] - group_sum<L>(ak));
       // k_hat is read again (through an opaque index, so the compiler does not keep the first read's 16
@@ -408,10 +412,13 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
       float aq = 0.0f;
 #pragma unroll
       for (int c4 = 0; c4 < kCols / 4; ++c4) {
-        const float4 kv = k4b[c4 * L + lane], qv = q4[c4 * L + lane];
-        float* s4 = &S[4 * c4];
-        s4[0] = fmaf(u, kv.x, s4[0]); s4[1] = fmaf(u, kv.y, s4[1]); s4[2] = fmaf(u, kv.z, s4[2]); s4[3] = fmaf(u, kv.w, s4[3]);
-        aq = fmaf(s4[0], qv.x, aq); aq = fmaf(s4[1], qv.y, aq); aq = fmaf(s4[2], qv.z, aq); aq = fmaf(s4[3], qv.w, aq);
+        const float4 k4v = k4b[c4 * L + lane], q4v = q4[c4 * L + lane];
+        const float k[4] = {k4v.x, k4v.y, k4v.z, k4v.w}, q[4] = {q4v.x, q4v.y, q4v.z, q4v.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          S[4 * c4 + e] = fmaf(u, k[e], S[4 * c4 + e]);
+          aq = fmaf(S[4 * c4 + e], q[e], aq);
+        }
       }
       const float sq = group_sum<L>(aq);
       if (lane == 0 && row_ok) store_out(io.out, io.out_dtype, out_offset(t0 + tau), io.scale * sq);
@@ -471,8 +478,8 @@ void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   const int ntc = static_cast<int>(std::min<int64_t>(p.io.T, Tl::kTok));
   // State tiles (64 bytes per thread), gate parameters and the stage: at most 16 + 1 + 13.4 KiB, under the
   // 48 KiB default.
-  const size_t smem =
-      (static_cast<size_t>(kCols) * kUnit * units + K + 4 + static_cast<size_t>(ntc) * (3 * K + 2 + rows_cta)) * sizeof(float);
+  const size_t smem_floats = static_cast<size_t>(kCols) * kUnit * units + K + 4 +
+                             static_cast<size_t>(ntc) * (3 * K + 2 + rows_cta);
   // 16-byte state accesses need value-first rows contiguous in K and every row start 16-byte aligned.
   const bool vec = p.io.state_v_first && p.pool_stride[3] == 1 && p.pool_stride[0] % 4 == 0 &&
                    p.pool_stride[1] % 4 == 0 && p.pool_stride[2] % 4 == 0 &&
@@ -480,7 +487,7 @@ void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   const int64_t ny = std::min<int64_t>(p.io.N, 65535);
   const dim3 grid(static_cast<unsigned>(p.io.HV * row_blocks), static_cast<unsigned>(ny),
                   static_cast<unsigned>((p.io.N + ny - 1) / ny));
-  decode_kernel<K><<<grid, kUnit * units, smem, stream>>>(p, rows_cta, row_blocks, ntc, vec);
+  decode_kernel<K><<<grid, kUnit * units, smem_floats * sizeof(float), stream>>>(p, rows_cta, row_blocks, ntc, vec);
 }
 
 Status cuda_error(const char* what, cudaError_t e) {
