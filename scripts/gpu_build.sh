@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 >/dev/null
 cmake --build build-gpu
 mkdir -p .carry/bin
-cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/libkda.so .carry/bin/
+cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/libkda.so .carry/bin/
 cp "$(g++ -print-file-name=libgomp.so.1)" .carry/bin/
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)" > .carry/COMMIT
 du -sh .carry
