@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--filter") filter = next();
     else {
-      std::printf("usage: kda-verify [--suite quick|full] [--impl cpu|reference|cuda-generic|cuda-recurrent] [--json PATH]\n"
+      std::printf("usage: kda-verify [--suite quick|full] [--impl cpu|reference|cuda-generic|cuda-chunked] [--json PATH]\n"
                   "                  [--seed N] [--filter SUBSTRING]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }

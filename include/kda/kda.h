@@ -76,13 +76,14 @@ typedef enum kda_gate_mode {
 } kda_gate_mode_t;
 
 typedef enum kda_backend {
-  KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> fastest CUDA path */
+  KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> the fastest CUDA path
+                                   that passes the verifier (today KDA_BACKEND_CUDA_GENERIC) */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
   KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
-  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path: chunked tensor-core kernel (tf32 products, fp32 state)
-                                   where it applies, else the token-recurrent kernel */
+  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path: the exact token-recurrent kernel, fp32 throughout */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
-  KDA_BACKEND_CUDA_RECURRENT = 5 /* the token-recurrent CUDA kernel only: fp32 throughout, slow on long prefills */
+  KDA_BACKEND_CUDA_CHUNKED = 5  /* chunked tensor-core kernel (tf32 products, fp32 state; K in {64, 128}, bf16/fp16):
+                                   opt-in until it passes the full verifier (bench/LEDGER.md) */
 } kda_backend_t;
 
 /* Arguments of the chunked prefill forward. Initialize with kda_forward_args_init().

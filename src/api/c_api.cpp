@@ -40,11 +40,11 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
                           " needs CPU tensors, but q is on a CUDA device"};
       return Status::Ok();
     case KDA_BACKEND_CUDA_GENERIC:
-    case KDA_BACKEND_CUDA_RECURRENT:
+    case KDA_BACKEND_CUDA_CHUNKED:
       if (device != KDA_DEVICE_CUDA)
         return Status{KDA_STATUS_INVALID_ARGUMENT, std::string("backend: ") +
                                                        (p->backend == KDA_BACKEND_CUDA_GENERIC ? "KDA_BACKEND_CUDA_GENERIC"
-                                                                                               : "KDA_BACKEND_CUDA_RECURRENT") +
+                                                                                               : "KDA_BACKEND_CUDA_CHUNKED") +
                                                        " needs CUDA tensors, but q is on the CPU"};
       if (!cuda::compiled_with_cuda())
         return Status{KDA_STATUS_BACKEND_UNAVAILABLE, "backend: this kda library was built without CUDA"};
@@ -61,8 +61,19 @@ Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   return resolve_backend(p, args->q.device_type);
 }
 
+Status check_chunked_support(const ForwardParams& p) {
+  if (cuda::chunked_forward_supported(p)) return Status::Ok();
+  return Status{KDA_STATUS_NOT_SUPPORTED,
+                "backend: KDA_BACKEND_CUDA_CHUNKED takes K in {64, 128}, V a multiple of 64, bf16 or fp16 q/k/v with "
+                "unit innermost strides and 16-byte aligned rows on a device with ~227 KiB of shared memory per "
+                "block; use KDA_BACKEND_AUTO for everything else"};
+}
+
 Status workspace_size(const ForwardParams& p, size_t* bytes) {
-  if (p.backend == KDA_BACKEND_CUDA_GENERIC) return cuda::generic_forward_workspace_size(p, bytes);
+  if (p.backend == KDA_BACKEND_CUDA_CHUNKED) {
+    KDA_RETURN_IF_ERROR(check_chunked_support(p));
+    return cuda::chunked_forward_workspace_size(p, bytes);
+  }
   *bytes = 0;  // CPU backends keep their small per-thread buffers in host memory
   return Status::Ok();
 }
@@ -79,8 +90,8 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
-    case KDA_BACKEND_CUDA_GENERIC: return cuda::generic_forward(p, workspace, workspace_bytes, stream);
-    case KDA_BACKEND_CUDA_RECURRENT: return cuda::recurrent_forward(p, stream);
+    case KDA_BACKEND_CUDA_GENERIC: return cuda::generic_forward(p, stream);
+    case KDA_BACKEND_CUDA_CHUNKED: return cuda::chunked_forward(p, workspace, workspace_bytes, stream);
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }
@@ -92,8 +103,9 @@ Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspa
   switch (p.io.backend) {
     case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
     case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
-    case KDA_BACKEND_CUDA_GENERIC:
-    case KDA_BACKEND_CUDA_RECURRENT: return cuda::decode(p, stream);
+    case KDA_BACKEND_CUDA_GENERIC: return cuda::decode(p, stream);
+    case KDA_BACKEND_CUDA_CHUNKED:
+      return Status{KDA_STATUS_NOT_SUPPORTED, "backend: decode runs on KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }

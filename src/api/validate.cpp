@@ -258,7 +258,7 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   if (a.chunk_size != 0 && a.chunk_size != 16 && a.chunk_size != 32 && a.chunk_size != 64)
     return invalid("chunk_size: must be 0 (backend's choice), 16, 32 or 64, got " + std::to_string(a.chunk_size));
   if (a.cpu_threads < 0) return invalid("cpu_threads: must be >= 0, got " + std::to_string(a.cpu_threads));
-  if (a.backend < KDA_BACKEND_AUTO || a.backend > KDA_BACKEND_CUDA_RECURRENT)
+  if (a.backend < KDA_BACKEND_AUTO || a.backend > KDA_BACKEND_CUDA_CHUNKED)
     return invalid("backend: unknown value " + std::to_string(static_cast<int>(a.backend)));
 
   ForwardParams& o = *p;

@@ -12,17 +12,13 @@ namespace kda::cuda {
 // Whether this build carries CUDA kernels.
 bool compiled_with_cuda();
 
-// The portable sm80+ forward: workspace query and the call (asynchronous on stream, no host sync).
-Status generic_forward_workspace_size(const ForwardParams& p, size_t* bytes);
-Status generic_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
+// The portable sm80+ forward (KDA_BACKEND_CUDA_GENERIC): the exact token-recurrent kernel, fp32 state in
+// registers, one token at a time; every legal input; no workspace. Asynchronous on stream, no host sync.
+Status generic_forward(const ForwardParams& p, void* stream);
 
-// The exact token-recurrent forward (fp32 state in registers, one token at a time): the fallback for what the
-// chunked kernel does not take, and the path KDA_BACKEND_CUDA_RECURRENT forces. Needs no workspace.
-Status recurrent_forward(const ForwardParams& p, void* stream);
-
-// The chunked tensor-core forward (src/cuda/generic/forward_chunked.cu), which generic_forward dispatches to when
-// it supports p: K in {64, 128}, V a multiple of 64, bf16/fp16 q/k/v, unit innermost strides and 16-byte aligned
-// rows, and a device with enough opt-in shared memory per block.
+// The chunked tensor-core forward (KDA_BACKEND_CUDA_CHUNKED, src/cuda/generic/forward_chunked.cu): supported for
+// K in {64, 128}, V a multiple of 64, bf16/fp16 q/k/v, unit innermost strides and 16-byte aligned rows, and a
+// device with enough opt-in shared memory per block.
 bool chunked_forward_supported(const ForwardParams& p);
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes);
 Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);

@@ -12,9 +12,10 @@ Status unavailable() {
 }  // namespace
 
 bool compiled_with_cuda() { return false; }
-Status generic_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
-Status generic_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
-Status recurrent_forward(const ForwardParams&, void*) { return unavailable(); }
+Status generic_forward(const ForwardParams&, void*) { return unavailable(); }
+bool chunked_forward_supported(const ForwardParams&) { return false; }
+Status chunked_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
+Status chunked_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
 Status decode(const DecodeParams&, void*) { return unavailable(); }
 
 }  // namespace kda::cuda

@@ -179,13 +179,13 @@ Implementation implementation_by_name(const std::string& name) {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_CPU); };
   } else if (name == "reference") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_REFERENCE); };
-  } else if (name == "cuda-generic") {  // chunked tensor-core kernel (tf32 products) where it applies
-    impl.cls = ComputeClass::kTensorCore;
+  } else if (name == "cuda-generic") {
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
-  } else if (name == "cuda-recurrent") {
-    impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_RECURRENT); };
-    impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_RECURRENT); };
+  } else if (name == "cuda-chunked") {  // tf32 tensor-core products: judged as tensor-core code
+    impl.cls = ComputeClass::kTensorCore;
+    impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_CHUNKED); };
+    impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_CHUNKED); };
   }
   return impl;
 }

@@ -23,7 +23,7 @@ struct Implementation {
   std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
 };
 
-// "cpu", "reference", "cuda-generic", "cuda-recurrent" (the CUDA ones need a device). Empty run if unknown.
+// "cpu", "reference", "cuda-generic", "cuda-chunked" (the CUDA ones need a device). Empty run if unknown.
 Implementation implementation_by_name(const std::string& name);
 
 enum class Probe {

@@ -388,33 +388,12 @@ Status cuda_error(const char* what, cudaError_t e) {
 
 bool compiled_with_cuda() { return true; }
 
-Status generic_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
-  if (chunked_forward_supported(p)) return chunked_forward_workspace_size(p, bytes);
-  *bytes = 0;
-  return Status::Ok();
-}
-
-namespace {
-// What neither CUDA forward path writes.
-Status check_cuda_outputs(const ForwardParams& p) {
+Status generic_forward(const ForwardParams& p, void* stream) {
   // float64 outputs are a reference-backend option only.
   if (p.out_dtype == KDA_DTYPE_FLOAT64)
     return Status{KDA_STATUS_NOT_SUPPORTED, "out: float64 is only supported by KDA_BACKEND_REFERENCE"};
   if (p.has_final_state() && p.final_state_dtype != KDA_DTYPE_FLOAT32)
     return Status{KDA_STATUS_NOT_SUPPORTED, "final_state: the CUDA backend writes float32 states only"};
-  return Status::Ok();
-}
-}  // namespace
-
-Status generic_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream) {
-  KDA_RETURN_IF_ERROR(check_cuda_outputs(p));
-  // The chunked tensor-core kernel where it applies; the exact token-recurrent kernel for everything else.
-  if (chunked_forward_supported(p)) return chunked_forward(p, workspace, workspace_bytes, stream);
-  return recurrent_forward(p, stream);
-}
-
-Status recurrent_forward(const ForwardParams& p, void* stream) {
-  KDA_RETURN_IF_ERROR(check_cuda_outputs(p));
   if (p.K != 16 && p.K != 32 && p.K != 64 && p.K != 128 && p.K != 256)
     return make_status(KDA_STATUS_NOT_SUPPORTED, "q: head dim K = %d is not supported by the CUDA backend", p.K);
   // No sequence, or only empty sequences and no final state: nothing to write.
