@@ -46,6 +46,21 @@ void usage() {
       "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n");
 }
 
+// Wall-clock times of `iters` host calls (CPU backends): median, mean, min, max in microseconds.
+template <typename F>
+TimingStats time_host(int iters, F&& call) {
+  std::vector<double> us;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double sum = 0;
+  for (double x : us) sum += x;
+  std::sort(us.begin(), us.end());
+  return TimingStats{sum / iters, us[us.size() / 2], us.front(), us.back(), iters};
+}
+
 // How many input sets to rotate through for a problem of `bytes` (see Options::rotate).
 int rotation(const Options& opt, double bytes) {
   if (opt.rotate > 0) return opt.rotate;
@@ -158,17 +173,7 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
         records->push_back(r);
         continue;
       }
-      const int iters = opt.iters > 0 ? opt.iters : 20;
-      std::vector<double> us;
-      for (int i = 0; i < iters; ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        kda_decode(&a, nullptr, 0, nullptr);
-        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-      }
-      double sum = 0;
-      for (double x : us) sum += x;
-      std::sort(us.begin(), us.end());
-      r.t = TimingStats{sum / iters, us[us.size() / 2], us.front(), us.back(), iters};
+      r.t = time_host(opt.iters > 0 ? opt.iters : 20, [&] { kda_decode(&a, nullptr, 0, nullptr); });
     }
     r.tokens_per_s = static_cast<double>(d.c.spec.B * d.c.spec.T) / (r.t.median_us * 1e-6);
     std::printf("  %-14s median %10.2f us (min %.2f, max %.2f, n=%d, %d input sets)  %.2f TB/s", impl.c_str(),
@@ -328,17 +333,7 @@ int main(int argc, char** argv) {
             continue;
           }
         }
-        const int iters = opt.iters > 0 ? opt.iters : 5;
-        std::vector<double> us;
-        for (int i = 0; i < iters; ++i) {
-          auto t0 = std::chrono::steady_clock::now();
-          kda_forward(&a, nullptr, 0, nullptr);
-          us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-        }
-        double sum = 0;
-        for (double x : us) sum += x;
-        std::sort(us.begin(), us.end());
-        r.t = TimingStats{sum / iters, us[us.size() / 2], us.front(), us.back(), iters};
+        r.t = time_host(opt.iters > 0 ? opt.iters : 5, [&] { kda_forward(&a, nullptr, 0, nullptr); });
       }
       r.tokens_per_s = static_cast<double>(c.spec.B * c.spec.T) / (r.t.median_us * 1e-6);
       const double gflops = r.flops / (r.t.median_us * 1e-6) / 1e9;

@@ -237,14 +237,7 @@ kda_forward_args_t host_args(Case& c, Outputs& o, kda_backend_t backend) {
   a.cu_seqlens = c.cu_seqlens.view();
   a.out = o.out.view();
   a.final_state = o.final_state.view();
-  a.use_default_scale = s.default_scale ? 1 : 0;
-  a.scale = s.scale;
-  a.gate_mode = s.gate;
-  a.lower_bound = s.lower_bound;
-  a.use_qk_l2norm = s.l2norm;
-  a.beta_is_logits = s.beta_logits;
-  a.allow_neg_eigval = s.neg_eigval;
-  a.state_v_first = s.v_first;
+  set_flags(a, s);
   a.chunk_size = s.chunk_size;
   a.backend = backend;
   return a;

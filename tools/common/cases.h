@@ -95,6 +95,19 @@ struct Outputs {
 };
 Outputs make_outputs(const Case& c, kda_dtype_t out_dtype, kda_dtype_t state_dtype);
 
+// The operator flags of a spec (scale, gate, lower bound, norms, beta, state layout) on forward or decode args.
+template <typename Args>
+void set_flags(Args& a, const CaseSpec& s) {
+  a.use_default_scale = s.default_scale ? 1 : 0;
+  a.scale = s.scale;
+  a.gate_mode = s.gate;
+  a.lower_bound = s.lower_bound;
+  a.use_qk_l2norm = s.l2norm;
+  a.beta_is_logits = s.beta_logits;
+  a.allow_neg_eigval = s.neg_eigval;
+  a.state_v_first = s.v_first;
+}
+
 // Fills args for the case over host memory.
 kda_forward_args_t host_args(Case& c, Outputs& o, kda_backend_t backend);
 

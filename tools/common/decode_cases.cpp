@@ -62,14 +62,7 @@ kda_decode_args_t decode_host_args(DecodeCase& d, HostTensor& out, HostTensor& p
   a.state_indices = d.indices.view();
   a.num_accepted_tokens = d.num_accepted.view();
   a.out = out.view();
-  a.use_default_scale = s.default_scale;
-  a.scale = s.scale;
-  a.gate_mode = s.gate;
-  a.lower_bound = s.lower_bound;
-  a.use_qk_l2norm = s.l2norm;
-  a.beta_is_logits = s.beta_logits;
-  a.allow_neg_eigval = s.neg_eigval;
-  a.state_v_first = s.v_first;
+  set_flags(a, s);
   a.backend = backend;
   return a;
 }

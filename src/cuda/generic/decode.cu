@@ -39,6 +39,8 @@
 #include "common/math.h"
 #include "common/params.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_common.cuh"
+#include "cuda/launch.h"
 
 namespace kda::cuda {
 namespace {
@@ -58,29 +60,6 @@ struct Tile {
   static_assert(kCols * kLanes == K && kLanes <= 32 && kUnit % kStageLanes == 0, "tile does not fit a warp");
 };
 
-// Raw bits of the float32 / float16 / bfloat16 inputs: loads are issued early and converted at staging.
-__device__ __forceinline__ uint32_t load_bits(const void* base, kda_dtype_t dtype, int64_t offset) {
-  if (dtype == KDA_DTYPE_FLOAT32) return static_cast<const uint32_t*>(base)[offset];
-  return static_cast<const uint16_t*>(base)[offset];
-}
-
-__device__ __forceinline__ float bits_to_float(uint32_t bits, kda_dtype_t dtype) {
-  switch (dtype) {
-    case KDA_DTYPE_BFLOAT16: return __uint_as_float(bits << 16);
-    case KDA_DTYPE_FLOAT16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-    default: return __uint_as_float(bits);
-  }
-}
-
-// One rounding from fp32 to the output dtype (round to nearest even, as the host store does).
-__device__ __forceinline__ void store_out(void* base, kda_dtype_t dtype, int64_t offset, float x) {
-  switch (dtype) {
-    case KDA_DTYPE_BFLOAT16: static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(x); break;
-    case KDA_DTYPE_FLOAT16: static_cast<__half*>(base)[offset] = __float2half_rn(x); break;
-    default: static_cast<float*>(base)[offset] = x;
-  }
-}
-
 // Asynchronous global -> shared copies (sm80+): the state tile goes in flight without holding registers while
 // the preprocessing runs. .cg: 16-byte copies bypass L1 (the state is read once).
 __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
@@ -96,21 +75,6 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // An optimization barrier: the compiler can no longer treat x as loop-invariant.
 __device__ __forceinline__ int opaque(int x) {
   asm volatile("" : "+r"(x));
-  return x;
-}
-
-// Sum / max over an aligned group of kLanes lanes (xor partners stay inside the group). All 32 lanes call it.
-template <int kLanes>
-__device__ __forceinline__ float group_sum(float x) {
-#pragma unroll
-  for (int off = kLanes / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-
-template <int kLanes>
-__device__ __forceinline__ float group_max(float x) {
-#pragma unroll
-  for (int off = kLanes / 2; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
   return x;
 }
 
@@ -490,10 +454,6 @@ void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   decode_kernel<K><<<grid, kUnit * units, smem_floats * sizeof(float), stream>>>(p, rows_cta, row_blocks, ntc, vec);
 }
 
-Status cuda_error(const char* what, cudaError_t e) {
-  return make_status(KDA_STATUS_CUDA_ERROR, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
 }  // namespace
 
 Status decode(const DecodeParams& p, void* stream) {
@@ -504,15 +464,10 @@ Status decode(const DecodeParams& p, void* stream) {
     return make_status(KDA_STATUS_NOT_SUPPORTED, "q: head dim K = %d is not supported by the CUDA backend", io.K);
   if (io.N == 0 || io.T == 0) return Status::Ok();  // no token: nothing is read or written
 
-  int prev_device = 0;
-  cudaError_t e = cudaGetDevice(&prev_device);
-  if (e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  if (prev_device != io.device_id && (e = cudaSetDevice(io.device_id)) != cudaSuccess)
-    return cuda_error("cudaSetDevice", e);
-
-  int sms = 0;
-  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
-  if (e == cudaSuccess) {
+  return launch_on_device(io.device_id, "kda decode kernel launch", [&] {
+    int sms = 0;
+    const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
+    if (e != cudaSuccess) return e;
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
     switch (io.K) {
       case 16: launch<16>(p, sms, s); break;
@@ -521,16 +476,8 @@ Status decode(const DecodeParams& p, void* stream) {
       case 128: launch<128>(p, sms, s); break;
       default: launch<256>(p, sms, s); break;
     }
-    e = cudaGetLastError();
-  }
-
-  if (prev_device != io.device_id) {
-    const cudaError_t restore = cudaSetDevice(prev_device);
-    if (e == cudaSuccess && restore != cudaSuccess)
-      return cuda_error("cudaSetDevice (restoring the caller's device)", restore);
-  }
-  if (e != cudaSuccess) return cuda_error("kda decode kernel launch", e);
-  return Status::Ok();
+    return cudaSuccess;
+  });
 }
 
 }  // namespace kda::cuda

@@ -43,6 +43,8 @@
 #include "common/math.h"
 #include "common/params.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_common.cuh"
+#include "cuda/launch.h"
 
 namespace kda::cuda {
 namespace {
@@ -122,11 +124,6 @@ __device__ __forceinline__ float scalar_to_float(const void* base, kda_dtype_t d
   }
 }
 
-__device__ __forceinline__ int64_t load_cu(const TensorView& cu, int64_t i) {
-  return cu.dtype == KDA_DTYPE_INT32 ? static_cast<const int32_t*>(cu.data)[i * cu.stride[0]]
-                                     : static_cast<const int64_t*>(cu.data)[i * cu.stride[0]];
-}
-
 // Sum over the 4 lanes of an aligned quad.
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
@@ -202,8 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
   int64_t b = n, start = 0, len = p.T;
   if (p.has_cu_seqlens()) {
     b = 0;
-    start = min(max(load_cu(p.cu_seqlens, n), int64_t{0}), p.T);
-    len = min(max(load_cu(p.cu_seqlens, n + 1), start), p.T) - start;
+    start = min(max(load_cu_seqlen(p.cu_seqlens, n), int64_t{0}), p.T);
+    len = min(max(load_cu_seqlen(p.cu_seqlens, n + 1), start), p.T) - start;
   }
 
   const bool has_a_log = p.has_A_log();
@@ -714,10 +711,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunked_forward_kernel(const Forw
     }
 }
 
-Status cuda_error(const char* what, cudaError_t e) {
-  return make_status(KDA_STATUS_CUDA_ERROR, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
 size_t smem_bytes(int K) { return K == 128 ? Layout<128>::kBytes : Layout<64>::kBytes; }
@@ -762,34 +755,23 @@ Status chunked_forward_workspace_size(const ForwardParams&, size_t* bytes) {
 
 Status chunked_forward(const ForwardParams& p, void*, size_t, void* stream) {
   if (p.N == 0 || (p.T == 0 && !p.has_final_state())) return Status::Ok();
-  int prev_device = 0;
-  cudaError_t e = cudaGetDevice(&prev_device);
-  if (e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  if (prev_device != p.device_id && (e = cudaSetDevice(p.device_id)) != cudaSuccess)
-    return cuda_error("cudaSetDevice", e);
-
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  const int vtiles = p.V / kBV;
-  const unsigned grid = static_cast<unsigned>(p.N * p.HV * vtiles);
-  const size_t bytes = smem_bytes(p.K);
-  if (p.K == 128) {
-    e = cudaFuncSetAttribute(chunked_forward_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(bytes));
-    if (e == cudaSuccess) chunked_forward_kernel<128><<<grid, kThreads, bytes, s>>>(p, vtiles);
-  } else {
-    e = cudaFuncSetAttribute(chunked_forward_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(bytes));
-    if (e == cudaSuccess) chunked_forward_kernel<64><<<grid, kThreads, bytes, s>>>(p, vtiles);
-  }
-  if (e == cudaSuccess) e = cudaGetLastError();
-
-  if (prev_device != p.device_id) {
-    const cudaError_t restore = cudaSetDevice(prev_device);
-    if (e == cudaSuccess && restore != cudaSuccess)
-      return cuda_error("cudaSetDevice (restoring the caller's device)", restore);
-  }
-  if (e != cudaSuccess) return cuda_error("kda chunked forward kernel launch", e);
-  return Status::Ok();
+  return launch_on_device(p.device_id, "kda chunked forward kernel launch", [&] {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const int vtiles = p.V / kBV;
+    const unsigned grid = static_cast<unsigned>(p.N * p.HV * vtiles);
+    const size_t bytes = smem_bytes(p.K);
+    cudaError_t e;
+    if (p.K == 128) {
+      e = cudaFuncSetAttribute(chunked_forward_kernel<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes));
+      if (e == cudaSuccess) chunked_forward_kernel<128><<<grid, kThreads, bytes, s>>>(p, vtiles);
+    } else {
+      e = cudaFuncSetAttribute(chunked_forward_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(bytes));
+      if (e == cudaSuccess) chunked_forward_kernel<64><<<grid, kThreads, bytes, s>>>(p, vtiles);
+    }
+    return e;
+  });
 }
 
 }  // namespace kda::cuda

@@ -28,6 +28,8 @@
 #include "common/math.h"
 #include "common/params.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_common.cuh"
+#include "cuda/launch.h"
 
 namespace kda::cuda {
 namespace {
@@ -60,13 +62,6 @@ struct Tile {
   static_assert(kStageLanes <= 32 && kThreads % kRowsPerCta == 0, "stage tile does not fit a warp");
 };
 
-// The q/k/v/g/beta dtypes are float32, float16 or bfloat16 (validated). Loads keep the raw bits so that the
-// prefetch does not wait on them; the conversion happens when the chunk is staged.
-__device__ __forceinline__ uint32_t load_bits(const void* base, kda_dtype_t dtype, int64_t offset) {
-  if (dtype == KDA_DTYPE_FLOAT32) return static_cast<const uint32_t*>(base)[offset];
-  return static_cast<const uint16_t*>(base)[offset];
-}
-
 // dst[m] = element offset + m * step, the dtype test outside the loop.
 template <int N>
 __device__ __forceinline__ void load_bits_strided(uint32_t (&dst)[N], const void* base, kda_dtype_t dtype,
@@ -80,60 +75,6 @@ __device__ __forceinline__ void load_bits_strided(uint32_t (&dst)[N], const void
 #pragma unroll
     for (int m = 0; m < N; ++m) dst[m] = src[m * step];
   }
-}
-
-__device__ __forceinline__ float bits_to_float(uint32_t bits, kda_dtype_t dtype) {
-  switch (dtype) {
-    case KDA_DTYPE_BFLOAT16: return __uint_as_float(bits << 16);
-    case KDA_DTYPE_FLOAT16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-    default: return __uint_as_float(bits);
-  }
-}
-
-template <int N>
-__device__ __forceinline__ void bits_to_float(float (&dst)[N], const uint32_t (&src)[N], kda_dtype_t dtype) {
-  switch (dtype) {
-    case KDA_DTYPE_BFLOAT16:
-#pragma unroll
-      for (int m = 0; m < N; ++m) dst[m] = __uint_as_float(src[m] << 16);
-      break;
-    case KDA_DTYPE_FLOAT16:
-#pragma unroll
-      for (int m = 0; m < N; ++m) dst[m] = __half2float(__ushort_as_half(static_cast<unsigned short>(src[m])));
-      break;
-    default:
-#pragma unroll
-      for (int m = 0; m < N; ++m) dst[m] = __uint_as_float(src[m]);
-  }
-}
-
-// One rounding from fp32 to the output dtype (round to nearest even, as the host store_element does).
-__device__ __forceinline__ void store_out(void* base, kda_dtype_t dtype, int64_t offset, float x) {
-  switch (dtype) {
-    case KDA_DTYPE_BFLOAT16: static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(x); break;
-    case KDA_DTYPE_FLOAT16: static_cast<__half*>(base)[offset] = __float2half_rn(x); break;
-    default: static_cast<float*>(base)[offset] = x;
-  }
-}
-
-__device__ __forceinline__ int64_t load_cu_seqlen(const TensorView& cu, int64_t i) {
-  return cu.dtype == KDA_DTYPE_INT32 ? static_cast<const int32_t*>(cu.data)[i * cu.stride[0]]
-                                     : static_cast<const int64_t*>(cu.data)[i * cu.stride[0]];
-}
-
-// Sum over the kLanes lanes of an aligned lane group (xor partners stay inside the group).
-template <int kLanes>
-__device__ __forceinline__ float group_sum(float x) {
-#pragma unroll
-  for (int off = kLanes / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-
-template <int kLanes>
-__device__ __forceinline__ float group_max(float x) {
-#pragma unroll
-  for (int off = kLanes / 2; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-  return x;
 }
 
 // 1 / sqrt(sum x^2 + eps) of a row spread over kLanes lanes (kCols values each) whose sum of squares is ss. Where
@@ -380,10 +321,6 @@ void launch(const ForwardParams& p, cudaStream_t stream) {
   recurrent_forward_kernel<K><<<grid, kThreads, 0, stream>>>(p, row_blocks, tasks);
 }
 
-Status cuda_error(const char* what, cudaError_t e) {
-  return make_status(KDA_STATUS_CUDA_ERROR, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
 }  // namespace
 
 bool compiled_with_cuda() { return true; }
@@ -399,29 +336,17 @@ Status generic_forward(const ForwardParams& p, void* stream) {
   // No sequence, or only empty sequences and no final state: nothing to write.
   if (p.N == 0 || (p.T == 0 && !p.has_final_state())) return Status::Ok();
 
-  int prev_device = 0;
-  cudaError_t e = cudaGetDevice(&prev_device);
-  if (e != cudaSuccess) return cuda_error("cudaGetDevice", e);
-  if (prev_device != p.device_id && (e = cudaSetDevice(p.device_id)) != cudaSuccess)
-    return cuda_error("cudaSetDevice", e);
-
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  switch (p.K) {
-    case 16: launch<16>(p, s); break;
-    case 32: launch<32>(p, s); break;
-    case 64: launch<64>(p, s); break;
-    case 128: launch<128>(p, s); break;
-    default: launch<256>(p, s); break;
-  }
-  e = cudaGetLastError();
-
-  if (prev_device != p.device_id) {
-    const cudaError_t restore = cudaSetDevice(prev_device);
-    if (e == cudaSuccess && restore != cudaSuccess)
-      return cuda_error("cudaSetDevice (restoring the caller's device)", restore);
-  }
-  if (e != cudaSuccess) return cuda_error("kda generic forward kernel launch", e);
-  return Status::Ok();
+  return launch_on_device(p.device_id, "kda generic forward kernel launch", [&] {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    switch (p.K) {
+      case 16: launch<16>(p, s); break;
+      case 32: launch<32>(p, s); break;
+      case 64: launch<64>(p, s); break;
+      case 128: launch<128>(p, s); break;
+      default: launch<256>(p, s); break;
+    }
+    return cudaSuccess;
+  });
 }
 
 }  // namespace kda::cuda

@@ -1,0 +1,75 @@
+// device_common.cuh: device helpers every CUDA kernel of kda shares: raw-bit loads of float32 / float16 /
+// bfloat16 inputs (issued early, converted when staged), one-rounding output stores, cu_seqlens reads, and lane-
+// group reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "common/params.h"
+
+namespace kda::cuda {
+
+// The raw bits of one element (inputs are float32, float16 or bfloat16: validated).
+__device__ __forceinline__ uint32_t load_bits(const void* base, kda_dtype_t dtype, int64_t offset) {
+  if (dtype == KDA_DTYPE_FLOAT32) return static_cast<const uint32_t*>(base)[offset];
+  return static_cast<const uint16_t*>(base)[offset];
+}
+
+__device__ __forceinline__ float bits_to_float(uint32_t bits, kda_dtype_t dtype) {
+  switch (dtype) {
+    case KDA_DTYPE_BFLOAT16: return __uint_as_float(bits << 16);
+    case KDA_DTYPE_FLOAT16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    default: return __uint_as_float(bits);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void bits_to_float(float (&dst)[N], const uint32_t (&src)[N], kda_dtype_t dtype) {
+  switch (dtype) {
+    case KDA_DTYPE_BFLOAT16:
+#pragma unroll
+      for (int m = 0; m < N; ++m) dst[m] = __uint_as_float(src[m] << 16);
+      break;
+    case KDA_DTYPE_FLOAT16:
+#pragma unroll
+      for (int m = 0; m < N; ++m) dst[m] = __half2float(__ushort_as_half(static_cast<unsigned short>(src[m])));
+      break;
+    default:
+#pragma unroll
+      for (int m = 0; m < N; ++m) dst[m] = __uint_as_float(src[m]);
+  }
+}
+
+// One rounding from fp32 to the output dtype (round to nearest even, as the host store_element does).
+__device__ __forceinline__ void store_out(void* base, kda_dtype_t dtype, int64_t offset, float x) {
+  switch (dtype) {
+    case KDA_DTYPE_BFLOAT16: static_cast<__nv_bfloat16*>(base)[offset] = __float2bfloat16_rn(x); break;
+    case KDA_DTYPE_FLOAT16: static_cast<__half*>(base)[offset] = __float2half_rn(x); break;
+    default: static_cast<float*>(base)[offset] = x;
+  }
+}
+
+__device__ __forceinline__ int64_t load_cu_seqlen(const TensorView& cu, int64_t i) {
+  return cu.dtype == KDA_DTYPE_INT32 ? static_cast<const int32_t*>(cu.data)[i * cu.stride[0]]
+                                     : static_cast<const int64_t*>(cu.data)[i * cu.stride[0]];
+}
+
+// Sum / max over an aligned group of kLanes lanes (xor partners stay inside the group). All 32 lanes call it.
+template <int kLanes>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+template <int kLanes>
+__device__ __forceinline__ float group_max(float x) {
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+  return x;
+}
+
+}  // namespace kda::cuda
