@@ -113,7 +113,10 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(check_basic("q", a.q));
   if (a.q.ndim != 4) return invalid("q: expected rank 4 [B, T, H, K], got rank " + std::to_string(a.q.ndim) +
                                     " shape " + shape_str(a.q));
-  KDA_RETURN_IF_ERROR(check_dtype("q", a.q, {KDA_DTYPE_BFLOAT16, KDA_DTYPE_FLOAT16, KDA_DTYPE_FLOAT32}));
+  // The reference also takes float64 everything (finite-difference checks of gradients need it).
+  const bool reference = a.backend == KDA_BACKEND_REFERENCE;
+  const kda_dtype_t param_f64 = reference ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32;
+  KDA_RETURN_IF_ERROR(check_dtype("q", a.q, {KDA_DTYPE_BFLOAT16, KDA_DTYPE_FLOAT16, KDA_DTYPE_FLOAT32, param_f64}));
   const int64_t B = a.q.shape[0], T = a.q.shape[1], H = a.q.shape[2], K = a.q.shape[3];
   const kda_dtype_t in_dtype = a.q.dtype;
   if (H < 1) return invalid("q: number of heads H must be >= 1, got shape " + shape_str(a.q));
@@ -187,7 +190,7 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
     if (gate == KDA_GATE_LOG_DECAY)
       return invalid("A_log: given, but gate_mode is KDA_GATE_LOG_DECAY (g is already the log-decay)");
     KDA_RETURN_IF_ERROR(check_shape("A_log", a.A_log, {HV}));
-    KDA_RETURN_IF_ERROR(check_dtype("A_log", a.A_log, {KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_dtype("A_log", a.A_log, {KDA_DTYPE_FLOAT32, param_f64}));
     KDA_RETURN_IF_ERROR(check_same_device("A_log", a.A_log, a.q));
   } else if (gate == KDA_GATE_SOFTPLUS) {
     return invalid("A_log: required by the softplus gate (g_log = -exp(A_log) * softplus(g + dt_bias))");
@@ -201,7 +204,7 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
     } else {
       KDA_RETURN_IF_ERROR(check_shape("dt_bias", a.dt_bias, {HV, K}));
     }
-    KDA_RETURN_IF_ERROR(check_dtype("dt_bias", a.dt_bias, {KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_dtype("dt_bias", a.dt_bias, {KDA_DTYPE_FLOAT32, param_f64}));
     KDA_RETURN_IF_ERROR(check_same_device("dt_bias", a.dt_bias, a.q));
   } else if (gate != KDA_GATE_LOG_DECAY) {
     return invalid(std::string("dt_bias: required by the ") + (gate == KDA_GATE_SOFTPLUS ? "softplus" : "bounded") +
@@ -225,10 +228,9 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   if (present(a.initial_state)) {
     Status s = check_shape("initial_state", a.initial_state, {N, HV, r2, r3});
     if (!s.ok()) return invalid(s.message + "; layout " + layout);
-    KDA_RETURN_IF_ERROR(check_dtype("initial_state", a.initial_state, {KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_dtype("initial_state", a.initial_state, {KDA_DTYPE_FLOAT32, param_f64}));
     KDA_RETURN_IF_ERROR(check_same_device("initial_state", a.initial_state, a.q));
   }
-  const bool reference = a.backend == KDA_BACKEND_REFERENCE;
   if (present(a.final_state)) {
     Status s = check_shape("final_state", a.final_state, {N, HV, r2, r3});
     if (!s.ok()) return invalid(s.message + "; layout " + layout);

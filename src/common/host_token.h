@@ -72,11 +72,11 @@ inline void load_token(const ForwardParams& p, int64_t b, int64_t t, int hv, T* 
              g_log);
     if (p.gate_mode != KDA_GATE_LOG_DECAY) {
       const bool has_a = p.has_A_log();
-      const T a_log = has_a ? static_cast<T>(static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]]) : T(0);
-      const float* bias = static_cast<const float*>(p.dt_bias.data) + hv * p.dt_bias.stride[0];
+      const T a_log = has_a ? static_cast<T>(load_element(p.A_log.data, p.A_log.dtype, hv * p.A_log.stride[0])) : T(0);
+      T bias[256];  // K <= 256 (validated); a row load keeps the gate loop free of per-element dtype tests
+      load_row(p.dt_bias.data, p.dt_bias.dtype, hv * p.dt_bias.stride[0], p.dt_bias.stride[1], p.K, bias);
       for (int i = 0; i < p.K; ++i)
-        g_log[i] = gate_log_decay<T>(p.gate_mode, g_log[i], has_a, a_log, static_cast<T>(bias[i * p.dt_bias.stride[1]]),
-                                     static_cast<T>(p.lower_bound));
+        g_log[i] = gate_log_decay<T>(p.gate_mode, g_log[i], has_a, a_log, bias[i], static_cast<T>(p.lower_bound));
     }
   }
   if (beta) {

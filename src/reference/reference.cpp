@@ -27,7 +27,7 @@ Status forward(const ForwardParams& p, double* out_mag) {
       for (int vi = 0; vi < V; ++vi)
         for (int ki = 0; ki < K; ++ki)
           S[vi * K + ki] = p.has_initial_state()
-                               ? load_element(p.initial_state.data, KDA_DTYPE_FLOAT32,
+                               ? load_element(p.initial_state.data, p.initial_state.dtype,
                                               p.state_offset(p.initial_state.stride, n, hv, vi, ki))
                                : 0.0;
       for (int64_t i = 0; i < sp.length; ++i) {
