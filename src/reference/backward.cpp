@@ -1,0 +1,227 @@
+// backward.cpp: the float64 reverse of the token recurrence (backward.h). Per token, with S' = S_{t-1} diag(a_t),
+// p = S' k_t, u = beta_t (v_t - p), S_t = S' + u k_t^T, o_t = scale S_t q_t, and G the gradient of S_t:
+//   G += scale dO_t q_t^T;  dq_t = scale S_t^T dO_t;  du = G k_t;  dk_t = G^T u;  dbeta_t = du . (v_t - p);
+//   dv_t = beta_t du;  dp = -beta_t du;  dS' = G + dp k_t^T;  dk_t += S'^T dp;  da_t = colsum(S_{t-1} . dS');
+//   G <- dS' diag(a_t);  dg_log = da_t . a_t;
+// then through the L2 norms, the gate activation and the beta sigmoid. States are recomputed from checkpoints
+// every kSegment tokens, so memory stays at (T / kSegment + kSegment) states per task.
+#include "reference/backward.h"
+
+#include <cmath>
+#include <vector>
+
+#include "common/host_token.h"
+#include "common/threads.h"
+
+namespace kda::reference {
+namespace {
+
+constexpr int kSegment = 64;
+
+// Raw gate input and the pieces of its activation a token needs for the chain rule.
+struct GateGrad {
+  double dx;     // d/d(g + dt_bias)
+  double dA;     // d/dA_log
+};
+
+GateGrad gate_grad(const ForwardParams& p, double x, double a_log, bool has_a, double g_log, double dg_log) {
+  switch (p.gate_mode) {
+    case KDA_GATE_SOFTPLUS:  // g_log = -exp(A) softplus(x): d/dx = -exp(A) sigmoid(x), d/dA = g_log
+      return {dg_log * -std::exp(a_log) * sigmoid(x), dg_log * g_log};
+    case KDA_GATE_BOUNDED: {  // g_log = lb sigmoid(z), z = exp(A) x (or x)
+      const double scale = has_a ? std::exp(a_log) : 1.0;
+      const double z = scale * x;
+      const double s = sigmoid(z);
+      const double dz = dg_log * p.lower_bound * s * (1 - s);
+      return {dz * scale, has_a ? dz * z : 0.0};
+    }
+    default:
+      return {dg_log, 0.0};
+  }
+}
+
+// d/dx of x / sqrt(|x|^2 + eps) applied to dxh: (dxh - xh (xh . dxh)) / r.
+void norm_backward(const double* xh, double r, const double* dxh, int n, double* dx_acc) {
+  double dot = 0;
+  for (int i = 0; i < n; ++i) dot += xh[i] * dxh[i];
+  for (int i = 0; i < n; ++i) dx_acc[i] += (dxh[i] - xh[i] * dot) / r;
+}
+
+}  // namespace
+
+Status backward(const ForwardParams& p, const double* dout, const double* dfinal, Gradients* g) {
+  const std::vector<SequenceSpan> seqs = host_sequences(p);
+  const int K = p.K, V = p.V, H = p.H, HV = p.HV;
+  const int64_t BT = p.B * p.T;
+  g->dq.assign(static_cast<size_t>(BT) * H * K, 0.0);
+  g->dk.assign(g->dq.size(), 0.0);
+  g->dv.assign(static_cast<size_t>(BT) * HV * V, 0.0);
+  g->dg.assign(static_cast<size_t>(BT) * HV * K, 0.0);
+  g->dbeta.assign(static_cast<size_t>(BT) * HV, 0.0);
+  const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
+  g->dA_log.assign(p.has_A_log() ? HV : 0, 0.0);
+  g->ddt_bias.assign(gated ? static_cast<size_t>(HV) * K : 0, 0.0);
+  g->dh0.assign(p.has_initial_state() ? static_cast<size_t>(p.N) * HV * V * K : 0, 0.0);
+  const size_t SK = static_cast<size_t>(V) * K;
+  const bool has_a = p.has_A_log();
+  auto state_index = [&](int64_t n, int hv, int vi, int ki) {
+    return p.state_v_first ? ((n * HV + hv) * V + vi) * K + ki : ((n * HV + hv) * K + ki) * V + vi;
+  };
+
+  // One task per q/k head: it owns dq/dk of that head and dv/dg/dbeta/dA_log/ddt_bias of its value heads, so no
+  // two tasks write the same element and the sums run in a fixed order (deterministic).
+#pragma omp parallel for schedule(dynamic, 1) num_threads(worker_threads(p.cpu_threads))
+  for (int h = 0; h < H; ++h) {
+    for (int hv = h * p.group; hv < (h + 1) * p.group; ++hv) {
+      const double a_log = has_a ? load_element(p.A_log.data, p.A_log.dtype, hv * p.A_log.stride[0]) : 0.0;
+      for (int64_t n = 0; n < p.N; ++n) {
+        const SequenceSpan& sp = seqs[n];
+        const int64_t L = sp.length;
+        // Per-token inputs, raw and preprocessed.
+        std::vector<double> q(L * K), k(L * K), qh(L * K), kh(L * K), v(L * V), x(L * K), glog(L * K), beta(L),
+            braw(L), rq(L, 1.0), rk(L, 1.0);
+        for (int64_t i = 0; i < L; ++i) {
+          const int64_t t = sp.start + i;
+          ForwardParams raw = p;
+          raw.use_qk_l2norm = false;
+          raw.gate_mode = KDA_GATE_LOG_DECAY;
+          raw.beta_is_logits = false;
+          raw.allow_neg_eigval = false;
+          load_token<double>(raw, sp.batch, t, hv, &q[i * K], &k[i * K], &v[i * V], &x[i * K], &braw[i]);
+          load_token<double>(p, sp.batch, t, hv, &qh[i * K], &kh[i * K], nullptr, &glog[i * K], &beta[i]);
+          if (p.use_qk_l2norm) {
+            double sq = 0, sk = 0;
+            for (int d = 0; d < K; ++d) {
+              sq += q[i * K + d] * q[i * K + d];
+              sk += k[i * K + d] * k[i * K + d];
+            }
+            rq[i] = std::sqrt(sq + kL2NormEps);
+            rk[i] = std::sqrt(sk + kL2NormEps);
+          }
+          if (gated)
+            for (int d = 0; d < K; ++d)
+              x[i * K + d] += load_element(p.dt_bias.data, p.dt_bias.dtype, hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]);
+        }
+        // Forward, keeping the state at the start of every segment.
+        const int64_t segments = (L + kSegment - 1) / kSegment;
+        std::vector<double> ckpt(static_cast<size_t>(segments + 1) * SK, 0.0), S(SK, 0.0);
+        if (p.has_initial_state())
+          for (int vi = 0; vi < V; ++vi)
+            for (int ki = 0; ki < K; ++ki)
+              S[vi * K + ki] = load_element(p.initial_state.data, p.initial_state.dtype,
+                                            p.state_offset(p.initial_state.stride, n, hv, vi, ki));
+        auto step = [&](int64_t i, std::vector<double>& St, std::vector<double>* p_out) {
+          // S <- S diag(a) + beta (v - S diag(a) k) k^T; returns p = S' k in p_out if given.
+          for (int vi = 0; vi < V; ++vi) {
+            double* row = &St[vi * K];
+            double pk = 0;
+            for (int d = 0; d < K; ++d) {
+              row[d] *= std::exp(glog[i * K + d]);
+              pk += row[d] * kh[i * K + d];
+            }
+            if (p_out) (*p_out)[vi] = pk;
+            const double u = beta[i] * (v[i * V + vi] - pk);
+            for (int d = 0; d < K; ++d) row[d] += u * kh[i * K + d];
+          }
+        };
+        for (int64_t sgm = 0; sgm < segments; ++sgm) {
+          std::copy(S.begin(), S.end(), ckpt.begin() + sgm * SK);
+          for (int64_t i = sgm * kSegment; i < std::min(L, (sgm + 1) * kSegment); ++i) step(i, S, nullptr);
+        }
+        // Reverse, one segment at a time from the last.
+        std::vector<double> G(SK, 0.0);
+        if (dfinal)
+          for (int vi = 0; vi < V; ++vi)
+            for (int ki = 0; ki < K; ++ki) G[vi * K + ki] = dfinal[state_index(n, hv, vi, ki)];
+        std::vector<double> prev(static_cast<size_t>(kSegment) * SK), Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V),
+            dqh(K), dkh(K), da(K);
+        for (int64_t sgm = segments - 1; sgm >= 0; --sgm) {
+          const int64_t i0 = sgm * kSegment, i1 = std::min(L, i0 + kSegment);
+          std::copy(ckpt.begin() + sgm * SK, ckpt.begin() + (sgm + 1) * SK, St.begin());
+          for (int64_t i = i0; i < i1; ++i) {
+            std::copy(St.begin(), St.end(), prev.begin() + (i - i0) * SK);
+            step(i, St, nullptr);
+          }
+          for (int64_t i = i1 - 1; i >= i0; --i) {
+            const int64_t t = sp.start + i;
+            const double* Sprev = &prev[(i - i0) * SK];
+            // Recompute S', p, u and S_t.
+            for (size_t e = 0; e < SK; ++e) Sp[e] = Sprev[e] * std::exp(glog[i * K + e % K]);
+            for (int vi = 0; vi < V; ++vi) {
+              double pk = 0;
+              for (int d = 0; d < K; ++d) pk += Sp[vi * K + d] * kh[i * K + d];
+              pv[vi] = pk;
+            }
+            for (int vi = 0; vi < V; ++vi) {
+              const double u = beta[i] * (v[i * V + vi] - pv[vi]);
+              for (int d = 0; d < K; ++d) St[vi * K + d] = Sp[vi * K + d] + u * kh[i * K + d];
+            }
+            const int64_t orow = ((sp.batch * p.T + t) * HV + hv) * V;
+            for (int vi = 0; vi < V; ++vi) dO[vi] = dout[orow + vi];
+            // G += scale dO q^T; dq = scale S_t^T dO.
+            std::fill(dqh.begin(), dqh.end(), 0.0);
+            for (int vi = 0; vi < V; ++vi)
+              for (int d = 0; d < K; ++d) {
+                G[vi * K + d] += p.scale * dO[vi] * qh[i * K + d];
+                dqh[d] += p.scale * St[vi * K + d] * dO[vi];
+              }
+            // du = G k; dk = G^T u; dbeta; dv; dp.
+            double dbeta = 0;
+            std::fill(dkh.begin(), dkh.end(), 0.0);
+            for (int vi = 0; vi < V; ++vi) {
+              double s = 0;
+              for (int d = 0; d < K; ++d) s += G[vi * K + d] * kh[i * K + d];
+              du[vi] = s;
+              const double r = v[i * V + vi] - pv[vi];
+              const double u = beta[i] * r;
+              for (int d = 0; d < K; ++d) dkh[d] += G[vi * K + d] * u;
+              dbeta += s * r;
+              g->dv[orow + vi] += beta[i] * s;
+              dp[vi] = -beta[i] * s;
+            }
+            // dS' = G + dp k^T; dk += S'^T dp; da = colsum(S_{t-1} . dS'); G <- dS' diag(a).
+            std::fill(da.begin(), da.end(), 0.0);
+            for (int vi = 0; vi < V; ++vi)
+              for (int d = 0; d < K; ++d) {
+                const double dsp = G[vi * K + d] + dp[vi] * kh[i * K + d];
+                dkh[d] += Sp[vi * K + d] * dp[vi];
+                da[d] += Sprev[vi * K + d] * dsp;
+                G[vi * K + d] = dsp * std::exp(glog[i * K + d]);
+              }
+            // Through the preprocessing.
+            const int64_t qrow = ((sp.batch * p.T + t) * H + h) * K;
+            if (p.use_qk_l2norm) {
+              norm_backward(&qh[i * K], rq[i], dqh.data(), K, &g->dq[qrow]);
+              norm_backward(&kh[i * K], rk[i], dkh.data(), K, &g->dk[qrow]);
+            } else {
+              for (int d = 0; d < K; ++d) {
+                g->dq[qrow + d] += dqh[d];
+                g->dk[qrow + d] += dkh[d];
+              }
+            }
+            const int64_t grow = ((sp.batch * p.T + t) * HV + hv) * K;
+            for (int d = 0; d < K; ++d) {
+              const double dglog = da[d] * std::exp(glog[i * K + d]);
+              const GateGrad gg = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], dglog);
+              g->dg[grow + d] += gg.dx;
+              if (gated) g->ddt_bias[hv * K + d] += gg.dx;
+              if (has_a) g->dA_log[hv] += gg.dA;
+            }
+            double db = dbeta;
+            if (p.beta_is_logits) {
+              const double s = sigmoid(braw[i]);
+              db *= (p.allow_neg_eigval ? 2.0 : 1.0) * s * (1 - s);
+            }
+            g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;
+          }
+        }
+        if (p.has_initial_state())
+          for (int vi = 0; vi < V; ++vi)
+            for (int ki = 0; ki < K; ++ki) g->dh0[state_index(n, hv, vi, ki)] = G[vi * K + ki];
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace kda::reference

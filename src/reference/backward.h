@@ -1,0 +1,26 @@
+// backward.h: the float64 reference backward: the reverse of the token recurrence, gradients of every
+// differentiable input given upstream gradients of the output and of the final state. The oracle every backward
+// kernel will be judged by; itself checked against central finite differences (tests/cpu/test_backward.cpp).
+#pragma once
+
+#include <vector>
+
+#include "api/status.h"
+#include "common/params.h"
+
+namespace kda::reference {
+
+// Gradients in float64, contiguous, in the layouts of the inputs they belong to:
+//   dq, dk [B, T, H, K] (summed over the value heads of a group), dv [B, T, HV, V], dg [B, T, HV, K] (of the raw
+//   gate input, through the softplus or bounded activation), dbeta [B, T, HV] (of the raw beta, through the
+//   sigmoid when it is logits), dA_log [HV] and ddt_bias [HV * K] (when the gate has them), dh0 with the shape of
+//   the initial state (when present).
+struct Gradients {
+  std::vector<double> dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
+};
+
+// dout: [B, T, HV, V] contiguous; dfinal: the final state's gradient in the state layout of p (contiguous
+// [N, HV, ., .]) or null for none. p's out and final_state are not written.
+Status backward(const ForwardParams& p, const double* dout, const double* dfinal, Gradients* grads);
+
+}  // namespace kda::reference

@@ -1,0 +1,156 @@
+// test_backward.cpp: the float64 reference backward against central finite differences of the float64 reference
+// forward, on float64 inputs: loss = sum(dO . o) + sum(dS . S_final) for random dO, dS; every differentiable input
+// (q, k, v, raw g, raw beta, A_log, dt_bias, h0) probed at random elements, for each gate, with and without the
+// L2 norm, beta as logits (with negative eigenvalues) and as probabilities, grouped heads, packed sequences longer
+// than the backward's 64-token recompute segments, and both state layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "common/cases.h"
+#include "common/compare.h"
+#include "reference/backward.h"
+#include "api/validate.h"
+
+namespace kda::testing {
+namespace {
+
+HostTensor to_f64(const HostTensor& t) {
+  if (!t.present()) return t;
+  HostTensor r = make_tensor(KDA_DTYPE_FLOAT64, t.shape);
+  for (int64_t i = 0; i < t.numel(); ++i) r.set(i, t.at(i));
+  return r;
+}
+
+struct Problem {
+  Case c;
+  std::vector<double> dout, dfinal;
+};
+
+double loss(Problem& pr) {
+  Oracle o = run_oracle(pr.c);
+  double l = 0;
+  for (int64_t i = 0; i < o.out.numel(); ++i) l += pr.dout[i] * o.out.at(i);
+  for (int64_t i = 0; i < o.final_state.numel(); ++i) l += pr.dfinal[i] * o.final_state.at(i);
+  return l;
+}
+
+void expect_gradients_match(CaseSpec s) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  s.in_dtype = s.g_dtype = s.beta_dtype = KDA_DTYPE_FLOAT64;
+  s.want_final = true;
+  Problem pr{make_case(s, seed), {}, {}};
+  pr.c.A_log = to_f64(pr.c.A_log);
+  pr.c.dt_bias = to_f64(pr.c.dt_bias);
+  pr.c.h0 = to_f64(pr.c.h0);
+  std::mt19937_64 rng(seed + 11);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const CaseSpec& cs = pr.c.spec;
+  pr.dout.resize(static_cast<size_t>(cs.B * cs.T * cs.HV * cs.V));
+  for (double& x : pr.dout) x = normal(rng);
+  pr.dfinal.resize(static_cast<size_t>(pr.c.N * cs.HV * cs.V * cs.K));
+  for (double& x : pr.dfinal) x = normal(rng);
+
+  // Analytic gradients.
+  Outputs outs = make_outputs(pr.c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
+  kda_forward_args_t a = host_args(pr.c, outs, KDA_BACKEND_REFERENCE);
+  ForwardParams p;
+  const Status st = validate_forward(&a, &p);
+  ASSERT_TRUE(st.ok()) << st.message;
+  reference::Gradients g;
+  ASSERT_TRUE(reference::backward(p, pr.dout.data(), pr.dfinal.data(), &g).ok());
+
+  struct Probe {
+    const char* name;
+    HostTensor* x;
+    const std::vector<double>* grad;
+  };
+  std::vector<Probe> probes = {{"q", &pr.c.q, &g.dq},   {"k", &pr.c.k, &g.dk},       {"v", &pr.c.v, &g.dv},
+                               {"g", &pr.c.g, &g.dg},   {"beta", &pr.c.beta, &g.dbeta}};
+  if (pr.c.A_log.present()) probes.push_back({"A_log", &pr.c.A_log, &g.dA_log});
+  if (pr.c.dt_bias.present()) probes.push_back({"dt_bias", &pr.c.dt_bias, &g.ddt_bias});
+  if (pr.c.h0.present()) probes.push_back({"h0", &pr.c.h0, &g.dh0});
+  for (const Probe& pb : probes) {
+    ASSERT_EQ(static_cast<int64_t>(pb.grad->size()), pb.x->numel()) << pb.name;
+    double rms = 0;
+    for (double d : *pb.grad) rms += d * d;
+    rms = std::sqrt(rms / pb.grad->size());
+    std::uniform_int_distribution<int64_t> pick(0, pb.x->numel() - 1);
+    for (int trial = 0; trial < 6; ++trial) {
+      const int64_t i = pick(rng);
+      const double x0 = pb.x->at(i), h = 1e-6 * std::max(1.0, std::fabs(x0));
+      pb.x->set(i, x0 + h);
+      const double lp = loss(pr);
+      pb.x->set(i, x0 - h);
+      const double lm = loss(pr);
+      pb.x->set(i, x0);
+      const double fd = (lp - lm) / (2 * h), an = (*pb.grad)[i];
+      // Central differences in float64 err by the rounding of the two losses over 2h (a few ulps of |loss|, here
+      // allowed 50) plus truncation ~h^2; 1e-5 of the gradient's scale on top is far below any real mistake.
+      const double rounding = 50 * 2.2e-16 * (std::fabs(lp) + std::fabs(lm)) / (2 * h);
+      EXPECT_NEAR(an, fd, 1e-5 * (std::fabs(fd) + rms) + rounding) << pb.name << "[" << i << "]";
+    }
+  }
+}
+
+CaseSpec tiny(const std::string& name) {
+  CaseSpec s;
+  s.name = name;
+  s.B = 1;
+  s.T = 9;
+  s.H = 1;
+  s.HV = 2;
+  s.K = 16;
+  s.V = 16;
+  return s;
+}
+
+TEST(ReferenceBackward, BoundedGate) { expect_gradients_match(tiny("bounded")); }
+
+TEST(ReferenceBackward, BoundedWithoutALogNoNorm) {
+  CaseSpec s = tiny("bounded_no_A_log_no_norm");
+  s.has_A_log = false;
+  s.l2norm = false;
+  s.recipe.qkv_std = 0.2;
+  expect_gradients_match(s);
+}
+
+TEST(ReferenceBackward, SoftplusGateNegativeEigenvalues) {
+  CaseSpec s = tiny("softplus_neg_eig");
+  s.gate = KDA_GATE_SOFTPLUS;
+  s.neg_eigval = true;
+  expect_gradients_match(s);
+}
+
+TEST(ReferenceBackward, LogDecayGateBetaProbabilitiesKFirstState) {
+  CaseSpec s = tiny("log_decay_beta_probs_k_first");
+  s.gate = KDA_GATE_LOG_DECAY;
+  s.beta_logits = false;
+  s.v_first = false;
+  expect_gradients_match(s);
+}
+
+TEST(ReferenceBackward, PackedLongerThanRecomputeSegment) {
+  CaseSpec s = tiny("packed_across_segments");
+  s.seqlens = {70, 0, 3, 131};
+  s.H = 2;
+  s.HV = 4;
+  s.K = 16;
+  s.V = 32;
+  s.default_scale = false;
+  s.scale = 0.7f;
+  expect_gradients_match(s);
+}
+
+TEST(ReferenceBackward, NoInitialState) {
+  CaseSpec s = tiny("no_h0");
+  s.has_h0 = false;
+  s.B = 2;
+  expect_gradients_match(s);
+}
+
+}  // namespace
+}  // namespace kda::testing
