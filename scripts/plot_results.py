@@ -1,0 +1,78 @@
+"""plot_results.py: draws one kda-bench results file (bench/results/*.json) as a PNG beside it: per prefill workload,
+kda's median time, the peers' (FLA measured in the same lease where the file has them, FlashKDA's published H200
+figure as a fixed reference, labelled as such) and the memory floor measured in the same run; and, when the file has
+decode workloads, kda's decode time against the floor per batch size.
+
+usage: python3 scripts/plot_results.py bench/results/<file>.json [--out PNG]
+"""
+import argparse
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# FlashKDA on one H200 (the project's workloads spec, 2026-11-29): a fixed reference column, not measured here.
+FLASHKDA_MS = {"h96-fixed": 1.407, "h96-mixed": 1.396, "h96-uniform": 1.193,
+               "h64-fixed": 1.193, "h64-mixed": 1.020, "h64-uniform": 0.812}
+# FLA chunk_kda (safe_gate=True) from the same spec, used only where the file has no FLA figure of its own.
+FLA_SPEC_MS = {"h96-fixed": 2.626, "h96-mixed": 2.672, "h96-uniform": 2.638,
+               "h64-fixed": 1.756, "h64-mixed": 1.809, "h64-uniform": 1.808}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("results")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    with open(args.results) as f:
+        d = json.load(f)
+    prefill = [r for r in d["results"] if r["workload"] in FLASHKDA_MS and r.get("median_us")]
+    decode = [r for r in d["results"] if r["workload"].startswith("decode-") and r.get("median_us")]
+    fla = {p["workload"]: p["median_us"] / 1000 for p in d.get("peers", [])}
+
+    panels = (1 if prefill else 0) + (1 if decode else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4.5), squeeze=False)
+    ax_i = 0
+    if prefill:
+        ax = axes[0][ax_i]
+        ax_i += 1
+        names = [r["workload"] for r in prefill]
+        x = range(len(names))
+        w = 0.2
+        ours = [r["median_us"] / 1000 for r in prefill]
+        floor = [r["floor_us"] / 1000 for r in prefill]
+        fla_ms = [fla.get(n, FLA_SPEC_MS[n]) for n in names]
+        ax.bar([i - 1.5 * w for i in x], ours, w, label=f"kda {prefill[0]['impl']} (this run)")
+        ax.bar([i - 0.5 * w for i in x], fla_ms, w, label="FLA chunk_kda (same lease where measured, else spec)")
+        ax.bar([i + 0.5 * w for i in x], [FLASHKDA_MS[n] for n in names], w, label="FlashKDA (published H200, fixed)")
+        ax.bar([i + 1.5 * w for i in x], floor, w, label="memory floor (copy rate measured in this run)")
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(names, rotation=20)
+        ax.set_ylabel("ms (median)")
+        ax.set_title(f"prefill, {prefill[0]['gpu']}, commit {d['commit']}")
+        ax.legend(fontsize=7)
+    if decode:
+        ax = axes[0][ax_i]
+        for h in sorted({r["workload"].split("-")[1] for r in decode}):
+            rows = sorted((r for r in decode if r["workload"].split("-")[1] == h),
+                          key=lambda r: int(r["workload"].split("-b")[1]))
+            b = [int(r["workload"].split("-b")[1]) for r in rows]
+            ax.plot(b, [r["median_us"] for r in rows], "o-", label=f"kda decode {h}")
+            ax.plot(b, [r["floor_us"] for r in rows], "k:", label=f"floor {h}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch")
+        ax.set_ylabel("us (median of graph replays)")
+        ax.set_title("decode against the state-traffic floor")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = args.out or os.path.splitext(args.results)[0] + ".png"
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
