@@ -97,6 +97,11 @@ typedef enum kda_backend {
  *   cu_seqlens  [N+1] int32 | int64, optional; requires B == 1
  *   out         [B, T, HV, V]  dtype of q (the reference backend also takes fp64)
  *   final_state same shape as initial_state, fp32 (reference: also fp64), optional (absent: not written)
+ *   state_checkpoints  [N, n_ckpt, HV, V, K] (or [.., K, V]) fp32, optional: states for prefix caching. Entry j of
+ *               sequence n is the state after checkpoint_offsets[n, j] tokens of that sequence (0: the initial state),
+ *               or, without offsets, after (j + 1) * checkpoint_interval tokens. Entries whose token count is negative
+ *               or past the sequence's length are not written.
+ *   checkpoint_offsets [N, n_ckpt] int32 | int64, optional (needs state_checkpoints)
  */
 typedef struct kda_forward_args {
   kda_tensor_t q, k, v, g, beta;
@@ -117,6 +122,10 @@ typedef struct kda_forward_args {
   int32_t chunk_size;      /* 0: the backend's choice; else 16, 32 or 64 (chunked backends) */
   int32_t cpu_threads;     /* CPU backends: worker threads, 0 = all hardware threads */
   kda_backend_t backend;
+
+  kda_tensor_t state_checkpoints;
+  kda_tensor_t checkpoint_offsets;
+  int32_t checkpoint_interval; /* tokens between checkpoints when checkpoint_offsets is absent (> 0) */
 } kda_forward_args_t;
 
 /* Arguments of decode: T tokens per sequence (1 for decode, 1 + num_spec for a speculative verify) against a

@@ -87,6 +87,8 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
   if (need > 0 && workspace == nullptr)
     return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
+  if (p.has_checkpoints() && (p.backend == KDA_BACKEND_CUDA_GENERIC || p.backend == KDA_BACKEND_CUDA_CHUNKED))
+    return Status{KDA_STATUS_NOT_SUPPORTED, "state_checkpoints: not supported by the CUDA backends yet (CPU only)"};
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);

@@ -242,6 +242,31 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
     KDA_RETURN_IF_ERROR(check_same_device("final_state", a.final_state, a.q));
   }
 
+  // Prefix-cache checkpoints.
+  int64_t n_ckpt = 0;
+  if (present(a.state_checkpoints)) {
+    KDA_RETURN_IF_ERROR(check_basic("state_checkpoints", a.state_checkpoints));
+    n_ckpt = a.state_checkpoints.ndim == 5 ? a.state_checkpoints.shape[1] : 0;
+    Status s = check_shape("state_checkpoints", a.state_checkpoints, {N, n_ckpt, HV, r2, r3});
+    if (!s.ok()) return invalid(s.message + " ([N, n_ckpt, HV, ., .], state layout " + layout + ")");
+    if (reference) {
+      KDA_RETURN_IF_ERROR(check_dtype("state_checkpoints", a.state_checkpoints, {KDA_DTYPE_FLOAT32, KDA_DTYPE_FLOAT64}));
+    } else {
+      KDA_RETURN_IF_ERROR(check_dtype("state_checkpoints", a.state_checkpoints, {KDA_DTYPE_FLOAT32}));
+    }
+    KDA_RETURN_IF_ERROR(check_same_device("state_checkpoints", a.state_checkpoints, a.q));
+    if (present(a.checkpoint_offsets)) {
+      KDA_RETURN_IF_ERROR(check_shape("checkpoint_offsets", a.checkpoint_offsets, {N, n_ckpt}));
+      KDA_RETURN_IF_ERROR(check_dtype("checkpoint_offsets", a.checkpoint_offsets, {KDA_DTYPE_INT32, KDA_DTYPE_INT64}));
+      KDA_RETURN_IF_ERROR(check_same_device("checkpoint_offsets", a.checkpoint_offsets, a.q));
+    } else if (a.checkpoint_interval <= 0) {
+      return invalid("checkpoint_interval: must be > 0 when state_checkpoints is given without checkpoint_offsets, "
+                     "got " + std::to_string(a.checkpoint_interval));
+    }
+  } else if (present(a.checkpoint_offsets)) {
+    return invalid("checkpoint_offsets: given without state_checkpoints");
+  }
+
   // Output.
   if (!present(a.out)) return invalid("out: required tensor is absent (the caller owns the output buffer)");
   KDA_RETURN_IF_ERROR(check_shape("out", a.out, {B, T, HV, V}));
@@ -283,6 +308,17 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
     o.final_state = a.final_state.data;
     o.final_state_dtype = a.final_state.dtype;
     for (int i = 0; i < 4; ++i) o.final_state_stride[i] = a.final_state.strides[i];
+  }
+  if (present(a.state_checkpoints)) {
+    o.ckpt = a.state_checkpoints.data;
+    o.ckpt_dtype = a.state_checkpoints.dtype;
+    for (int i = 0; i < 5; ++i) o.ckpt_stride[i] = a.state_checkpoints.strides[i];
+    o.n_ckpt = n_ckpt;
+    if (present(a.checkpoint_offsets)) {
+      o.ckpt_offsets = view4(a.checkpoint_offsets);
+    } else {
+      o.ckpt_interval = a.checkpoint_interval;
+    }
   }
   o.scale = scale;
   o.gate_mode = gate;

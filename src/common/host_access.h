@@ -2,7 +2,9 @@
 // round-to-nearest-even), and the host view of the sequence layout. Used by the CPU backends and the tools.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <cstring>
 #include <vector>
 
@@ -76,6 +78,19 @@ inline std::vector<SequenceSpan> host_sequences(const ForwardParams& p) {
     }
   }
   return seqs;
+}
+
+// The checkpoints of sequence n (length len) that get written, as (token count, checkpoint index) sorted by count;
+// counts outside [0, len] are dropped. Host-readable offsets only (CPU tensors).
+inline std::vector<std::pair<int64_t, int64_t>> host_checkpoints(const ForwardParams& p, int64_t n, int64_t len) {
+  std::vector<std::pair<int64_t, int64_t>> c;
+  if (!p.has_checkpoints()) return c;
+  for (int64_t j = 0; j < p.n_ckpt; ++j) {
+    const int64_t t = p.checkpoint_tokens(n, j);
+    if (t >= 0 && t <= len) c.emplace_back(t, j);
+  }
+  std::sort(c.begin(), c.end());
+  return c;
 }
 
 }  // namespace kda

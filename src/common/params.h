@@ -44,6 +44,14 @@ struct ForwardParams {
   kda_dtype_t final_state_dtype = KDA_DTYPE_FLOAT32;
   int64_t final_state_stride[4] = {0, 0, 0, 0};
 
+  // Prefix-cache checkpoints [N, n_ckpt, HV, ., .] (layout as the states), absent when ckpt == nullptr.
+  void* ckpt = nullptr;
+  kda_dtype_t ckpt_dtype = KDA_DTYPE_FLOAT32;
+  int64_t ckpt_stride[5] = {0, 0, 0, 0, 0};
+  int64_t n_ckpt = 0;
+  TensorView ckpt_offsets;      // [N, n_ckpt] int32/int64, or absent: every ckpt_interval tokens
+  int64_t ckpt_interval = 0;
+
   float scale = 1.0f;
   kda_gate_mode_t gate_mode = KDA_GATE_LOG_DECAY;
   float lower_bound = -5.0f;
@@ -60,6 +68,20 @@ struct ForwardParams {
   KDA_HOST_DEVICE bool has_initial_state() const { return initial_state.data != nullptr; }
   KDA_HOST_DEVICE bool has_final_state() const { return final_state != nullptr; }
   KDA_HOST_DEVICE bool has_A_log() const { return A_log.data != nullptr; }
+  KDA_HOST_DEVICE bool has_checkpoints() const { return ckpt != nullptr; }
+
+  // Token count (from the sequence start) whose state checkpoint j of sequence n holds.
+  KDA_HOST_DEVICE int64_t checkpoint_tokens(int64_t n, int64_t j) const {
+    if (ckpt_offsets.data == nullptr) return (j + 1) * ckpt_interval;
+    const int64_t i = n * ckpt_offsets.stride[0] + j * ckpt_offsets.stride[1];
+    return ckpt_offsets.dtype == KDA_DTYPE_INT32 ? static_cast<const int32_t*>(ckpt_offsets.data)[i]
+                                                 : static_cast<const int64_t*>(ckpt_offsets.data)[i];
+  }
+  // Element offset of entry (v, k) of checkpoint j of sequence n, value head hv.
+  KDA_HOST_DEVICE int64_t checkpoint_offset(int64_t n, int64_t j, int64_t hv, int64_t vi, int64_t ki) const {
+    const int64_t* s = ckpt_stride;
+    return n * s[0] + j * s[1] + hv * s[2] + (state_v_first ? vi * s[3] + ki * s[4] : ki * s[3] + vi * s[4]);
+  }
 
   // Element offset of state entry (v, k) of sequence n, value head hv, for a state tensor with these strides.
   KDA_HOST_DEVICE int64_t state_offset(const int64_t* s, int64_t n, int64_t hv, int64_t vi, int64_t ki) const {
