@@ -4,6 +4,7 @@
 #   verify  kda-verify --suite full on the CUDA path
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
+#   flaverify  kda-verify --suite full judging FLA's chunk_kda through the external protocol
 # Logs and JSON go to $OUT. Uses the binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
 # the device only if they will not start there.
 set -uo pipefail
@@ -47,12 +48,20 @@ if want bench; then
     > "$OUT/bench.log" 2>&1 || rc=1
   grep -E "^[a-z0-9-]+:|median|WRONG|ERROR|copy" "$OUT/bench.log" | sed 's/ (seed.*//'
 fi
+if { want fla || want flaverify; } && [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
 if want fla && [ -d .whl ]; then
   echo "== FLA"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$OUT/fla.json" \
+  PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$OUT/fla.json" \
     > "$OUT/fla.log" 2>&1
   grep median "$OUT/fla.log"
+fi
+if want flaverify && [ -d .whl ]; then
+  echo "== kda-verify full on FLA"
+  PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite full --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
+    --json "$OUT/verify_fla.json" > "$OUT/verify_fla.log" 2>&1
+  grep -E "FAIL|kda-verify:" "$OUT/verify_fla.log" | head -30
 fi
 echo "gpu_check exit code: $rc"
 exit "$rc"

@@ -32,8 +32,10 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--filter") filter = next();
     else {
-      std::printf("usage: kda-verify [--suite quick|full] [--impl cpu|reference|cuda-generic|cuda-chunked] [--json PATH]\n"
-                  "                  [--seed N] [--filter SUBSTRING]\n");
+      std::printf("usage: kda-verify [--suite quick|full] [--impl NAME] [--json PATH] [--seed N] [--filter SUBSTRING]\n"
+                  "  NAME: cpu | reference | cuda-generic | cuda-chunked | \"cmd:COMMAND\" (an external implementation:\n"
+                  "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin;\n"
+                  "        see docs/verifier_protocol.md)\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/device.h"
+#include "common/external_impl.h"
 #include "common/suites.h"
 
 namespace kda::testing {
@@ -186,6 +187,15 @@ Implementation implementation_by_name(const std::string& name) {
     impl.cls = ComputeClass::kTensorCore;
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_CHUNKED); };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_CHUNKED); };
+  } else if (name.rfind("cmd:", 0) == 0) {  // an external implementation, judged by the loosest class
+    impl.cls = ComputeClass::kTensorCore;
+    const std::string command = name.substr(4);
+    impl.run = [command](Case& c, Outputs& o) {
+      std::string error;
+      const kda_status_t st = run_external(command, c, o, &error);
+      if (st != KDA_STATUS_SUCCESS) std::fprintf(stderr, "kda-verify: %s\n", error.c_str());
+      return st;
+    };
   }
   return impl;
 }

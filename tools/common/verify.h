@@ -23,7 +23,8 @@ struct Implementation {
   std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
 };
 
-// "cpu", "reference", "cuda-generic", "cuda-chunked" (the CUDA ones need a device). Empty run if unknown.
+// "cpu", "reference", "cuda-generic", "cuda-chunked" (the CUDA ones need a device), or "cmd:COMMAND" for an
+// external implementation run through the file protocol of external_impl.h. Empty run if unknown.
 Implementation implementation_by_name(const std::string& name);
 
 enum class Probe {

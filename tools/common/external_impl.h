@@ -1,0 +1,18 @@
+// external_impl.h: the verifier's adapter for implementations outside this library (FLA, a Triton or PyTorch
+// kernel, anything with chunk_kda's calling convention): the case is written to a directory as raw tensors plus a
+// JSON description (docs/verifier_protocol.md), the given command is run on that directory, and the outputs it
+// writes there are read back and judged like ours.
+#pragma once
+
+#include <string>
+
+#include "common/cases.h"
+
+namespace kda::testing {
+
+// Runs `command DIR` on case c (DIR holds case.json and the inputs); fills o from DIR/out.bin (dtype of q) and
+// DIR/final_state.bin (float32, state layout). KDA_STATUS_INTERNAL_ERROR (with kda_last_error-style text in
+// *error) if the command fails or its outputs are missing or the wrong size.
+kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::string* error);
+
+}  // namespace kda::testing
