@@ -165,6 +165,26 @@ typedef struct kda_decode_args {
   kda_backend_t backend;   /* AUTO, REFERENCE, CPU or CUDA_GENERIC */
 } kda_decode_args_t;
 
+/* Arguments of the backward: gradients of every differentiable input given the gradients of the output and
+ * (optionally) of the final state. Initialize with kda_backward_args_init().
+ *   forward     the forward's inputs and flags, exactly as for the call being differentiated (its out,
+ *               final_state and checkpoints are not used)
+ *   dout        [B, T, HV, V]  dtype of q, or fp32 (reference: also fp64)
+ *   dfinal_state  the final state's shape and layout, fp32 (reference: also fp64), optional (absent: zero)
+ *   dq, dk      [B, T, H, K]   (summed over the value heads of a group)
+ *   dv          [B, T, HV, V]
+ *   dg          [B, T, HV, K]  of the raw gate input (through the softplus / bounded activation)
+ *   dbeta       [B, T, HV]     of the raw beta (through the sigmoid when it is logits)
+ *   dA_log      [HV], ddt_bias as dt_bias, dh0 as initial_state: required when those inputs are given
+ *   Every gradient tensor is fp32 or the dtype of its input (the reference also takes fp64). Backends: REFERENCE
+ *   (float64) only so far; CPU and CUDA return KDA_STATUS_NOT_SUPPORTED until their backward kernels exist. */
+typedef struct kda_backward_args {
+  kda_forward_args_t forward;
+  kda_tensor_t dout, dfinal_state;
+  kda_tensor_t dq, dk, dv, dg, dbeta;
+  kda_tensor_t dA_log, ddt_bias, dh0;
+} kda_backward_args_t;
+
 /* Library version as MAJOR*10000 + MINOR*100 + PATCH. */
 KDA_API int kda_version(void);
 
@@ -205,6 +225,16 @@ KDA_API kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, si
 /* Runs decode, updating state_pool in place. Asynchronous on stream for CUDA tensors, no host sync. */
 KDA_API kda_status_t kda_decode(const kda_decode_args_t* args, void* workspace, size_t workspace_bytes,
                                 void* stream);
+
+/* Backward defaults: the forward part as kda_forward_args_init, every gradient tensor absent. */
+KDA_API void kda_backward_args_init(kda_backward_args_t* args);
+
+/* Validates args and returns the workspace bytes the backward needs (0 for the host backends). */
+KDA_API kda_status_t kda_backward_workspace_size(const kda_backward_args_t* args, size_t* workspace_bytes);
+
+/* Runs the backward, writing every gradient tensor given. */
+KDA_API kda_status_t kda_backward(const kda_backward_args_t* args, void* workspace, size_t workspace_bytes,
+                                  void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -12,3 +12,5 @@ static_assert(offsetof(kda_forward_args_t, backend) == 11 * sizeof(kda_tensor_t)
 static_assert(offsetof(kda_decode_args_t, scale) == 11 * sizeof(kda_tensor_t), "kda_decode_args_t layout changed");
 static_assert(offsetof(kda_decode_args_t, backend) == 11 * sizeof(kda_tensor_t) + 9 * 4,
               "kda_decode_args_t layout changed");
+static_assert(offsetof(kda_backward_args_t, dout) == sizeof(kda_forward_args_t), "kda_backward_args_t layout changed");
+static_assert(offsetof(kda_forward_args_t, state_checkpoints) % 8 == 0, "kda_forward_args_t layout changed");

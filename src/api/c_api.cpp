@@ -6,10 +6,12 @@
 
 #include "api/status.h"
 #include "api/validate.h"
+#include "common/host_access.h"
 #include "common/host_decode.h"
 #include "cpu/forward_cpu.h"
 #include "cuda/cuda_backend.h"
 #include "kda/kda.h"
+#include "reference/backward.h"
 #include "reference/reference.h"
 
 namespace kda {
@@ -112,6 +114,60 @@ Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspa
   }
 }
 
+// Calls f(linear index, element offset) for every element of t in row-major order.
+template <typename F>
+void for_each_element(const kda_tensor_t& t, F&& f) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  for (int64_t lin = 0; lin < n; ++lin) {
+    int64_t rem = lin, off = 0;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      off += (rem % t.shape[i]) * t.strides[i];
+      rem /= t.shape[i];
+    }
+    f(lin, off);
+  }
+}
+
+template <typename T>
+Status run_backward_host(const kda_backward_args_t& a, const ForwardParams& p) {
+  std::vector<T> dout(static_cast<size_t>(p.B * p.T * p.HV * p.V)), dfinal;
+  for_each_element(a.dout, [&](int64_t i, int64_t off) { dout[i] = static_cast<T>(load_element(a.dout.data, a.dout.dtype, off)); });
+  if (a.dfinal_state.data) {
+    dfinal.resize(static_cast<size_t>(p.N * p.HV * p.V * p.K));
+    for_each_element(a.dfinal_state, [&](int64_t i, int64_t off) {
+      dfinal[i] = static_cast<T>(load_element(a.dfinal_state.data, a.dfinal_state.dtype, off));
+    });
+  }
+  reference::GradientsT<T> g;
+  KDA_RETURN_IF_ERROR(reference::backward<T>(p, dout.data(), dfinal.empty() ? nullptr : dfinal.data(), &g));
+  auto put = [](const kda_tensor_t& t, const std::vector<T>& v) {
+    if (t.data) for_each_element(t, [&](int64_t i, int64_t off) { store_element(t.data, t.dtype, off, v[i]); });
+  };
+  put(a.dq, g.dq);
+  put(a.dk, g.dk);
+  put(a.dv, g.dv);
+  put(a.dg, g.dg);
+  put(a.dbeta, g.dbeta);
+  put(a.dA_log, g.dA_log);
+  put(a.ddt_bias, g.ddt_bias);
+  put(a.dh0, g.dh0);
+  return Status::Ok();
+}
+
+Status run_backward(const kda_backward_args_t* args) {
+  ForwardParams p;
+  KDA_RETURN_IF_ERROR(validate_backward(args, &p));
+  KDA_RETURN_IF_ERROR(resolve_backend(&p, args->forward.q.device_type));
+  switch (p.backend) {
+    case KDA_BACKEND_REFERENCE: return run_backward_host<double>(*args, p);
+    default:
+      return Status{KDA_STATUS_NOT_SUPPORTED,
+                    "backend: only KDA_BACKEND_REFERENCE (float64) has a backward so far; CPU and CUDA backward "
+                    "kernels are not built yet"};
+  }
+}
+
 template <typename F>
 kda_status_t guarded(F&& f) {
   try {
@@ -187,6 +243,26 @@ kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, size_t* 
 
 kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
   return kda::guarded([&] { return kda::run_forward(args, workspace, workspace_bytes, stream); });
+}
+
+void kda_backward_args_init(kda_backward_args_t* args) {
+  if (args == nullptr) return;
+  *args = kda_backward_args_t{};
+  kda_forward_args_init(&args->forward);
+}
+
+kda_status_t kda_backward_workspace_size(const kda_backward_args_t* args, size_t* workspace_bytes) {
+  return kda::guarded([&]() -> kda::Status {
+    if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
+    kda::ForwardParams p;
+    KDA_RETURN_IF_ERROR(kda::validate_backward(args, &p));
+    *workspace_bytes = 0;
+    return kda::Status::Ok();
+  });
+}
+
+kda_status_t kda_backward(const kda_backward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
+  return kda::guarded([&] { return kda::run_backward(args); });
 }
 
 void kda_decode_args_init(kda_decode_args_t* args) {

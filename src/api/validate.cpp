@@ -397,4 +397,50 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
   return Status::Ok();
 }
 
+Status validate_backward(const kda_backward_args_t* args, ForwardParams* p) {
+  if (args == nullptr) return invalid("args: NULL pointer");
+  const kda_backward_args_t& a = *args;
+  // The forward's own output tensors play no part: validate the inputs with out standing in as v's twin.
+  kda_forward_args_t f = a.forward;
+  f.out = f.v;
+  f.final_state = kda_tensor_none();
+  f.state_checkpoints = kda_tensor_none();
+  f.checkpoint_offsets = kda_tensor_none();
+  KDA_RETURN_IF_ERROR(validate_forward(&f, p));
+  const bool reference = a.forward.backend == KDA_BACKEND_REFERENCE;
+  const kda_dtype_t in = a.forward.q.dtype, f64 = reference ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32;
+  auto grad = [&](const char* name, const kda_tensor_t& t, const kda_tensor_t& like, kda_dtype_t own,
+                  bool required) -> Status {
+    if (!present(t)) {
+      if (required) return invalid(std::string(name) + ": required (the matching input is given)");
+      return Status::Ok();
+    }
+    if (!present(like)) return invalid(std::string(name) + ": given, but its input is absent");
+    KDA_RETURN_IF_ERROR(check_basic(name, t));
+    if (t.ndim != like.ndim) return invalid(std::string(name) + ": expected the shape of its input " + shape_str(like) + ", got " + shape_str(t));
+    for (int i = 0; i < t.ndim; ++i)
+      if (t.shape[i] != like.shape[i])
+        return invalid(std::string(name) + ": expected the shape of its input " + shape_str(like) + ", got " + shape_str(t));
+    KDA_RETURN_IF_ERROR(check_dtype(name, t, {own, KDA_DTYPE_FLOAT32, f64}));
+    return check_same_device(name, t, a.forward.q);
+  };
+  KDA_RETURN_IF_ERROR(grad("dout", a.dout, f.v, in, true));
+  if (present(a.dfinal_state)) {
+    const int64_t r2 = p->state_v_first ? p->V : p->K, r3 = p->state_v_first ? p->K : p->V;
+    KDA_RETURN_IF_ERROR(check_shape("dfinal_state", a.dfinal_state, {p->N, p->HV, r2, r3}));
+    KDA_RETURN_IF_ERROR(check_dtype("dfinal_state", a.dfinal_state, {KDA_DTYPE_FLOAT32, f64}));
+    KDA_RETURN_IF_ERROR(check_same_device("dfinal_state", a.dfinal_state, a.forward.q));
+  }
+  const kda_forward_args_t& fw = a.forward;
+  KDA_RETURN_IF_ERROR(grad("dq", a.dq, fw.q, in, true));
+  KDA_RETURN_IF_ERROR(grad("dk", a.dk, fw.k, in, true));
+  KDA_RETURN_IF_ERROR(grad("dv", a.dv, fw.v, in, true));
+  KDA_RETURN_IF_ERROR(grad("dg", a.dg, fw.g, fw.g.dtype, true));
+  KDA_RETURN_IF_ERROR(grad("dbeta", a.dbeta, fw.beta, fw.beta.dtype, true));
+  KDA_RETURN_IF_ERROR(grad("dA_log", a.dA_log, fw.A_log, KDA_DTYPE_FLOAT32, present(fw.A_log)));
+  KDA_RETURN_IF_ERROR(grad("ddt_bias", a.ddt_bias, fw.dt_bias, KDA_DTYPE_FLOAT32, present(fw.dt_bias)));
+  KDA_RETURN_IF_ERROR(grad("dh0", a.dh0, fw.initial_state, KDA_DTYPE_FLOAT32, present(fw.initial_state)));
+  return Status::Ok();
+}
+
 }  // namespace kda

@@ -14,4 +14,8 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p);
 // Checks kda_decode_args_t and fills p (the per-token part through validate_forward's rules).
 Status validate_decode(const kda_decode_args_t* args, DecodeParams* p);
 
+// Checks kda_backward_args_t: the forward part through validate_forward's rules (filling p), then dout,
+// dfinal_state and every gradient tensor (shapes, dtypes, which are required).
+Status validate_backward(const kda_backward_args_t* args, ForwardParams* p);
+
 }  // namespace kda

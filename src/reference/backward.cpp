@@ -19,49 +19,53 @@ namespace {
 constexpr int kSegment = 64;
 
 // Raw gate input and the pieces of its activation a token needs for the chain rule.
+template <typename T>
 struct GateGrad {
-  double dx;     // d/d(g + dt_bias)
-  double dA;     // d/dA_log
+  T dx;  // d/d(g + dt_bias)
+  T dA;  // d/dA_log
 };
 
-GateGrad gate_grad(const ForwardParams& p, double x, double a_log, bool has_a, double g_log, double dg_log) {
+template <typename T>
+GateGrad<T> gate_grad(const ForwardParams& p, T x, T a_log, bool has_a, T g_log, T dg_log) {
   switch (p.gate_mode) {
     case KDA_GATE_SOFTPLUS:  // g_log = -exp(A) softplus(x): d/dx = -exp(A) sigmoid(x), d/dA = g_log
       return {dg_log * -std::exp(a_log) * sigmoid(x), dg_log * g_log};
     case KDA_GATE_BOUNDED: {  // g_log = lb sigmoid(z), z = exp(A) x (or x)
-      const double scale = has_a ? std::exp(a_log) : 1.0;
-      const double z = scale * x;
-      const double s = sigmoid(z);
-      const double dz = dg_log * p.lower_bound * s * (1 - s);
-      return {dz * scale, has_a ? dz * z : 0.0};
+      const T scale = has_a ? std::exp(a_log) : T(1);
+      const T z = scale * x;
+      const T s = sigmoid(z);
+      const T dz = dg_log * T(p.lower_bound) * s * (1 - s);
+      return {dz * scale, has_a ? dz * z : T(0)};
     }
     default:
-      return {dg_log, 0.0};
+      return {dg_log, T(0)};
   }
 }
 
 // d/dx of x / sqrt(|x|^2 + eps) applied to dxh: (dxh - xh (xh . dxh)) / r.
-void norm_backward(const double* xh, double r, const double* dxh, int n, double* dx_acc) {
-  double dot = 0;
+template <typename T>
+void norm_backward(const T* xh, T r, const T* dxh, int n, T* dx_acc) {
+  T dot = 0;
   for (int i = 0; i < n; ++i) dot += xh[i] * dxh[i];
   for (int i = 0; i < n; ++i) dx_acc[i] += (dxh[i] - xh[i] * dot) / r;
 }
 
 }  // namespace
 
-Status backward(const ForwardParams& p, const double* dout, const double* dfinal, Gradients* g) {
+template <typename T>
+Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* g) {
   const std::vector<SequenceSpan> seqs = host_sequences(p);
   const int K = p.K, V = p.V, H = p.H, HV = p.HV;
   const int64_t BT = p.B * p.T;
-  g->dq.assign(static_cast<size_t>(BT) * H * K, 0.0);
-  g->dk.assign(g->dq.size(), 0.0);
-  g->dv.assign(static_cast<size_t>(BT) * HV * V, 0.0);
-  g->dg.assign(static_cast<size_t>(BT) * HV * K, 0.0);
-  g->dbeta.assign(static_cast<size_t>(BT) * HV, 0.0);
+  g->dq.assign(static_cast<size_t>(BT) * H * K, T(0));
+  g->dk.assign(g->dq.size(), T(0));
+  g->dv.assign(static_cast<size_t>(BT) * HV * V, T(0));
+  g->dg.assign(static_cast<size_t>(BT) * HV * K, T(0));
+  g->dbeta.assign(static_cast<size_t>(BT) * HV, T(0));
   const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
-  g->dA_log.assign(p.has_A_log() ? HV : 0, 0.0);
-  g->ddt_bias.assign(gated ? static_cast<size_t>(HV) * K : 0, 0.0);
-  g->dh0.assign(p.has_initial_state() ? static_cast<size_t>(p.N) * HV * V * K : 0, 0.0);
+  g->dA_log.assign(p.has_A_log() ? HV : 0, T(0));
+  g->ddt_bias.assign(gated ? static_cast<size_t>(HV) * K : 0, T(0));
+  g->dh0.assign(p.has_initial_state() ? static_cast<size_t>(p.N) * HV * V * K : 0, T(0));
   const size_t SK = static_cast<size_t>(V) * K;
   const bool has_a = p.has_A_log();
   auto state_index = [&](int64_t n, int hv, int vi, int ki) {
@@ -73,13 +77,13 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
 #pragma omp parallel for schedule(dynamic, 1) num_threads(worker_threads(p.cpu_threads))
   for (int h = 0; h < H; ++h) {
     for (int hv = h * p.group; hv < (h + 1) * p.group; ++hv) {
-      const double a_log = has_a ? load_element(p.A_log.data, p.A_log.dtype, hv * p.A_log.stride[0]) : 0.0;
+      const T a_log = has_a ? (T)load_element(p.A_log.data, p.A_log.dtype, hv * p.A_log.stride[0]) : T(0);
       for (int64_t n = 0; n < p.N; ++n) {
         const SequenceSpan& sp = seqs[n];
         const int64_t L = sp.length;
         // Per-token inputs, raw and preprocessed.
-        std::vector<double> q(L * K), k(L * K), qh(L * K), kh(L * K), v(L * V), x(L * K), glog(L * K), beta(L),
-            braw(L), rq(L, 1.0), rk(L, 1.0);
+        std::vector<T> q(L * K), k(L * K), qh(L * K), kh(L * K), v(L * V), x(L * K), glog(L * K), beta(L),
+            braw(L), rq(L, T(1)), rk(L, T(1));
         for (int64_t i = 0; i < L; ++i) {
           const int64_t t = sp.start + i;
           ForwardParams raw = p;
@@ -87,10 +91,10 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
           raw.gate_mode = KDA_GATE_LOG_DECAY;
           raw.beta_is_logits = false;
           raw.allow_neg_eigval = false;
-          load_token<double>(raw, sp.batch, t, hv, &q[i * K], &k[i * K], &v[i * V], &x[i * K], &braw[i]);
-          load_token<double>(p, sp.batch, t, hv, &qh[i * K], &kh[i * K], nullptr, &glog[i * K], &beta[i]);
+          load_token<T>(raw, sp.batch, t, hv, &q[i * K], &k[i * K], &v[i * V], &x[i * K], &braw[i]);
+          load_token<T>(p, sp.batch, t, hv, &qh[i * K], &kh[i * K], nullptr, &glog[i * K], &beta[i]);
           if (p.use_qk_l2norm) {
-            double sq = 0, sk = 0;
+            T sq = 0, sk = 0;
             for (int d = 0; d < K; ++d) {
               sq += q[i * K + d] * q[i * K + d];
               sk += k[i * K + d] * k[i * K + d];
@@ -104,23 +108,23 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
         }
         // Forward, keeping the state at the start of every segment.
         const int64_t segments = (L + kSegment - 1) / kSegment;
-        std::vector<double> ckpt(static_cast<size_t>(segments + 1) * SK, 0.0), S(SK, 0.0);
+        std::vector<T> ckpt(static_cast<size_t>(segments + 1) * SK, T(0)), S(SK, T(0));
         if (p.has_initial_state())
           for (int vi = 0; vi < V; ++vi)
             for (int ki = 0; ki < K; ++ki)
               S[vi * K + ki] = load_element(p.initial_state.data, p.initial_state.dtype,
                                             p.state_offset(p.initial_state.stride, n, hv, vi, ki));
-        auto step = [&](int64_t i, std::vector<double>& St, std::vector<double>* p_out) {
+        auto step = [&](int64_t i, std::vector<T>& St, std::vector<T>* p_out) {
           // S <- S diag(a) + beta (v - S diag(a) k) k^T; returns p = S' k in p_out if given.
           for (int vi = 0; vi < V; ++vi) {
-            double* row = &St[vi * K];
-            double pk = 0;
+            T* row = &St[vi * K];
+            T pk = 0;
             for (int d = 0; d < K; ++d) {
               row[d] *= std::exp(glog[i * K + d]);
               pk += row[d] * kh[i * K + d];
             }
             if (p_out) (*p_out)[vi] = pk;
-            const double u = beta[i] * (v[i * V + vi] - pk);
+            const T u = beta[i] * (v[i * V + vi] - pk);
             for (int d = 0; d < K; ++d) row[d] += u * kh[i * K + d];
           }
         };
@@ -129,11 +133,11 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
           for (int64_t i = sgm * kSegment; i < std::min(L, (sgm + 1) * kSegment); ++i) step(i, S, nullptr);
         }
         // Reverse, one segment at a time from the last.
-        std::vector<double> G(SK, 0.0);
+        std::vector<T> G(SK, T(0));
         if (dfinal)
           for (int vi = 0; vi < V; ++vi)
             for (int ki = 0; ki < K; ++ki) G[vi * K + ki] = dfinal[state_index(n, hv, vi, ki)];
-        std::vector<double> prev(static_cast<size_t>(kSegment) * SK), Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V),
+        std::vector<T> prev(static_cast<size_t>(kSegment) * SK), Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V),
             dqh(K), dkh(K), da(K);
         for (int64_t sgm = segments - 1; sgm >= 0; --sgm) {
           const int64_t i0 = sgm * kSegment, i1 = std::min(L, i0 + kSegment);
@@ -144,46 +148,46 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
           }
           for (int64_t i = i1 - 1; i >= i0; --i) {
             const int64_t t = sp.start + i;
-            const double* Sprev = &prev[(i - i0) * SK];
+            const T* Sprev = &prev[(i - i0) * SK];
             // Recompute S', p, u and S_t.
             for (size_t e = 0; e < SK; ++e) Sp[e] = Sprev[e] * std::exp(glog[i * K + e % K]);
             for (int vi = 0; vi < V; ++vi) {
-              double pk = 0;
+              T pk = 0;
               for (int d = 0; d < K; ++d) pk += Sp[vi * K + d] * kh[i * K + d];
               pv[vi] = pk;
             }
             for (int vi = 0; vi < V; ++vi) {
-              const double u = beta[i] * (v[i * V + vi] - pv[vi]);
+              const T u = beta[i] * (v[i * V + vi] - pv[vi]);
               for (int d = 0; d < K; ++d) St[vi * K + d] = Sp[vi * K + d] + u * kh[i * K + d];
             }
             const int64_t orow = ((sp.batch * p.T + t) * HV + hv) * V;
             for (int vi = 0; vi < V; ++vi) dO[vi] = dout[orow + vi];
             // G += scale dO q^T; dq = scale S_t^T dO.
-            std::fill(dqh.begin(), dqh.end(), 0.0);
+            std::fill(dqh.begin(), dqh.end(), T(0));
             for (int vi = 0; vi < V; ++vi)
               for (int d = 0; d < K; ++d) {
                 G[vi * K + d] += p.scale * dO[vi] * qh[i * K + d];
                 dqh[d] += p.scale * St[vi * K + d] * dO[vi];
               }
             // du = G k; dk = G^T u; dbeta; dv; dp.
-            double dbeta = 0;
-            std::fill(dkh.begin(), dkh.end(), 0.0);
+            T dbeta = 0;
+            std::fill(dkh.begin(), dkh.end(), T(0));
             for (int vi = 0; vi < V; ++vi) {
-              double s = 0;
+              T s = 0;
               for (int d = 0; d < K; ++d) s += G[vi * K + d] * kh[i * K + d];
               du[vi] = s;
-              const double r = v[i * V + vi] - pv[vi];
-              const double u = beta[i] * r;
+              const T r = v[i * V + vi] - pv[vi];
+              const T u = beta[i] * r;
               for (int d = 0; d < K; ++d) dkh[d] += G[vi * K + d] * u;
               dbeta += s * r;
               g->dv[orow + vi] += beta[i] * s;
               dp[vi] = -beta[i] * s;
             }
             // dS' = G + dp k^T; dk += S'^T dp; da = colsum(S_{t-1} . dS'); G <- dS' diag(a).
-            std::fill(da.begin(), da.end(), 0.0);
+            std::fill(da.begin(), da.end(), T(0));
             for (int vi = 0; vi < V; ++vi)
               for (int d = 0; d < K; ++d) {
-                const double dsp = G[vi * K + d] + dp[vi] * kh[i * K + d];
+                const T dsp = G[vi * K + d] + dp[vi] * kh[i * K + d];
                 dkh[d] += Sp[vi * K + d] * dp[vi];
                 da[d] += Sprev[vi * K + d] * dsp;
                 G[vi * K + d] = dsp * std::exp(glog[i * K + d]);
@@ -201,16 +205,16 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
             }
             const int64_t grow = ((sp.batch * p.T + t) * HV + hv) * K;
             for (int d = 0; d < K; ++d) {
-              const double dglog = da[d] * std::exp(glog[i * K + d]);
+              const T dglog = da[d] * std::exp(glog[i * K + d]);
               const GateGrad gg = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], dglog);
               g->dg[grow + d] += gg.dx;
               if (gated) g->ddt_bias[hv * K + d] += gg.dx;
               if (has_a) g->dA_log[hv] += gg.dA;
             }
-            double db = dbeta;
+            T db = dbeta;
             if (p.beta_is_logits) {
-              const double s = sigmoid(braw[i]);
-              db *= (p.allow_neg_eigval ? 2.0 : 1.0) * s * (1 - s);
+              const T s = sigmoid(braw[i]);
+              db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
             }
             g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;
           }
@@ -223,5 +227,7 @@ Status backward(const ForwardParams& p, const double* dout, const double* dfinal
   }
   return Status::Ok();
 }
+
+template Status backward<double>(const ForwardParams&, const double*, const double*, GradientsT<double>*);
 
 }  // namespace kda::reference

@@ -15,12 +15,16 @@ namespace kda::reference {
 //   gate input, through the softplus or bounded activation), dbeta [B, T, HV] (of the raw beta, through the
 //   sigmoid when it is logits), dA_log [HV] and ddt_bias [HV * K] (when the gate has them), dh0 with the shape of
 //   the initial state (when present).
-struct Gradients {
-  std::vector<double> dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
+// Templated on the compute type; instantiated for double (the oracle).
+template <typename T>
+struct GradientsT {
+  std::vector<T> dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
 };
+using Gradients = GradientsT<double>;
 
 // dout: [B, T, HV, V] contiguous; dfinal: the final state's gradient in the state layout of p (contiguous
 // [N, HV, ., .]) or null for none. p's out and final_state are not written.
-Status backward(const ForwardParams& p, const double* dout, const double* dfinal, Gradients* grads);
+template <typename T>
+Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* grads);
 
 }  // namespace kda::reference

@@ -154,3 +154,94 @@ TEST(ReferenceBackward, NoInitialState) {
 
 }  // namespace
 }  // namespace kda::testing
+
+namespace kda::testing {
+namespace {
+
+// Backward through the C ABI (float64 gradients from the reference backend).
+struct AbiGrads {
+  HostTensor dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
+};
+
+kda_status_t abi_backward(Case& c, const HostTensor& dout, const HostTensor& dfinal, kda_backend_t be, AbiGrads* g) {
+  const kda_dtype_t gd = be == KDA_BACKEND_REFERENCE ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32;
+  auto like = [&](const HostTensor& x) { return x.present() ? make_tensor(gd, x.shape) : HostTensor{}; };
+  g->dq = like(c.q); g->dk = like(c.k); g->dv = like(c.v); g->dg = like(c.g); g->dbeta = like(c.beta);
+  g->dA_log = like(c.A_log); g->ddt_bias = like(c.dt_bias); g->dh0 = like(c.h0);
+  Outputs unused = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
+  kda_backward_args_t a;
+  kda_backward_args_init(&a);
+  a.forward = host_args(c, unused, be);
+  a.dout = dout.view();
+  a.dfinal_state = dfinal.view();
+  a.dq = g->dq.view(); a.dk = g->dk.view(); a.dv = g->dv.view(); a.dg = g->dg.view(); a.dbeta = g->dbeta.view();
+  a.dA_log = g->dA_log.view(); a.ddt_bias = g->ddt_bias.view(); a.dh0 = g->dh0.view();
+  return kda_backward(&a, nullptr, 0, nullptr);
+}
+
+// The C ABI's reference backward returns exactly the gradients of reference::backward, written through the
+// tensors' strides and dtypes; the other backends refuse the backward (not built yet) with a clear status.
+TEST(BackwardAbi, ReferenceMatchesDirectCallAndOthersRefuse) {
+  CaseSpec s;
+  s.name = "abi";
+  s.T = 40;
+  s.H = 1;
+  s.HV = 2;
+  s.K = s.V = 32;
+  s.seqlens = {25, 0, 15};
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Case c = make_case(s, seed);
+  std::mt19937_64 rng(seed + 5);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  HostTensor dout = make_tensor(KDA_DTYPE_FLOAT32, {c.spec.B, c.spec.T, s.HV, s.V});
+  for (int64_t i = 0; i < dout.numel(); ++i) dout.set(i, normal(rng));
+  HostTensor dfinal = make_tensor(KDA_DTYPE_FLOAT32, c.h0.shape);
+  for (int64_t i = 0; i < dfinal.numel(); ++i) dfinal.set(i, normal(rng));
+  AbiGrads abi;
+  ASSERT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_REFERENCE, &abi), KDA_STATUS_SUCCESS) << kda_last_error();
+
+  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
+  kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
+  ForwardParams p;
+  ASSERT_TRUE(validate_forward(&a, &p).ok());
+  std::vector<double> d(static_cast<size_t>(dout.numel())), f(static_cast<size_t>(dfinal.numel()));
+  for (size_t i = 0; i < d.size(); ++i) d[i] = dout.at(static_cast<int64_t>(i));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = dfinal.at(static_cast<int64_t>(i));
+  reference::Gradients g;
+  ASSERT_TRUE(reference::backward(p, d.data(), f.data(), &g).ok());
+  auto same = [](const HostTensor& x, const std::vector<double>& r, const char* name) {
+    ASSERT_EQ(x.numel(), static_cast<int64_t>(r.size())) << name;
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x.at(i), r[i]) << name << "[" << i << "]";
+  };
+  same(abi.dq, g.dq, "dq");
+  same(abi.dk, g.dk, "dk");
+  same(abi.dv, g.dv, "dv");
+  same(abi.dg, g.dg, "dg");
+  same(abi.dbeta, g.dbeta, "dbeta");
+  same(abi.dA_log, g.dA_log, "dA_log");
+  same(abi.ddt_bias, g.ddt_bias, "ddt_bias");
+  same(abi.dh0, g.dh0, "dh0");
+
+  AbiGrads cpu;
+  EXPECT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_CPU, &cpu), KDA_STATUS_NOT_SUPPORTED);
+  EXPECT_NE(std::string(kda_last_error()).find("backend:"), std::string::npos) << kda_last_error();
+}
+
+TEST(BackwardAbi, MissingGradientTensorsAreNamed) {
+  CaseSpec s;
+  s.T = 8;
+  Case c = make_case(s, 2);
+  HostTensor dout = make_tensor(KDA_DTYPE_FLOAT32, {c.spec.B, c.spec.T, s.HV, s.V});
+  AbiGrads g;
+  Outputs unused = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+  kda_backward_args_t a;
+  kda_backward_args_init(&a);
+  a.forward = host_args(c, unused, KDA_BACKEND_REFERENCE);
+  a.dout = dout.view();
+  EXPECT_EQ(kda_backward(&a, nullptr, 0, nullptr), KDA_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kda_last_error()).find("dq: required"), std::string::npos) << kda_last_error();
+}
+
+}  // namespace
+}  // namespace kda::testing
