@@ -128,26 +128,35 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
     HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
     HostTensor pool = d.pool;
     const Tolerance tol = tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32);
+    std::unique_ptr<DeviceDecodeProblem> dp;
+    kda_decode_args_t a = decode_host_args(d, out, pool, be);
+    a.cpu_threads = threads;
+    kda_status_t st;
     if (on_gpu) {
-      DeviceDecodeProblem dp(d, be);
-      if (dp.run() != KDA_STATUS_SUCCESS) {
-        std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
-        ++failures;
-        continue;
-      }
-      dp.download(out, pool);
-      const DecodeVerdict v = judge_decode(d, oracle, out, pool, tol);
-      r.out_err = v.out;
-      r.state_err = v.pool;
-      r.verified = v.pass;
-      if (!v.pass) {
-        std::printf("  %-14s WRONG: %s (no time given)\n", impl.c_str(), v.summary().c_str());
-        ++failures;
-        records->push_back(r);
-        continue;
-      }
+      dp = std::make_unique<DeviceDecodeProblem>(d, be);
+      st = dp->run();
+      if (st == KDA_STATUS_SUCCESS) dp->download(out, pool);
+    } else {
+      st = kda_decode(&a, nullptr, 0, nullptr);
+    }
+    if (st != KDA_STATUS_SUCCESS) {
+      std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
+      ++failures;
+      continue;
+    }
+    const DecodeVerdict v = judge_decode(d, oracle, out, pool, tol);
+    r.out_err = v.out;
+    r.state_err = v.pool;
+    r.verified = v.pass;
+    if (!v.pass) {
+      std::printf("  %-14s WRONG: %s (no time given)\n", impl.c_str(), v.summary().c_str());
+      ++failures;
+      records->push_back(r);
+      continue;
+    }
+    if (on_gpu) {
       std::vector<std::unique_ptr<DeviceDecodeProblem>> sets;
-      std::vector<DeviceCall*> calls = {&dp};
+      std::vector<DeviceCall*> calls = {dp.get()};
       for (int i = 1; i < rotation(opt, r.bytes); ++i) {
         sets.push_back(std::make_unique<DeviceDecodeProblem>(d, be));
         calls.push_back(sets.back().get());
@@ -156,23 +165,6 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
       time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 200, &r.t);
       r.floor_us = r.bytes / copy_bw * 1e6;
     } else {
-      kda_decode_args_t a = decode_host_args(d, out, pool, be);
-      a.cpu_threads = threads;
-      if (kda_decode(&a, nullptr, 0, nullptr) != KDA_STATUS_SUCCESS) {
-        std::printf("  %-14s ERROR %s\n", impl.c_str(), kda_last_error());
-        ++failures;
-        continue;
-      }
-      const DecodeVerdict v = judge_decode(d, oracle, out, pool, tol);
-      r.out_err = v.out;
-      r.state_err = v.pool;
-      r.verified = v.pass;
-      if (!v.pass) {
-        std::printf("  %-14s WRONG: %s (no time given)\n", impl.c_str(), v.summary().c_str());
-        ++failures;
-        records->push_back(r);
-        continue;
-      }
       r.t = time_host(opt.iters > 0 ? opt.iters : 20, [&] { kda_decode(&a, nullptr, 0, nullptr); });
     }
     r.tokens_per_s = static_cast<double>(d.c.spec.B * d.c.spec.T) / (r.t.median_us * 1e-6);

@@ -10,18 +10,6 @@
 namespace kda {
 namespace {
 
-const char* dtype_name(kda_dtype_t d) {
-  switch (d) {
-    case KDA_DTYPE_FLOAT32: return "float32";
-    case KDA_DTYPE_FLOAT16: return "float16";
-    case KDA_DTYPE_BFLOAT16: return "bfloat16";
-    case KDA_DTYPE_FLOAT64: return "float64";
-    case KDA_DTYPE_INT32: return "int32";
-    case KDA_DTYPE_INT64: return "int64";
-  }
-  return "unknown dtype";
-}
-
 bool present(const kda_tensor_t& t) { return t.data != nullptr || t.ndim != 0; }
 
 std::string shape_str(const kda_tensor_t& t) {

@@ -1,4 +1,4 @@
-// host_access.h: host-side reads and writes of tensor elements in any kda dtype (bf16/fp16 conversions with
+// host_access.h: dtype names, host-side reads and writes of tensor elements in any kda dtype (bf16/fp16 conversions with
 // round-to-nearest-even), and the host view of the sequence layout. Used by the CPU backends and the tools.
 #pragma once
 
@@ -11,6 +11,18 @@
 #include "common/params.h"
 
 namespace kda {
+
+inline const char* dtype_name(kda_dtype_t d) {
+  switch (d) {
+    case KDA_DTYPE_FLOAT32: return "float32";
+    case KDA_DTYPE_FLOAT16: return "float16";
+    case KDA_DTYPE_BFLOAT16: return "bfloat16";
+    case KDA_DTYPE_FLOAT64: return "float64";
+    case KDA_DTYPE_INT32: return "int32";
+    case KDA_DTYPE_INT64: return "int64";
+  }
+  return "unknown dtype";
+}
 
 inline float bf16_bits_to_float(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;

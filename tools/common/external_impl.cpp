@@ -1,28 +1,19 @@
 // external_impl.cpp: the file protocol of external_impl.h.
 #include "common/external_impl.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unistd.h>
+
+#include "common/host_access.h"
 
 namespace kda::testing {
 namespace {
-
-const char* dtype_str(kda_dtype_t d) {
-  switch (d) {
-    case KDA_DTYPE_FLOAT32: return "float32";
-    case KDA_DTYPE_FLOAT16: return "float16";
-    case KDA_DTYPE_BFLOAT16: return "bfloat16";
-    case KDA_DTYPE_FLOAT64: return "float64";
-    case KDA_DTYPE_INT32: return "int32";
-    case KDA_DTYPE_INT64: return "int64";
-  }
-  return "?";
-}
 
 std::string shape_json(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -77,7 +68,7 @@ kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::
   auto put = [&](const char* name, const HostTensor& t) {
     if (!t.present()) return;
     write_file(dir + "/" + name + ".bin", t);
-    j << (first ? "\n" : ",\n") << "    \"" << name << "\": {\"dtype\": \"" << dtype_str(t.dtype)
+    j << (first ? "\n" : ",\n") << "    \"" << name << "\": {\"dtype\": \"" << dtype_name(t.dtype)
       << "\", \"shape\": " << shape_json(t.shape) << "}";
     first = false;
   };
@@ -90,7 +81,7 @@ kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::
   put("dt_bias", c.dt_bias);
   put("initial_state", c.h0);
   put("cu_seqlens", c.cu_seqlens);
-  j << "\n  },\n  \"outputs\": {\"out\": {\"dtype\": \"" << dtype_str(o.out.dtype) << "\", \"shape\": "
+  j << "\n  },\n  \"outputs\": {\"out\": {\"dtype\": \"" << dtype_name(o.out.dtype) << "\", \"shape\": "
     << shape_json(o.out.shape) << "}";
   if (o.final_state.present())
     j << ", \"final_state\": {\"dtype\": \"float32\", \"shape\": " << shape_json(o.final_state.shape) << "}";
