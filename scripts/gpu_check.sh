@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything one GPU lease runs, in one call. Steps (all by default, or those named as arguments):
 #   tests   the GPU test suite (prefill and decode against the fp64 oracle)
-#   verify  kda-verify --suite full on the CUDA path
+#   verify  kda-verify --suite full and --suite decode-full on the CUDA path
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
 #   flaverify  kda-verify --suite full judging FLA's chunk_kda through the external protocol
@@ -37,6 +37,9 @@ if want verify; then
   echo "== kda-verify full"
   "$BIN/kda-verify" --suite full --impl cuda-generic --json "$OUT/verify.json" > "$OUT/verify.log" 2>&1 || rc=1
   grep -E "FAIL|kda-verify:" "$OUT/verify.log" | head -30
+  "$BIN/kda-verify" --suite decode-full --impl cuda-generic --json "$OUT/verify_decode.json" \
+    > "$OUT/verify_decode.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:" "$OUT/verify_decode.log" | head -30
 fi
 if want bench; then
   echo "== kda-bench"

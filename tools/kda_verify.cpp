@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--filter") filter = next();
     else {
-      std::printf("usage: kda-verify [--suite quick|full] [--impl NAME] [--json PATH] [--seed N] [--filter SUBSTRING]\n"
+      std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full] [--impl NAME] [--json PATH] [--seed N] [--filter SUBSTRING]\n"
                   "  NAME: cpu | reference | cuda-generic | cuda-chunked | \"cmd:COMMAND\" (an external implementation:\n"
                   "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin;\n"
                   "        see docs/verifier_protocol.md)\n");
@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::vector<VerifyCase> cases = verify_suite(suite, seed);
-  if (cases.empty()) {
-    std::fprintf(stderr, "kda-verify: unknown suite '%s' (quick, full)\n", suite.c_str());
+  const std::vector<DecodeSpec> decode_cases = verify_decode_suite(suite);
+  if (cases.empty() && decode_cases.empty()) {
+    std::fprintf(stderr, "kda-verify: unknown suite '%s' (quick, full, decode-quick, decode-full)\n", suite.c_str());
     return 2;
   }
   std::printf("kda-verify  suite %s  impl %s  run seed %llu (replay: --seed %llu)\n", suite.c_str(), impl_name.c_str(),
@@ -57,6 +58,16 @@ int main(int argc, char** argv) {
     if (!filter.empty() && vc.spec.name.find(filter) == std::string::npos) continue;
     const uint64_t case_seed = seed ^ std::hash<std::string>{}(vc.spec.name);
     VerifyResult r = verify_case(vc, impl, case_seed);
+    std::printf("%s\n", verify_row(r).c_str());
+    std::fflush(stdout);
+    if (r.skipped) ++skipped;
+    else if (r.pass) ++passed;
+    else ++failed;
+    results.push_back(std::move(r));
+  }
+  for (const DecodeSpec& ds : decode_cases) {
+    if (!filter.empty() && ds.name.find(filter) == std::string::npos) continue;
+    VerifyResult r = verify_decode_case(ds, impl, seed ^ std::hash<std::string>{}(ds.name));
     std::printf("%s\n", verify_row(r).c_str());
     std::fflush(stdout);
     if (r.skipped) ++skipped;

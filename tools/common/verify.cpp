@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -37,6 +38,18 @@ kda_status_t replay_device(Case& first, Case& second, Outputs& o, kda_backend_t 
   dp.replay();
   dp.download(o);
   return KDA_STATUS_SUCCESS;
+}
+
+kda_status_t decode_host(DecodeCase& d, HostTensor& out, HostTensor& pool, kda_backend_t be) {
+  kda_decode_args_t a = decode_host_args(d, out, pool, be);
+  return kda_decode(&a, nullptr, 0, nullptr);
+}
+
+kda_status_t decode_device(DecodeCase& d, HostTensor& out, HostTensor& pool, kda_backend_t be) {
+  DeviceDecodeProblem dp(d, be);
+  const kda_status_t st = dp.run();
+  if (st == KDA_STATUS_SUCCESS) dp.download(out, pool);
+  return st;
 }
 
 CaseSpec small(const std::string& name, int64_t T = 256) {
@@ -178,10 +191,17 @@ Implementation implementation_by_name(const std::string& name) {
   impl.name = name;
   if (name == "cpu") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_CPU); };
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) { return decode_host(d, o, p, KDA_BACKEND_CPU); };
   } else if (name == "reference") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_REFERENCE); };
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
+      return decode_host(d, o, p, KDA_BACKEND_REFERENCE);
+    };
   } else if (name == "cuda-generic") {
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
+      return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
+    };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
   } else if (name == "cuda-chunked") {  // tf32 tensor-core products: judged as tensor-core code
     impl.cls = ComputeClass::kTensorCore;
@@ -296,6 +316,82 @@ VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint6
                                            : "the result after another call differs from a fresh call";
     }
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::vector<DecodeSpec> verify_decode_suite(const std::string& suite) {
+  if (suite == "decode-quick") return decode_cases();
+  if (suite != "decode-full") return {};
+  std::vector<DecodeSpec> v;
+  auto serving = [](const std::string& name, int H, int64_t B) {
+    DecodeSpec s;
+    s.name = name;
+    s.io.name = name;
+    s.io.B = B;
+    s.io.T = 1;
+    s.io.H = s.io.HV = H;
+    s.io.K = s.io.V = 128;
+    s.slots = B + B / 3 + 5;
+    s.padding = 0.1;
+    return s;
+  };
+  for (int H : {32, 12})
+    for (int64_t B : {1, 8, 256, 512})
+      v.push_back(serving("decode_h" + std::to_string(H) + "_b" + std::to_string(B), H, B));
+  {
+    DecodeSpec s = serving("decode_spec_verify_h32_b128_4_tokens", 32, 128);
+    s.io.T = 4;
+    s.per_token = true;
+    s.with_accepted = true;
+    s.slots = 128 * 4 + 7;
+    v.push_back(s);
+  }
+  { DecodeSpec s = serving("decode_k_first_pool_h32_b64", 32, 64); s.io.v_first = false; v.push_back(s); }
+  {
+    DecodeSpec s = serving("decode_softplus_over_1000_bits_h32_b64", 32, 64);
+    s.io.gate = KDA_GATE_SOFTPLUS;
+    s.io.recipe.A_log_fixed = std::log(4.0);
+    s.io.recipe.g_mean = 3;
+    s.io.recipe.g_spike_prob = 0.05;
+    s.io.recipe.g_spike = 40;
+    v.push_back(s);
+  }
+  {
+    DecodeSpec s = serving("decode_h0_1e4_beta_2_h32_b64", 32, 64);
+    s.io.recipe.h0_std = 3000;
+    s.io.neg_eigval = true;
+    s.io.recipe.beta_mean = 12;
+    v.push_back(s);
+  }
+  { DecodeSpec s = serving("decode_all_padding_h32_b64", 32, 64); s.padding = 1.0; v.push_back(s); }
+  return v;
+}
+
+VerifyResult verify_decode_case(const DecodeSpec& s, const Implementation& impl, uint64_t seed) {
+  VerifyResult r;
+  r.name = s.name;
+  r.family = "decode";
+  r.seed = seed;
+  if (!impl.decode) {
+    r.skipped = r.pass = true;
+    r.error = "not applicable: " + impl.name + " has no decode";
+    return r;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  DecodeCase d = make_decode_case(s, seed);
+  HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());
+  HostTensor pool = d.pool;
+  if (impl.decode(d, out, pool) != KDA_STATUS_SUCCESS) {
+    r.error = std::string("call failed: ") + kda_last_error();
+    return r;
+  }
+  const DecodeVerdict v = judge_decode(d, decode_oracle(d), out, pool, tolerance_for(d.c.spec.in_dtype, impl.cls));
+  r.out = v.out;
+  r.state = v.pool;
+  r.pass = v.pass;
+  if (v.untouched_changed) r.error = std::to_string(v.untouched_changed) + " elements of untouched slots changed";
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -10,6 +10,7 @@
 
 #include "common/cases.h"
 #include "common/compare.h"
+#include "common/decode_cases.h"
 
 namespace kda::testing {
 
@@ -21,6 +22,8 @@ struct Implementation {
   ComputeClass cls = ComputeClass::kFp32;
   std::function<kda_status_t(Case& c, Outputs& outs)> run;
   std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
+  // Decode against the case's pool: out and pool (a copy of d.pool) are filled in place.
+  std::function<kda_status_t(DecodeCase& d, HostTensor& out, HostTensor& pool)> decode;
 };
 
 // "cpu", "reference", "cuda-generic", "cuda-chunked" (the CUDA ones need a device), or "cmd:COMMAND" for an
@@ -40,9 +43,14 @@ struct VerifyCase {
   Probe probe = Probe::kNumerics;
 };
 
-// The cases of suite "quick" (CPU-sized, CI) or "full" (full-size, the GPU run). Random layouts and input
+// The cases of suite "quick" (CPU-sized, CI) or "full" (full-size, the GPU run); decode suites are separate
+// (verify_decode_suite). Random layouts and input
 // families are drawn from seed, so each run differs; the seed replays a run.
 std::vector<VerifyCase> verify_suite(const std::string& suite, uint64_t seed);
+
+// Decode suites: "decode-quick" (small, CI) and "decode-full" (serving sizes: H = 32 and 12, batch up to 512,
+// speculative verify with num_accepted_tokens, padding, both pool layouts, hostile gates and states).
+std::vector<DecodeSpec> verify_decode_suite(const std::string& suite);
 
 struct VerifyResult {
   std::string name, family;
@@ -56,6 +64,9 @@ struct VerifyResult {
 
 // Judges implementation impl on case vc with inputs drawn from seed.
 VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint64_t seed);
+
+// Judges impl's decode on case s (outputs, written slots, untouched slots bit for bit).
+VerifyResult verify_decode_case(const DecodeSpec& s, const Implementation& impl, uint64_t seed);
 
 // One printed row per result, and the JSON report.
 std::string verify_row(const VerifyResult& r);
