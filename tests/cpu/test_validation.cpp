@@ -2,9 +2,11 @@
 // what was expected; nothing is computed and no output is touched.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "common/cases.h"
@@ -181,6 +183,60 @@ TEST(Validation, ReferenceTakesFp64Outputs) {
   a.backend = KDA_BACKEND_CPU;
   EXPECT_EQ(kda_forward(&a, nullptr, 0, nullptr), KDA_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kda_last_error()).find("final_state:"), std::string::npos) << kda_last_error();
+}
+
+}  // namespace
+}  // namespace kda::testing
+
+namespace kda::testing {
+namespace {
+
+// Random corruptions of a valid argument set's metadata (ranks, sizes, strides, dtypes, devices, flags, absent
+// tensors) never crash the validation and always come back either valid or with a message that starts with the
+// status name and names an argument ("name: ..."). Fresh seed each run.
+TEST(Validation, RandomCorruptionsGiveNamedErrors) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  CaseSpec s;
+  s.seqlens = {7, 0, 9};
+  Case c = make_case(s, 9);
+  Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+  int refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    kda_forward_args_t a = host_args(c, o, KDA_BACKEND_AUTO);
+    kda_tensor_t* ts[] = {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.A_log, &a.dt_bias, &a.initial_state,
+                          &a.cu_seqlens, &a.out, &a.final_state};
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      kda_tensor_t& t = *ts[rng() % 11];
+      const int dim = static_cast<int>(rng() % KDA_MAX_DIMS);
+      switch (rng() % 9) {
+        case 0: t.ndim = static_cast<int32_t>(rng() % 9) - 1; break;
+        case 1: t.shape[dim] = static_cast<int64_t>(rng() % 300) - 2; break;
+        case 2: t.strides[dim] = static_cast<int64_t>(rng() % 5) - 2; break;
+        case 3: t.dtype = static_cast<kda_dtype_t>(rng() % 8); break;
+        case 4: t.device_type = static_cast<kda_device_type_t>(rng() % 3); break;
+        case 5: t = kda_tensor_none(); break;
+        case 6: a.gate_mode = static_cast<kda_gate_mode_t>(rng() % 4); break;
+        case 7: a.chunk_size = static_cast<int32_t>(rng() % 80); break;
+        default: a.backend = static_cast<kda_backend_t>(rng() % 7); break;
+      }
+    }
+    size_t ws = 0;
+    const kda_status_t st = kda_forward_workspace_size(&a, &ws);
+    if (st == KDA_STATUS_SUCCESS) continue;
+    ++refused;
+    const std::string msg = kda_last_error();
+    ASSERT_EQ(msg.rfind(kda_status_string(st), 0), 0u) << msg;
+    const std::string rest = msg.substr(std::string(kda_status_string(st)).size() + 2);
+    const size_t colon = rest.find(": ");
+    ASSERT_NE(colon, std::string::npos) << msg;
+    ASSERT_GT(colon, 0u) << msg;
+    for (size_t i = 0; i < colon; ++i)
+      ASSERT_TRUE(std::isalnum(static_cast<unsigned char>(rest[i])) || rest[i] == '_') << "no argument name: " << msg;
+  }
+  EXPECT_GT(refused, 1000);  // the corruptions are real: most are refused
 }
 
 }  // namespace
