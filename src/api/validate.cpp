@@ -3,6 +3,7 @@
 #include "api/validate.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "common/host_access.h"
@@ -27,6 +28,16 @@ std::string shape_str(std::initializer_list<int64_t> dims) {
 
 Status invalid(const std::string& msg) { return Status{KDA_STATUS_INVALID_ARGUMENT, msg}; }
 
+// The raw integer of a C enum field. A C caller can store any int there, and loading an out-of-range value through
+// the C++ enum type is undefined; every enum field is range-checked through this before it is read as its type.
+template <typename E>
+int32_t raw_enum(const E& e) {
+  static_assert(sizeof(E) == sizeof(int32_t), "C enums of the ABI are 32-bit");
+  int32_t v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // The structural checks every present tensor gets: a pointer, a sane rank, non-negative sizes and strides.
 Status check_basic(const char* name, const kda_tensor_t& t) {
   if (t.ndim < 1 || t.ndim > KDA_MAX_DIMS)
@@ -40,8 +51,11 @@ Status check_basic(const char* name, const kda_tensor_t& t) {
   int64_t numel = 1;
   for (int i = 0; i < t.ndim; ++i) numel *= t.shape[i];
   if (t.data == nullptr && numel > 0) return invalid(std::string(name) + ": data is NULL");
-  if (t.device_type != KDA_DEVICE_CPU && t.device_type != KDA_DEVICE_CUDA)
-    return invalid(std::string(name) + ": unknown device_type " + std::to_string(t.device_type));
+  const int32_t device = raw_enum(t.device_type), dtype = raw_enum(t.dtype);
+  if (device != KDA_DEVICE_CPU && device != KDA_DEVICE_CUDA)
+    return invalid(std::string(name) + ": unknown device_type " + std::to_string(device));
+  if (dtype < KDA_DTYPE_FLOAT32 || dtype > KDA_DTYPE_INT64)
+    return invalid(std::string(name) + ": unknown dtype " + std::to_string(dtype));
   return Status::Ok();
 }
 
@@ -95,6 +109,11 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   if (p == nullptr) return invalid("params: NULL pointer");
   const kda_forward_args_t& a = *args;
   *p = ForwardParams{};
+  const int32_t gate_raw = raw_enum(a.gate_mode), backend_raw = raw_enum(a.backend);
+  if (gate_raw < KDA_GATE_LOG_DECAY || gate_raw > KDA_GATE_BOUNDED)
+    return invalid("gate_mode: unknown value " + std::to_string(gate_raw));
+  if (backend_raw < KDA_BACKEND_AUTO || backend_raw > KDA_BACKEND_CUDA_CHUNKED)
+    return invalid("backend: unknown value " + std::to_string(backend_raw));
 
   // q fixes B, T, H, K, the input dtype and the device.
   if (!present(a.q)) return invalid("q: required tensor is absent");
@@ -171,9 +190,7 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   }
 
   // Gate parameters.
-  const kda_gate_mode_t gate = a.gate_mode;
-  if (gate != KDA_GATE_LOG_DECAY && gate != KDA_GATE_SOFTPLUS && gate != KDA_GATE_BOUNDED)
-    return invalid("gate_mode: unknown value " + std::to_string(static_cast<int>(gate)));
+  const kda_gate_mode_t gate = a.gate_mode;  // range-checked above
   if (present(a.A_log)) {
     if (gate == KDA_GATE_LOG_DECAY)
       return invalid("A_log: given, but gate_mode is KDA_GATE_LOG_DECAY (g is already the log-decay)");
@@ -273,8 +290,6 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   if (a.chunk_size != 0 && a.chunk_size != 16 && a.chunk_size != 32 && a.chunk_size != 64)
     return invalid("chunk_size: must be 0 (backend's choice), 16, 32 or 64, got " + std::to_string(a.chunk_size));
   if (a.cpu_threads < 0) return invalid("cpu_threads: must be >= 0, got " + std::to_string(a.cpu_threads));
-  if (a.backend < KDA_BACKEND_AUTO || a.backend > KDA_BACKEND_CUDA_CHUNKED)
-    return invalid("backend: unknown value " + std::to_string(static_cast<int>(a.backend)));
 
   ForwardParams& o = *p;
   o.B = B; o.T = T; o.N = N;
@@ -327,6 +342,10 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
   if (p == nullptr) return invalid("params: NULL pointer");
   const kda_decode_args_t& a = *args;
   *p = DecodeParams{};
+  if (raw_enum(a.gate_mode) < KDA_GATE_LOG_DECAY || raw_enum(a.gate_mode) > KDA_GATE_BOUNDED)
+    return invalid("gate_mode: unknown value " + std::to_string(raw_enum(a.gate_mode)));
+  if (raw_enum(a.backend) < KDA_BACKEND_AUTO || raw_enum(a.backend) > KDA_BACKEND_CUDA_CHUNKED)
+    return invalid("backend: unknown value " + std::to_string(raw_enum(a.backend)));
   // The per-token inputs, gates, flags and output follow the forward's rules (N sequences = the batch).
   kda_forward_args_t f;
   kda_forward_args_init(&f);

@@ -200,11 +200,18 @@ TEST(Validation, RandomCorruptionsGiveNamedErrors) {
   std::mt19937_64 rng(seed);
   CaseSpec s;
   s.seqlens = {7, 0, 9};
+  s.cu_dtype = KDA_DTYPE_INT64;
   Case c = make_case(s, 9);
   Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+  // Validation reads host cu_seqlens: back them with room for any size a corruption gives them (< 300 entries),
+  // so that a corrupted shape never makes this test itself read past its buffer.
+  std::vector<int64_t> cu(1024, 16);
+  cu[0] = 0;
+  cu[1] = cu[2] = 7;
   int refused = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     kda_forward_args_t a = host_args(c, o, KDA_BACKEND_AUTO);
+    a.cu_seqlens.data = cu.data();
     kda_tensor_t* ts[] = {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.A_log, &a.dt_bias, &a.initial_state,
                           &a.cu_seqlens, &a.out, &a.final_state};
     const int edits = 1 + static_cast<int>(rng() % 3);
