@@ -177,7 +177,8 @@ typedef struct kda_decode_args {
  *   dbeta       [B, T, HV]     of the raw beta (through the sigmoid when it is logits)
  *   dA_log      [HV], ddt_bias as dt_bias, dh0 as initial_state: required when those inputs are given
  *   Every gradient tensor is fp32 or the dtype of its input (the reference also takes fp64). Backends: REFERENCE
- *   (float64) only so far; CPU and CUDA return KDA_STATUS_NOT_SUPPORTED until their backward kernels exist. */
+ *   and CPU (both the float64 reverse recurrence, threaded over heads; results rounded once to the gradient
+ *   tensors' dtypes); CUDA returns KDA_STATUS_NOT_SUPPORTED until its backward kernels exist. */
 typedef struct kda_backward_args {
   kda_forward_args_t forward;
   kda_tensor_t dout, dfinal_state;
