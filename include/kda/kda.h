@@ -94,7 +94,9 @@ typedef enum kda_backend {
  *   A_log       [HV] fp32                     optional (softplus gate: required)
  *   dt_bias     [HV, K] or [HV*K] fp32        softplus and bounded gates: required
  *   initial_state  [N, HV, V, K] (state_v_first) or [N, HV, K, V]  fp32, optional (absent: zeros)
- *   cu_seqlens  [N+1] int32 | int64, optional; requires B == 1
+ *   cu_seqlens  [N+1] int32 | int64, optional; requires B == 1. Host-resident offsets are checked in full (start
+ *               at 0, non-decreasing, end at T); device-resident ones cannot be read without a sync, so the CUDA
+ *               kernels clamp them to [0, T] (never out of bounds) and a malformed array gives unspecified values
  *   out         [B, T, HV, V]  dtype of q (the reference backend also takes fp64)
  *   final_state same shape as initial_state, fp32 (reference: also fp64), optional (absent: not written)
  *   state_checkpoints  [N, n_ckpt, HV, V, K] (or [.., K, V]) fp32, optional: states for prefix caching. Entry j of
