@@ -92,17 +92,36 @@ inline std::vector<SequenceSpan> host_sequences(const ForwardParams& p) {
   return seqs;
 }
 
-// The checkpoints of sequence n (length len) that get written, as (token count, checkpoint index) sorted by count;
-// counts outside [0, len] are dropped. Host-readable offsets only (CPU tensors).
-inline std::vector<std::pair<int64_t, int64_t>> host_checkpoints(const ForwardParams& p, int64_t n, int64_t len) {
-  std::vector<std::pair<int64_t, int64_t>> c;
-  if (!p.has_checkpoints()) return c;
-  for (int64_t j = 0; j < p.n_ckpt; ++j) {
-    const int64_t t = p.checkpoint_tokens(n, j);
-    if (t >= 0 && t <= len) c.emplace_back(t, j);
+// The prefix-cache checkpoints of one (sequence n, value head hv) on the host: the ones whose token count lies in
+// [0, len], written in order as the computation reaches their counts. state(vi, ki) reads the current state.
+class HostCheckpoints {
+ public:
+  HostCheckpoints(const ForwardParams& p, int64_t n, int hv, int64_t len) : p_(p), n_(n), hv_(hv) {
+    if (!p.has_checkpoints()) return;
+    for (int64_t j = 0; j < p.n_ckpt; ++j) {
+      const int64_t t = p.checkpoint_tokens(n, j);
+      if (t >= 0 && t <= len) c_.emplace_back(t, j);
+    }
+    std::sort(c_.begin(), c_.end());
   }
-  std::sort(c.begin(), c.end());
-  return c;
-}
+  // The next token count a checkpoint waits for (-1: none).
+  int64_t next_count() const { return next_ < c_.size() ? c_[next_].first : -1; }
+  // Writes every checkpoint of token count `count` from the current state.
+  template <typename State>
+  void write(int64_t count, State&& state) {
+    for (; next_ < c_.size() && c_[next_].first == count; ++next_)
+      for (int vi = 0; vi < p_.V; ++vi)
+        for (int ki = 0; ki < p_.K; ++ki)
+          store_element(p_.ckpt, p_.ckpt_dtype, p_.checkpoint_offset(n_, c_[next_].second, hv_, vi, ki),
+                        static_cast<double>(state(vi, ki)));
+  }
+
+ private:
+  const ForwardParams& p_;
+  int64_t n_;
+  int hv_;
+  std::vector<std::pair<int64_t, int64_t>> c_;  // (token count, checkpoint index), by count
+  size_t next_ = 0;
+};
 
 }  // namespace kda

@@ -94,19 +94,13 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
                         : 0.0f;
 
   // Prefix-cache checkpoints: a chunk also ends at every checkpoint's token count, so the state is on hand there.
-  const auto ckpts = host_checkpoints(p, n, sp.length);
-  size_t next = 0;
-  auto write_checkpoints = [&](int64_t count) {
-    for (; next < ckpts.size() && ckpts[next].first == count; ++next)
-      for (int vi = 0; vi < V; ++vi)
-        for (int ki = 0; ki < K; ++ki)
-          store_element(p.ckpt, p.ckpt_dtype, p.checkpoint_offset(n, ckpts[next].second, hv, vi, ki), w.S(vi, ki));
-  };
-  write_checkpoints(0);
+  HostCheckpoints ckpts(p, n, hv, sp.length);
+  auto state = [&](int vi, int ki) { return w.S(vi, ki); };
+  ckpts.write(0, state);
 
   for (int64_t c0 = 0; c0 < sp.length;) {
     int64_t len = std::min<int64_t>(C, sp.length - c0);
-    if (next < ckpts.size()) len = std::min(len, ckpts[next].first - c0);  // > 0: counts <= c0 are written
+    if (ckpts.next_count() >= 0) len = std::min(len, ckpts.next_count() - c0);  // > 0: counts <= c0 are written
     const int L = static_cast<int>(len);
     for (int i = 0; i < L; ++i)
       load_token<float>(p, sp.batch, sp.start + c0 + i, hv, w.Q.row(i).data(), w.Kk.row(i).data(),
@@ -160,7 +154,7 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
     w.S = w.S * w.Gam.row(L - 1).array().exp().matrix().asDiagonal();
     w.S.noalias() += vnew.transpose() * w.Kdec.topRows(L);
     c0 += L;
-    write_checkpoints(c0);
+    ckpts.write(c0, state);
   }
 
   if (p.has_final_state())

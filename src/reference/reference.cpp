@@ -31,16 +31,9 @@ Status forward(const ForwardParams& p, double* out_mag) {
                                               p.state_offset(p.initial_state.stride, n, hv, vi, ki))
                                : 0.0;
       // Prefix-cache checkpoints, written when the token count reaches theirs.
-      const auto ckpts = host_checkpoints(p, n, sp.length);
-      size_t next = 0;
-      auto write_checkpoints = [&](int64_t count) {
-        for (; next < ckpts.size() && ckpts[next].first == count; ++next)
-          for (int vi = 0; vi < V; ++vi)
-            for (int ki = 0; ki < K; ++ki)
-              store_element(p.ckpt, p.ckpt_dtype, p.checkpoint_offset(n, ckpts[next].second, hv, vi, ki),
-                            S[vi * K + ki]);
-      };
-      write_checkpoints(0);
+      HostCheckpoints ckpts(p, n, hv, sp.length);
+      auto state = [&](int vi, int ki) { return S[vi * K + ki]; };
+      ckpts.write(0, state);
       for (int64_t i = 0; i < sp.length; ++i) {
         const int64_t t = sp.start + i;
         double beta;
@@ -65,7 +58,7 @@ Status forward(const ForwardParams& p, double* out_mag) {
           store_element(p.out, p.out_dtype, out_base + vi * p.out_stride[3], scale * o);
           if (out_mag) out_mag[((sp.batch * p.T + t) * HV + hv) * V + vi] = std::fabs(scale) * mag;
         }
-        write_checkpoints(i + 1);
+        ckpts.write(i + 1, state);
       }
       if (p.has_final_state())
         for (int vi = 0; vi < V; ++vi)
