@@ -54,27 +54,21 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   std::vector<VerifyResult> results;
   int failed = 0, passed = 0, skipped = 0;
-  for (const VerifyCase& vc : cases) {
-    if (!filter.empty() && vc.spec.name.find(filter) == std::string::npos) continue;
-    const uint64_t case_seed = seed ^ std::hash<std::string>{}(vc.spec.name);
-    VerifyResult r = verify_case(vc, impl, case_seed);
+  // Each case draws from its own seed: the run seed mixed with the case name.
+  auto record = [&](VerifyResult r) {
     std::printf("%s\n", verify_row(r).c_str());
     std::fflush(stdout);
     if (r.skipped) ++skipped;
     else if (r.pass) ++passed;
     else ++failed;
     results.push_back(std::move(r));
-  }
-  for (const DecodeSpec& ds : decode_cases) {
-    if (!filter.empty() && ds.name.find(filter) == std::string::npos) continue;
-    VerifyResult r = verify_decode_case(ds, impl, seed ^ std::hash<std::string>{}(ds.name));
-    std::printf("%s\n", verify_row(r).c_str());
-    std::fflush(stdout);
-    if (r.skipped) ++skipped;
-    else if (r.pass) ++passed;
-    else ++failed;
-    results.push_back(std::move(r));
-  }
+  };
+  auto selected = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
+  auto case_seed = [&](const std::string& name) { return seed ^ std::hash<std::string>{}(name); };
+  for (const VerifyCase& vc : cases)
+    if (selected(vc.spec.name)) record(verify_case(vc, impl, case_seed(vc.spec.name)));
+  for (const DecodeSpec& ds : decode_cases)
+    if (selected(ds.name)) record(verify_decode_case(ds, impl, case_seed(ds.name)));
   if (!json.empty()) std::ofstream(json) << verify_json(results, suite, impl_name, seed, command);
   std::printf("kda-verify: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed == 0 ? 0 : 1;
