@@ -11,6 +11,7 @@ import json
 import math
 import os
 import statistics
+import time
 import sys
 
 import torch
@@ -58,6 +59,7 @@ def main():
     gen.manual_seed(seed)
     gpu = torch.cuda.get_device_name()
     records = []
+    t0 = time.time()
     print(f"fla_bench: FLA {fla.__version__}, torch {torch.__version__}, {gpu}, seed {seed}")
     for name, (H, seqlens) in WORKLOADS.items():
         q, k, v, g, beta, A_log, dt_bias, h0, cu = make_inputs(H, seqlens, gen)
@@ -102,12 +104,12 @@ def main():
                "timing": method, "mean_us": mean, "median_us": us[len(us) // 2], "min_us": us[0],
                "max_us": us[-1], "iters": args.iters, "fla_version": fla.__version__}
         records.append(rec)
-        print(f"  {name:12s} median {rec['median_us']:9.1f} us  mean {mean:9.1f} us  ({method})")
+        print(f"  {name:12s} median {rec['median_us']:9.1f} us  mean {mean:9.1f} us  ({method}, {time.time() - t0:.0f} s in)")
         del graph
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"tool": "scripts/fla_bench.py", "command": " ".join(sys.argv), "commit": args.commit,
-                       "results": records}, f, indent=1)
+        if args.json:  # rewritten after every workload: a run cut off by a time limit keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump({"tool": "scripts/fla_bench.py", "command": " ".join(sys.argv), "commit": args.commit,
+                           "results": records}, f, indent=1)
 
 
 if __name__ == "__main__":

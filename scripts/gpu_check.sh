@@ -5,12 +5,14 @@
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
 #   flaverify  kda-verify --suite full judging FLA's chunk_kda through the external protocol
-# Logs and JSON go to $OUT. Uses the binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
+# Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
+# files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Uses the binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
 # the device only if they will not start there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kda-gpu-out}
 mkdir -p "$OUT"
+W=$(mktemp -d)  # step outputs, archived per step by done_step
 BIN=.carry/bin
 COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -19,27 +21,37 @@ steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests verify bench fla)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 rc=0
+t_step=$(date +%s)
+done_step() {  # done_step NAME FILES...: archive a finished step's files and print its wall time
+  local name=$1; shift
+  (cd "$W" && tar -rf "$OUT/results.tar" "$@" 2>/dev/null)
+  echo "-- $name: $(( $(date +%s) - t_step )) s"
+  t_step=$(date +%s)
+}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
-  | tee "$OUT/gpu.txt"
+  | tee "$W/gpu.txt"
 if ! "$BIN/kda_gpu_tests" --gtest_list_tests >/dev/null 2>&1; then
-  echo "carried binaries do not start here; building on the device" | tee -a "$OUT/gpu.txt"
+  echo "carried binaries do not start here; building on the device" | tee -a "$W/gpu.txt"
   cmake -S . -B build -G Ninja -DKDA_CPU_ARCH=x86-64-v3 >/dev/null && cmake --build build && BIN=build
 fi
-cuobjdump --dump-resource-usage "$BIN/kda-bench" 2>&1 | grep -E "Function|REG" > "$OUT/resources.txt"
+cuobjdump --dump-resource-usage "$BIN/kda-bench" 2>&1 | grep -E "Function|REG" > "$W/resources.txt"
+done_step setup gpu.txt resources.txt
 
 if want tests; then
   echo "== GPU tests"
-  "$BIN/kda_gpu_tests" --gtest_output=json:"$OUT/gpu_tests.json" > "$OUT/gpu_tests.log" 2>&1 || rc=1
-  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$OUT/gpu_tests.log" | head -40
+  "$BIN/kda_gpu_tests" --gtest_output=json:"$W/gpu_tests.json" > "$W/gpu_tests.log" 2>&1 || rc=1
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$W/gpu_tests.log" | head -40
+  done_step tests gpu_tests.json gpu_tests.log
 fi
 if want verify; then
   echo "== kda-verify full"
-  "$BIN/kda-verify" --suite full --impl cuda-generic --json "$OUT/verify.json" > "$OUT/verify.log" 2>&1 || rc=1
-  grep -E "FAIL|kda-verify:" "$OUT/verify.log" | head -30
-  "$BIN/kda-verify" --suite decode-full --impl cuda-generic --json "$OUT/verify_decode.json" \
-    > "$OUT/verify_decode.log" 2>&1 || rc=1
-  grep -E "FAIL|kda-verify:" "$OUT/verify_decode.log" | head -30
+  "$BIN/kda-verify" --suite full --impl cuda-generic --json "$W/verify.json" > "$W/verify.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:" "$W/verify.log" | head -30
+  "$BIN/kda-verify" --suite decode-full --impl cuda-generic --json "$W/verify_decode.json" \
+    > "$W/verify_decode.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:" "$W/verify_decode.log" | head -30
+  done_step verify verify.json verify.log verify_decode.json verify_decode.log
 fi
 if want bench; then
   echo "== kda-bench"
@@ -47,24 +59,27 @@ if want bench; then
   for x in h96-fixed h96-mixed h96-uniform h64-fixed h64-mixed h64-uniform kimi-8k serve-256x32 serve-64x100 \
            decode-h32-b1 decode-h32-b8 decode-h32-b32 decode-h32-b128 decode-h32-b256 decode-h32-b512 \
            decode-h12-b1 decode-h12-b32 decode-h12-b256; do w+=(--workload "$x"); done
-  "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 100 "${w[@]}" --json "$OUT/bench.json" \
-    > "$OUT/bench.log" 2>&1 || rc=1
-  grep -E "^[a-z0-9-]+:|median|WRONG|ERROR|copy" "$OUT/bench.log" | sed 's/ (seed.*//'
+  "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 100 "${w[@]}" --json "$W/bench.json" \
+    > "$W/bench.log" 2>&1 || rc=1
+  grep -E "^[a-z0-9-]+:|median|WRONG|ERROR|copy" "$W/bench.log" | sed 's/ (seed.*//'
+  done_step bench bench.json bench.log
 fi
 if { want fla || want flaverify; } && [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 if want fla && [ -d .whl ]; then
   echo "== FLA"
-  PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$OUT/fla.json" \
-    > "$OUT/fla.log" 2>&1
-  grep median "$OUT/fla.log"
+  PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$W/fla.json" \
+    > "$W/fla.log" 2>&1
+  grep median "$W/fla.log"
+  done_step fla fla.json fla.log
 fi
 if want flaverify && [ -d .whl ]; then
   echo "== kda-verify full on FLA"
   PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite full --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
-    --json "$OUT/verify_fla.json" > "$OUT/verify_fla.log" 2>&1
-  grep -E "FAIL|kda-verify:" "$OUT/verify_fla.log" | head -30
+    --json "$W/verify_fla.json" > "$W/verify_fla.log" 2>&1
+  grep -E "FAIL|kda-verify:" "$W/verify_fla.log" | head -30
+  done_step flaverify verify_fla.json verify_fla.log
 fi
 echo "gpu_check exit code: $rc"
 exit "$rc"

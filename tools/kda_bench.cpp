@@ -283,8 +283,8 @@ int main(int argc, char** argv) {
         }
         dp.download(outs);
         if (opt.verify) {
-          r.out_err = compare_out(outs.out, oracle, tolerance_for(c.spec.in_dtype, cls));
-          r.state_err = compare_state(outs.final_state, oracle, tolerance_for(c.spec.in_dtype, cls),
+          r.out_err = compare_out(outs.out, oracle, tolerance_for(c.spec.in_dtype, cls, longest_sequence(c.spec)));
+          r.state_err = compare_state(outs.final_state, oracle, tolerance_for(c.spec.in_dtype, cls, longest_sequence(c.spec)),
                                       int64_t{c.spec.K} * c.spec.V);
           r.verified = r.out_err.pass && r.state_err.pass;
           if (!r.verified) {
@@ -313,8 +313,8 @@ int main(int argc, char** argv) {
           continue;
         }
         if (opt.verify) {
-          r.out_err = compare_out(outs.out, oracle, tolerance_for(c.spec.in_dtype, cls));
-          r.state_err = compare_state(outs.final_state, oracle, tolerance_for(c.spec.in_dtype, cls),
+          r.out_err = compare_out(outs.out, oracle, tolerance_for(c.spec.in_dtype, cls, longest_sequence(c.spec)));
+          r.state_err = compare_state(outs.final_state, oracle, tolerance_for(c.spec.in_dtype, cls, longest_sequence(c.spec)),
                                       int64_t{c.spec.K} * c.spec.V);
           r.verified = r.out_err.pass && r.state_err.pass;
           if (!r.verified) {

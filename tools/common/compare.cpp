@@ -1,6 +1,7 @@
 // compare.cpp: oracle runs and the element-wise / relative-RMSE checks of compare.h.
 #include "common/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -26,7 +27,14 @@ Oracle run_oracle(Case& c) {
   return o;
 }
 
-Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls) {
+int64_t longest_sequence(const CaseSpec& s) {
+  if (s.seqlens.empty()) return s.T;
+  int64_t m = 0;
+  for (int64_t l : s.seqlens) m = std::max(m, l);
+  return m;
+}
+
+Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls, int64_t longest_sequence) {
   Tolerance t;
   switch (out_dtype) {
     case KDA_DTYPE_BFLOAT16: t.u_out = std::ldexp(1.0, -8); break;
@@ -35,7 +43,11 @@ Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls) {
   }
   if (cls == ComputeClass::kFp32) {
     t.c_elem = std::ldexp(1.0, -10);
-    t.c_rms = std::ldexp(1.0, -17);
+    // 2^-17: the chunked fp32 algorithms' rounding (docs/numerics.md). A token-by-token recurrence also pays one
+    // fp32 exp (<= 2 ulp = 2^-22 relative) and a rounded multiply per token on every state entry; over L tokens of a
+    // long-memory state those add as a random walk, sqrt(L) 2^-22 (measured on the H200: 1.67e-5 = sqrt(8192)
+    // 2^-22.4 with beta near 0), so the allowance is sqrt(L) 2^-21 where that is larger (L > 256).
+    t.c_rms = std::max(std::ldexp(1.0, -17), std::ldexp(std::sqrt(static_cast<double>(longest_sequence)), -21));
   } else {
     t.c_elem = std::ldexp(1.0, -6);
     t.c_rms = std::ldexp(1.0, -9);

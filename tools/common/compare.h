@@ -29,7 +29,11 @@ struct Tolerance {
   double c_rms;   // relative-RMSE allowance on top of the output rounding
   std::string describe() const;
 };
-Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls);
+// longest_sequence: the most tokens one state passes through in the case (0: short, no growth). The fp32 class's
+// relative-RMSE allowance grows with its square root (per-token exp and rounding errors add as a random walk).
+Tolerance tolerance_for(kda_dtype_t out_dtype, ComputeClass cls, int64_t longest_sequence = 0);
+// The longest sequence of a case spec (T without cu_seqlens).
+int64_t longest_sequence(const CaseSpec& s);
 
 struct ErrorStats {
   bool pass = true;

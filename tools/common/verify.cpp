@@ -269,7 +269,7 @@ VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint6
   r.family = vc.family;
   r.seed = seed;  // the case's own seed (callers derive it from the run seed and the case name)
   const auto t0 = std::chrono::steady_clock::now();
-  const Tolerance tol = tolerance_for(vc.spec.in_dtype, impl.cls);
+  const Tolerance tol = tolerance_for(vc.spec.in_dtype, impl.cls, longest_sequence(vc.spec));
   Case c = make_case(vc.spec, seed);
   Outputs o = make_outputs(c, vc.spec.in_dtype, KDA_DTYPE_FLOAT32);
   Case judged = c;  // the inputs whose oracle the result is compared with
