@@ -227,12 +227,18 @@ int main(int argc, char** argv) {
 
   std::printf("kda-bench  commit %s  device %s  threads %d\n", opt.commit.c_str(),
               gpu ? cuda_device_name().c_str() : "cpu", threads);
-  double copy_bw = 0, sgemm = 0;
+  double copy_bw = 0, sgemm = 0, mm_rate = 0;
   bool any_cpu = false, any_gpu = false;
   for (const std::string& impl : opt.impls) (backend_of(impl) == KDA_BACKEND_CPU ? any_cpu : any_gpu) = true;
   if (any_gpu) {
     copy_bw = measure_copy_bandwidth();
     std::printf("device-to-device copy: %.2f TB/s (read + write)\n", copy_bw / 1e12);
+    std::string lib;
+    mm_rate = measure_bf16_matmul_rate(&lib);
+    if (mm_rate > 0)
+      std::printf("bf16 matrix product (8192^3, fp32 accumulation, %s): %.0f TFLOP/s\n", lib.c_str(), mm_rate / 1e12);
+    else
+      std::printf("bf16 matrix product: no cuBLAS library found, compute floor not measured\n");
   }
   if (any_cpu) {
     sgemm = eigen_sgemm_gflops(threads);
@@ -303,7 +309,8 @@ int main(int argc, char** argv) {
         }
         r.rotate = static_cast<int>(calls.size());
         time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 200, &r.t);
-        r.floor_us = r.bytes / copy_bw * 1e6;
+        // The floor: the bytes that must move at the copy rate, or the arithmetic at the bf16 matrix rate if slower.
+        r.floor_us = std::max(r.bytes / copy_bw, mm_rate > 0 ? r.flops / mm_rate : 0.0) * 1e6;
       } else {
         kda_forward_args_t a = host_args(c, outs, be);
         a.cpu_threads = threads;
@@ -332,8 +339,8 @@ int main(int argc, char** argv) {
       std::printf("  %-14s median %10.1f us (min %.1f, max %.1f, n=%d, %d input sets)  %.3g tokens/s  %.1f GFLOP/s",
                   impl.c_str(), r.t.median_us, r.t.min_us, r.t.max_us, r.t.iters, r.rotate, r.tokens_per_s, gflops);
       if (on_gpu)
-        std::printf("  %.2f TB/s, floor %.1f us (%.0f%% of floor)", r.bytes / (r.t.median_us * 1e-6) / 1e12, r.floor_us,
-                    100.0 * r.floor_us / r.t.median_us);
+        std::printf("  %.2f TB/s, %.1f TFLOP/s, floor %.1f us (%.0f%% of floor)", r.bytes / (r.t.median_us * 1e-6) / 1e12,
+                    gflops / 1e3, r.floor_us, 100.0 * r.floor_us / r.t.median_us);
       else
         std::printf("  = %.0f%% of the Eigen fp32 matmul rate", 100.0 * gflops / sgemm);
       std::printf("\n");
@@ -351,7 +358,7 @@ int main(int argc, char** argv) {
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     f << "{\n  \"tool\": \"kda-bench\",\n  \"date\": \"" << date << "\",\n  \"commit\": \"" << json_escape(opt.commit)
       << "\",\n  \"command\": \"" << json_escape(command) << "\",\n  \"copy_bandwidth_Bps\": " << copy_bw
-      << ",\n  \"eigen_sgemm_gflops\": " << sgemm << ",\n  \"cpu_threads\": " << threads << ",\n  \"results\": [\n";
+      << ",\n  \"bf16_matmul_flops\": " << mm_rate << ",\n  \"eigen_sgemm_gflops\": " << sgemm << ",\n  \"cpu_threads\": " << threads << ",\n  \"results\": [\n";
     for (size_t i = 0; i < records.size(); ++i) {
       const Record& r = records[i];
       f << "    {\"workload\": \"" << r.workload << "\", \"impl\": \"" << r.impl << "\", \"gpu\": \""

@@ -8,7 +8,9 @@
 #include <stdexcept>
 
 #if defined(KDA_WITH_CUDA)
+#include <cublas_v2.h>  // types and declarations only: the library is dlopen'ed
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #endif
 
 namespace kda::testing {
@@ -281,6 +283,62 @@ double measure_copy_bandwidth() {
   return 2.0 * bytes / (ms[ms.size() / 2] * 1e-3);
 }
 
+double measure_bf16_matmul_rate(std::string* library) {
+  void* lib = nullptr;
+  for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
+    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+      *library = name;
+      break;
+    }
+  if (lib == nullptr) return 0.0;
+  auto create = reinterpret_cast<decltype(&cublasCreate_v2)>(dlsym(lib, "cublasCreate_v2"));
+  auto destroy = reinterpret_cast<decltype(&cublasDestroy_v2)>(dlsym(lib, "cublasDestroy_v2"));
+  // Spelled out: cublas_api.h also declares a C++ overload of cublasGemmEx (cudaDataType compute type).
+  using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                    const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                    const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  auto gemm = reinterpret_cast<GemmEx>(dlsym(lib, "cublasGemmEx"));
+  cublasHandle_t h = nullptr;
+  if (!create || !destroy || !gemm || create(&h) != CUBLAS_STATUS_SUCCESS) return 0.0;
+  const int n = 8192;  // 1.1 TFLOP per product: ~1.4 ms at the H200's rate, far from launch-bound
+  const size_t bytes = size_t{n} * n * 2;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  check(cudaMalloc(&a, bytes), "cudaMalloc");
+  check(cudaMalloc(&b, bytes), "cudaMalloc");
+  check(cudaMalloc(&c, bytes), "cudaMalloc");
+  check(cudaMemset(a, 0x3c, bytes), "cudaMemset");  // bf16 0x3c3c ~ 0.0115: finite products, no denormals
+  check(cudaMemset(b, 0x3c, bytes), "cudaMemset");
+  const float alpha = 1.0f, beta = 0.0f;
+  auto run = [&] {
+    return gemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
+                CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  double rate = 0.0;
+  if (run() == CUBLAS_STATUS_SUCCESS) {
+    for (int i = 0; i < 3; ++i) run();
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<float> ms(10);
+    for (float& m : ms) {
+      cudaEventRecord(e0);
+      run();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      cudaEventElapsedTime(&m, e0, e1);
+    }
+    std::sort(ms.begin(), ms.end());
+    rate = 2.0 * n * n * double(n) / (ms[ms.size() / 2] * 1e-3);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
+  destroy(h);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  return rate;
+}
+
 #else  // no CUDA in this build
 
 int cuda_device_count() { return 0; }
@@ -305,6 +363,7 @@ kda_status_t DeviceDecodeProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNA
 kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
+double measure_bf16_matmul_rate(std::string*) { return 0.0; }
 
 #endif
 

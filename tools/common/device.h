@@ -84,4 +84,8 @@ class DeviceDecodeProblem : public DeviceCall {
 // Device-to-device copy bandwidth in bytes/s (read + written), measured with a large cudaMemcpy.
 double measure_copy_bandwidth();
 
+// Dense bf16 matrix-product rate in FLOP/s (8192^3, fp32 accumulation, cuBLAS loaded at run time so the tools do
+// not need it to start); 0 when no cuBLAS library can be loaded. *library names the one used.
+double measure_bf16_matmul_rate(std::string* library);
+
 }  // namespace kda::testing
