@@ -1,7 +1,9 @@
 """fla_bench.py: times FLA's Triton chunk_kda (safe_gate=True, its faster setting) on the standard workloads with
-the standard input recipe, on the GPU of this run, for the ledger's peer column. CUDA-graph replay between CUDA
-events after warm-up (autotuning runs in the warm-up), median of --iters replays, one JSON record per workload in
-the same schema kda-bench writes.
+the standard input recipe, and its fused_recurrent_kda decode against an fp32 value-first state pool (the form
+vLLM calls: ssm_state_indices, state updated in place), on the GPU of this run, for the ledger's peer column.
+CUDA-graph replay between CUDA events after warm-up (autotuning runs in the warm-up), median of --iters replays,
+one JSON record per workload in the same schema kda-bench writes. Decode rotates input sets (pools) like
+kda-bench: one graph of R calls on R different pools, R = ceil(3 x 60 MB L2 / bytes per call) capped at 32.
 
 Until kda-bench times FLA in its own process (the Python binding lands), this script runs in the same GPU lease
 as kda-bench, right after it, so both see the same card in the same state.
@@ -45,11 +47,82 @@ def make_inputs(H, seqlens, gen):
     return q, k, v, g, beta, A_log, dt_bias, h0, cu
 
 
+DECODE = [(32, b) for b in (1, 8, 32, 128, 256, 512)] + [(12, b) for b in (1, 32, 256)]
+
+
+def decode_inputs(H, B, gen):
+    """kda-bench's decode workloads: one token per sequence, standard recipe, pool of B + B/2 + 1 slots
+    [slots, H, V, K] fp32 (value-first), distinct random slots per sequence."""
+    K, dev = 128, "cuda"
+    def n(*shape, std=0.5, dtype=torch.bfloat16):
+        return (torch.randn(*shape, generator=gen, device=dev) * std).to(dtype)
+    q, k, v, g = (n(1, B, H, K) for _ in range(4))
+    beta = n(1, B, H)
+    A_log = torch.log(1 + 15 * torch.rand(H, generator=gen, device=dev))
+    dt = torch.exp(math.log(1e-3) + (math.log(0.1) - math.log(1e-3)) * torch.rand(H * K, generator=gen, device=dev))
+    dt_bias = torch.log(torch.expm1(dt))
+    slots = B + B // 2 + 1
+    pool = n(slots, H, K, K, std=0.25, dtype=torch.float32)
+    idx = torch.randperm(slots, generator=gen, device=dev)[:B].to(torch.int32)
+    cu = torch.arange(B + 1, dtype=torch.int64, device=dev)
+    return q, k, v, g, beta, A_log, dt_bias, pool, idx, cu
+
+
+def time_graph(calls, iters):
+    """One graph holding every call (rotated input sets); per-call times of iters replays."""
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for c in calls:
+            c()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        for c in calls:
+            c()
+    for _ in range(20):
+        graph.replay()
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+    ev[0].record()
+    for i in range(iters):
+        graph.replay()
+        ev[i + 1].record()
+    torch.cuda.synchronize()
+    return sorted(ev[i].elapsed_time(ev[i + 1]) * 1000 / len(calls) for i in range(iters))
+
+
+def bench_decode(args, gen, gpu, seed, records, t0):
+    from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+    for H, B in DECODE:
+        name = f"decode-h{H}-b{B}"
+        per_call = 2 * B * H * 128 * 128 * 4 + B * H * 128 * 2 * 5
+        R = min(32, max(1, math.ceil(3 * 60e6 / per_call)))
+        calls = []
+        for _ in range(R):
+            q, k, v, g, beta, A_log, dt_bias, pool, idx, cu = decode_inputs(H, B, gen)
+            out = torch.empty_like(v)
+            def call(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, pool=pool, idx=idx, cu=cu,
+                     out=out):
+                fused_recurrent_kda_fwd(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, initial_state=pool,
+                                        inplace_final_state=True, state_v_first=True, cu_seqlens=cu,
+                                        ssm_state_indices=idx, use_qk_l2norm_in_kernel=True,
+                                        use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                                        lower_bound=-5.0, out=out)
+            calls.append(call)
+        us = time_graph(calls, args.iters)
+        rec = {"workload": name, "impl": "fla-fused_recurrent_kda", "gpu": gpu, "commit": args.commit,
+               "seed": seed, "timing": "graph", "mean_us": statistics.fmean(us), "median_us": us[len(us) // 2],
+               "min_us": us[0], "max_us": us[-1], "iters": args.iters, "input_sets": R}
+        records.append(rec)
+        print(f"  {name:16s} median {rec['median_us']:9.2f} us  ({R} input sets, {time.time() - t0:.0f} s in)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--json", default="")
     ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--part", choices=["all", "prefill", "decode"], default="all")
     args = ap.parse_args()
     from fla.ops.kda import chunk_kda
     import fla
@@ -61,7 +134,18 @@ def main():
     records = []
     t0 = time.time()
     print(f"fla_bench: FLA {fla.__version__}, torch {torch.__version__}, {gpu}, seed {seed}")
-    for name, (H, seqlens) in WORKLOADS.items():
+    def dump():
+        if args.json:  # rewritten after every workload: a run cut off by a time limit keeps what it measured
+            with open(args.json, "w") as f:
+                json.dump({"tool": "scripts/fla_bench.py", "command": " ".join(sys.argv), "commit": args.commit,
+                           "results": records}, f, indent=1)
+    if args.part in ("all", "decode"):
+        try:
+            bench_decode(args, gen, gpu, seed, records, t0)
+        except Exception as e:  # untested on a GPU before its first lease: keep the prefill figures coming
+            print(f"  decode: FAILED {type(e).__name__}: {e}")
+        dump()
+    for name, (H, seqlens) in (WORKLOADS.items() if args.part in ("all", "prefill") else []):
         q, k, v, g, beta, A_log, dt_bias, h0, cu = make_inputs(H, seqlens, gen)
 
         def call():
@@ -106,10 +190,7 @@ def main():
         records.append(rec)
         print(f"  {name:12s} median {rec['median_us']:9.1f} us  mean {mean:9.1f} us  ({method}, {time.time() - t0:.0f} s in)")
         del graph
-        if args.json:  # rewritten after every workload: a run cut off by a time limit keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump({"tool": "scripts/fla_bench.py", "command": " ".join(sys.argv), "commit": args.commit,
-                           "results": records}, f, indent=1)
+        dump()
 
 
 if __name__ == "__main__":
