@@ -3,7 +3,9 @@ kda's median time, the peers' (FLA measured in the same lease where the file has
 figure as a fixed reference, labelled as such) and the memory floor measured in the same run; and, when the file has
 decode workloads, kda's decode time against the floor per batch size.
 
-usage: python3 scripts/plot_results.py bench/results/<file>.json [--out PNG]
+usage: python3 scripts/plot_results.py bench/results/<file>.json [--peers fla.json] [--out PNG]
+  --peers: scripts/fla_bench.py's JSON from the same lease; its records are stored in the results file under
+           "peers" (with its command), so the committed file holds both sides of every ratio.
 """
 import argparse
 import json
@@ -26,12 +28,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
     ap.add_argument("--out", default="")
+    ap.add_argument("--peers", default="")
     args = ap.parse_args()
     with open(args.results) as f:
         d = json.load(f)
+    if args.peers:
+        with open(args.peers) as f:
+            pj = json.load(f)
+        d["peers"] = pj["results"]
+        d["peers_command"] = pj.get("command", "")
+        with open(args.results, "w") as f:
+            json.dump(d, f, indent=1)
     prefill = [r for r in d["results"] if r["workload"] in FLASHKDA_MS and r.get("median_us")]
     decode = [r for r in d["results"] if r["workload"].startswith("decode-") and r.get("median_us")]
     fla = {p["workload"]: p["median_us"] / 1000 for p in d.get("peers", [])}
+    fla_decode = {p["workload"]: p["median_us"] for p in d.get("peers", []) if p["workload"].startswith("decode-")}
 
     panels = (1 if prefill else 0) + (1 if decode else 0)
     fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4.5), squeeze=False)
@@ -62,6 +73,9 @@ def main():
             b = [int(r["workload"].split("-b")[1]) for r in rows]
             ax.plot(b, [r["median_us"] for r in rows], "o-", label=f"kda decode {h}")
             ax.plot(b, [r["floor_us"] for r in rows], "k:", label=f"floor {h}")
+            fb = [(x, fla_decode[r["workload"]]) for x, r in zip(b, rows) if r["workload"] in fla_decode]
+            if fb:
+                ax.plot([x for x, _ in fb], [y for _, y in fb], "s--", label=f"FLA fused_recurrent_kda {h} (same lease)")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("batch")
