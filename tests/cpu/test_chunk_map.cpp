@@ -37,10 +37,14 @@ void check_layout(bool has_cu, const std::vector<int64_t>& cu, int64_t B, int64_
       EXPECT_LE(c.len, kChunk);
       EXPECT_LE(c.start + c.len, spans[n].start + spans[n].len) << "chunk crosses the end of sequence " << n;
       // Only the last chunk of a sequence is short.
-      if (i + 1 < first[n + 1]) EXPECT_EQ(c.len, kChunk);
+      if (i + 1 < first[n + 1]) {
+        EXPECT_EQ(c.len, kChunk);
+      }
       next = c.start + c.len;
     }
-    if (cover) EXPECT_EQ(next, spans[n].start + spans[n].len) << "sequence " << n << " not covered";
+    if (cover) {
+      EXPECT_EQ(next, spans[n].start + spans[n].len) << "sequence " << n << " not covered";
+    }
   }
   EXPECT_EQ(count, first[N]);
 }
