@@ -41,7 +41,7 @@ struct Options {
 
 void usage() {
   std::printf(
-      "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked]... [--iters N] [--warmup N]\n"
+      "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked|cuda-recurrent]... [--iters N] [--warmup N]\n"
       "                 [--rotate N] [--threads N] [--json PATH] [--commit SHA] [--no-verify]\n"
       "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n");
 }
@@ -72,6 +72,7 @@ kda_backend_t backend_of(const std::string& impl) {
   if (impl == "cpu") return KDA_BACKEND_CPU;
   if (impl == "cuda-generic") return KDA_BACKEND_CUDA_GENERIC;
   if (impl == "cuda-chunked") return KDA_BACKEND_CUDA_CHUNKED;
+  if (impl == "cuda-recurrent") return KDA_BACKEND_CUDA_RECURRENT;
   if (impl == "reference") return KDA_BACKEND_REFERENCE;
   return KDA_BACKEND_AUTO;
 }
@@ -118,7 +119,8 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
   int failures = 0;
   for (const std::string& impl : opt.impls) {
     const kda_backend_t be = backend_of(impl);
-    const bool on_gpu = be == KDA_BACKEND_CUDA_GENERIC || be == KDA_BACKEND_CUDA_CHUNKED;
+    const bool on_gpu =
+        be == KDA_BACKEND_CUDA_GENERIC || be == KDA_BACKEND_CUDA_CHUNKED || be == KDA_BACKEND_CUDA_RECURRENT;
     Record r;
     r.workload = w.name;
     r.impl = impl;
@@ -277,8 +279,10 @@ int main(int argc, char** argv) {
       Outputs outs = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
       const bool on_gpu = be != KDA_BACKEND_CPU && be != KDA_BACKEND_REFERENCE;
       r.device = on_gpu ? cuda_device_name() : "cpu";
-      // The chunked CUDA kernel runs tf32 tensor-core products; everything else computes in fp32.
-      const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32;
+      // The chunked CUDA forward (GENERIC runs it where supported) has tensor-core products; the rest is fp32.
+      const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED || be == KDA_BACKEND_CUDA_GENERIC
+                                   ? ComputeClass::kTensorCore
+                                   : ComputeClass::kFp32;
       if (on_gpu) {
         DeviceProblem dp(c, outs, be);
         dp.poison_outputs();

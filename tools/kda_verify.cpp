@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     else if (a == "--filter") filter = next();
     else {
       std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full] [--impl NAME] [--json PATH] [--seed N] [--filter SUBSTRING]\n"
-                  "  NAME: cpu | reference | cuda-generic | cuda-chunked | \"cmd:COMMAND\" (an external implementation:\n"
+                  "  NAME: cpu | reference | cuda-generic | cuda-chunked | cuda-recurrent | \"cmd:COMMAND\" (an external implementation:\n"
                   "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin;\n"
                   "        see docs/verifier_protocol.md)\n");
       return a == "--help" || a == "-h" ? 0 : 2;

@@ -76,14 +76,19 @@ typedef enum kda_gate_mode {
 } kda_gate_mode_t;
 
 typedef enum kda_backend {
-  KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> the fastest CUDA path
-                                   that passes the verifier (today KDA_BACKEND_CUDA_GENERIC) */
+  KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> KDA_BACKEND_CUDA_GENERIC */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
   KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
-  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path: the exact token-recurrent kernel, fp32 throughout */
+  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path: the two-phase chunked tensor-core forward where it is
+                                   supported (see KDA_BACKEND_CUDA_CHUNKED), the token-recurrent kernel otherwise;
+                                   decode: the fp32 decode kernel */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
-  KDA_BACKEND_CUDA_CHUNKED = 5  /* chunked tensor-core kernel (tf32 products, fp32 state; K in {64, 128}, bf16/fp16):
-                                   opt-in until it passes the full verifier (bench/LEDGER.md) */
+  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core forward only (tf32 / 3xTF32 products, fp32 state;
+                                   K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned rows;
+                                   needs the workspace kda_forward_workspace_size returns, 256-byte aligned as cudaMalloc gives it);
+                                   NOT_SUPPORTED otherwise */
+  KDA_BACKEND_CUDA_RECURRENT = 6 /* the exact token-recurrent CUDA kernel (fp32 throughout, every legal input, no
+                                    workspace); decode: the fp32 decode kernel */
 } kda_backend_t;
 
 /* Arguments of the chunked prefill forward. Initialize with kda_forward_args_init().
@@ -164,7 +169,7 @@ typedef struct kda_decode_args {
   int32_t allow_neg_eigval;
   int32_t state_v_first;
   int32_t cpu_threads;
-  kda_backend_t backend;   /* AUTO, REFERENCE, CPU or CUDA_GENERIC */
+  kda_backend_t backend;   /* AUTO, REFERENCE, CPU, CUDA_GENERIC or CUDA_RECURRENT */
 } kda_decode_args_t;
 
 /* Arguments of the backward: gradients of every differentiable input given the gradients of the output and

@@ -43,11 +43,14 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
       return Status::Ok();
     case KDA_BACKEND_CUDA_GENERIC:
     case KDA_BACKEND_CUDA_CHUNKED:
+    case KDA_BACKEND_CUDA_RECURRENT:
       if (device != KDA_DEVICE_CUDA)
-        return Status{KDA_STATUS_INVALID_ARGUMENT, std::string("backend: ") +
-                                                       (p->backend == KDA_BACKEND_CUDA_GENERIC ? "KDA_BACKEND_CUDA_GENERIC"
-                                                                                               : "KDA_BACKEND_CUDA_CHUNKED") +
-                                                       " needs CUDA tensors, but q is on the CPU"};
+        return Status{KDA_STATUS_INVALID_ARGUMENT,
+                      std::string("backend: ") +
+                          (p->backend == KDA_BACKEND_CUDA_GENERIC   ? "KDA_BACKEND_CUDA_GENERIC"
+                           : p->backend == KDA_BACKEND_CUDA_CHUNKED ? "KDA_BACKEND_CUDA_CHUNKED"
+                                                                    : "KDA_BACKEND_CUDA_RECURRENT") +
+                          " needs CUDA tensors, but q is on the CPU"};
       if (!cuda::compiled_with_cuda())
         return Status{KDA_STATUS_BACKEND_UNAVAILABLE, "backend: this kda library was built without CUDA"};
       return Status::Ok();
@@ -58,17 +61,22 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
   }
 }
 
+// The forward's CUDA kernel: KDA_BACKEND_CUDA_GENERIC becomes the two-phase chunked path where it is supported and
+// the token-recurrent kernel elsewhere (prefix-cache checkpoints stay NOT_SUPPORTED on both, checked at run time).
 Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_forward(args, p));
-  return resolve_backend(p, args->q.device_type);
+  KDA_RETURN_IF_ERROR(resolve_backend(p, args->q.device_type));
+  if (p->backend == KDA_BACKEND_CUDA_GENERIC)
+    p->backend = cuda::chunked_forward_supported(*p) ? KDA_BACKEND_CUDA_CHUNKED : KDA_BACKEND_CUDA_RECURRENT;
+  return Status::Ok();
 }
 
 Status check_chunked_support(const ForwardParams& p) {
   if (cuda::chunked_forward_supported(p)) return Status::Ok();
   return Status{KDA_STATUS_NOT_SUPPORTED,
-                "backend: KDA_BACKEND_CUDA_CHUNKED takes K in {64, 128}, V a multiple of 64, bf16 or fp16 q/k/v with "
-                "unit innermost strides and 16-byte aligned rows on a device with ~227 KiB of shared memory per "
-                "block; use KDA_BACKEND_AUTO for everything else"};
+                "backend: KDA_BACKEND_CUDA_CHUNKED takes K and V in {64, 128}, bf16 or fp16 q/k/v with unit innermost "
+                "strides and 16-byte aligned rows on a device with ~190 KiB of shared memory per block; use "
+                "KDA_BACKEND_AUTO for everything else"};
 }
 
 Status workspace_size(const ForwardParams& p, size_t* bytes) {
@@ -89,12 +97,12 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
   if (need > 0 && workspace == nullptr)
     return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
-  if (p.has_checkpoints() && (p.backend == KDA_BACKEND_CUDA_GENERIC || p.backend == KDA_BACKEND_CUDA_CHUNKED))
+  if (p.has_checkpoints() && (p.backend == KDA_BACKEND_CUDA_RECURRENT || p.backend == KDA_BACKEND_CUDA_CHUNKED))
     return Status{KDA_STATUS_NOT_SUPPORTED, "state_checkpoints: not supported by the CUDA backends yet (CPU only)"};
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
-    case KDA_BACKEND_CUDA_GENERIC: return cuda::generic_forward(p, stream);
+    case KDA_BACKEND_CUDA_RECURRENT: return cuda::generic_forward(p, stream);
     case KDA_BACKEND_CUDA_CHUNKED: return cuda::chunked_forward(p, workspace, workspace_bytes, stream);
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
@@ -107,7 +115,8 @@ Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspa
   switch (p.io.backend) {
     case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
     case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
-    case KDA_BACKEND_CUDA_GENERIC: return cuda::decode(p, stream);
+    case KDA_BACKEND_CUDA_GENERIC:
+    case KDA_BACKEND_CUDA_RECURRENT: return cuda::decode(p, stream);
     case KDA_BACKEND_CUDA_CHUNKED:
       return Status{KDA_STATUS_NOT_SUPPORTED, "backend: decode runs on KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};

@@ -112,7 +112,7 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   const int32_t gate_raw = raw_enum(a.gate_mode), backend_raw = raw_enum(a.backend);
   if (gate_raw < KDA_GATE_LOG_DECAY || gate_raw > KDA_GATE_BOUNDED)
     return invalid("gate_mode: unknown value " + std::to_string(gate_raw));
-  if (backend_raw < KDA_BACKEND_AUTO || backend_raw > KDA_BACKEND_CUDA_CHUNKED)
+  if (backend_raw < KDA_BACKEND_AUTO || backend_raw > KDA_BACKEND_CUDA_RECURRENT)
     return invalid("backend: unknown value " + std::to_string(backend_raw));
 
   // q fixes B, T, H, K, the input dtype and the device.
@@ -344,7 +344,7 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
   *p = DecodeParams{};
   if (raw_enum(a.gate_mode) < KDA_GATE_LOG_DECAY || raw_enum(a.gate_mode) > KDA_GATE_BOUNDED)
     return invalid("gate_mode: unknown value " + std::to_string(raw_enum(a.gate_mode)));
-  if (raw_enum(a.backend) < KDA_BACKEND_AUTO || raw_enum(a.backend) > KDA_BACKEND_CUDA_CHUNKED)
+  if (raw_enum(a.backend) < KDA_BACKEND_AUTO || raw_enum(a.backend) > KDA_BACKEND_CUDA_RECURRENT)
     return invalid("backend: unknown value " + std::to_string(raw_enum(a.backend)));
   // The per-token inputs, gates, flags and output follow the forward's rules (N sequences = the batch).
   kda_forward_args_t f;

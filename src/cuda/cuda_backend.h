@@ -12,13 +12,14 @@ namespace kda::cuda {
 // Whether this build carries CUDA kernels.
 bool compiled_with_cuda();
 
-// The portable sm80+ forward (KDA_BACKEND_CUDA_GENERIC): the exact token-recurrent kernel, fp32 state in
-// registers, one token at a time; every legal input; no workspace. Asynchronous on stream, no host sync.
+// The exact token-recurrent forward (KDA_BACKEND_CUDA_RECURRENT, and KDA_BACKEND_CUDA_GENERIC's fallback): fp32
+// state in registers, one token at a time; every legal input; no workspace. Asynchronous on stream, no host sync.
 Status generic_forward(const ForwardParams& p, void* stream);
 
-// The chunked tensor-core forward (KDA_BACKEND_CUDA_CHUNKED, src/cuda/generic/forward_chunked.cu): supported for
-// K in {64, 128}, V a multiple of 64, bf16/fp16 q/k/v, unit innermost strides and 16-byte aligned rows, and a
-// device with enough opt-in shared memory per block.
+// The two-phase chunked tensor-core forward (KDA_BACKEND_CUDA_CHUNKED, and KDA_BACKEND_CUDA_GENERIC where supported;
+// src/cuda/generic/forward_chunked.cu): supported for K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides and
+// 16-byte aligned rows, and a device with enough opt-in shared memory per block. Needs the caller's workspace
+// (chunked_forward_workspace_size); asynchronous on stream, no host sync, CUDA-graph capturable.
 bool chunked_forward_supported(const ForwardParams& p);
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes);
 Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);

@@ -227,7 +227,7 @@ TEST(Validation, RandomCorruptionsGiveNamedErrors) {
         case 5: t = kda_tensor_none(); break;
         case 6: a.gate_mode = static_cast<kda_gate_mode_t>(rng() % 4); break;
         case 7: a.chunk_size = static_cast<int32_t>(rng() % 80); break;
-        default: a.backend = static_cast<kda_backend_t>(rng() % 7); break;
+        default: a.backend = static_cast<kda_backend_t>(rng() % 8); break;
       }
     }
     size_t ws = 0;

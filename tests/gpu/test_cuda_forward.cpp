@@ -5,6 +5,8 @@
 // Skips itself where no GPU is present.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/cases.h"
 #include "common/compare.h"
 #include "common/device.h"
@@ -48,18 +50,27 @@ void expect_matches_reference(const CaseSpec& s, kda_backend_t be, ComputeClass 
 
 class CudaBehaviour : public GpuTest {};
 
-// The generic path (token-recurrent, fp32 throughout) is held to the fp32 bounds; the chunked kernel (tf32
-// tensor-core products) to the tensor-core bounds, on the cases it takes (it refuses the others with
-// KDA_STATUS_NOT_SUPPORTED, which is checked against its documented support).
+// The token-recurrent kernel (fp32 throughout) is held to the fp32 bounds; the two-phase chunked kernel
+// (tensor-core products) to the tensor-core bounds, on the cases it takes (it refuses the others with
+// KDA_STATUS_NOT_SUPPORTED, which is checked against its documented support); the generic path runs the chunked
+// kernel where it is supported and the recurrent one elsewhere, so it is judged as tensor-core code.
 class CudaGeneric : public GpuTest, public ::testing::WithParamInterface<CaseSpec> {};
+class CudaRecurrent : public GpuTest, public ::testing::WithParamInterface<CaseSpec> {};
 class CudaChunked : public GpuTest, public ::testing::WithParamInterface<CaseSpec> {};
 
+bool chunked_documented(const CaseSpec& s) {
+  return (s.K == 64 || s.K == 128) && (s.V == 64 || s.V == 128) && s.in_dtype != KDA_DTYPE_FLOAT32;
+}
+
 TEST_P(CudaGeneric, MatchesReference) {
-  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, ComputeClass::kFp32);
+  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, ComputeClass::kTensorCore);
+}
+TEST_P(CudaRecurrent, MatchesReference) {
+  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_RECURRENT, ComputeClass::kFp32);
 }
 TEST_P(CudaChunked, MatchesReference) {
   const CaseSpec& s = GetParam();
-  const bool documented = (s.K == 64 || s.K == 128) && s.V % 64 == 0 && s.in_dtype != KDA_DTYPE_FLOAT32;
+  const bool documented = chunked_documented(s);
   if (!documented) {
     // The workspace query validates and checks support without reading any data.
     Case c = make_case(s, 1);
@@ -84,13 +95,88 @@ std::string large_name(const ::testing::TestParamInfo<CaseSpec>& i) {
   return n;
 }
 INSTANTIATE_TEST_SUITE_P(Large, CudaGeneric, ::testing::ValuesIn(large_cases()), large_name);
+INSTANTIATE_TEST_SUITE_P(Cases, CudaRecurrent, ::testing::ValuesIn(correctness_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 INSTANTIATE_TEST_SUITE_P(Cases, CudaChunked, ::testing::ValuesIn(correctness_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 INSTANTIATE_TEST_SUITE_P(Large, CudaChunked, ::testing::ValuesIn(large_cases()), large_name);
 
-// AUTO on CUDA tensors runs a CUDA path and gives the generic path's answer.
+// The chunked kernel's own hostile cases at K = V = 128 (the correctness suite is mostly K = V = 64): the
+// ill-conditioned T (near-identical keys with beta near 1, beta = 2), the unbounded softplus gate decaying over 1000
+// bits per 64 tokens with 130-nat spikes, 1e4-nat single-token spikes, grouped value heads with a packed layout of
+// empty, length-1 and off-grid sequences (int64 offsets), the key-first state layout, fp16, K != V.
+std::vector<CaseSpec> chunked_cases() {
+  std::vector<CaseSpec> v;
+  auto base = [](const std::string& name) {
+    CaseSpec s = correctness_case_base(name);
+    s.K = s.V = 128;
+    return s;
+  };
+  { CaseSpec s = base("k128_near_identical_keys_beta_near_1"); s.recipe.key_jitter = 1e-3; s.recipe.beta_mean = 12; v.push_back(s); }
+  { CaseSpec s = base("k128_negative_eigenvalues_beta_near_2"); s.neg_eigval = true; s.recipe.beta_mean = 8; v.push_back(s); }
+  {
+    CaseSpec s = base("k128_softplus_over_1000_bits_per_64_tokens");
+    s.gate = KDA_GATE_SOFTPLUS;
+    s.recipe.A_log_fixed = std::log(4.0);
+    s.recipe.g_mean = 3.0;
+    s.recipe.g_std = 2.0;
+    s.recipe.g_spike_prob = 0.05;
+    s.recipe.g_spike = 30.0;
+    v.push_back(s);
+  }
+  {
+    CaseSpec s = base("k128_log_decay_spikes_1e4_nats");
+    s.gate = KDA_GATE_LOG_DECAY;
+    s.g_dtype = KDA_DTYPE_FLOAT32;
+    s.recipe.g_mean = 0.3;
+    s.recipe.g_std = 0.2;
+    s.recipe.g_spike_prob = 0.02;
+    s.recipe.g_spike = 1e4;
+    v.push_back(s);
+  }
+  {
+    CaseSpec s = base("k128_grouped_packed_off_grid");
+    s.H = 2;
+    s.HV = 6;
+    s.seqlens = {1, 63, 64, 65, 0, 129, 0, 2, 200};
+    s.cu_dtype = KDA_DTYPE_INT64;
+    v.push_back(s);
+  }
+  { CaseSpec s = base("k128_k_first_state_fp16"); s.v_first = false; s.in_dtype = s.g_dtype = s.beta_dtype = KDA_DTYPE_FLOAT16; v.push_back(s); }
+  { CaseSpec s = base("k128_beta_probabilities_no_h0"); s.beta_logits = false; s.has_h0 = false; v.push_back(s); }
+  { CaseSpec s = base("k64_v128_packed"); s.K = 64; s.seqlens = {3, 0, 300, 64}; v.push_back(s); }
+  { CaseSpec s = base("k128_v64_bounded_without_A_log"); s.V = 64; s.has_A_log = false; v.push_back(s); }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
+
+// The workspace query returns the two-phase path's size where GENERIC runs it, and 0 where it runs the recurrent
+// kernel (K = 16); both calls then succeed with exactly that workspace.
+TEST_F(CudaBehaviour, GenericWorkspaceFollowsThePath) {
+  for (int K : {128, 16}) {
+    CaseSpec s = correctness_case_base(K == 128 ? "ws_k128" : "ws_k16");
+    s.K = s.V = K;
+    Case c = make_case(s, run_seed());
+    Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+    DeviceProblem dp(c, o, KDA_BACKEND_CUDA_GENERIC);
+    kda_forward_args_t a = host_args(c, o, KDA_BACKEND_CUDA_GENERIC);
+    for (kda_tensor_t* t : {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.A_log, &a.dt_bias, &a.initial_state, &a.cu_seqlens,
+                            &a.out, &a.final_state})
+      if (t->ndim) t->device_type = KDA_DEVICE_CUDA;
+    size_t ws = 1;
+    ASSERT_EQ(kda_forward_workspace_size(&a, &ws), KDA_STATUS_SUCCESS) << kda_last_error();
+    if (K == 128)
+      EXPECT_GT(ws, size_t{0});
+    else
+      EXPECT_EQ(ws, size_t{0});
+    EXPECT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+  }
+}
+
+// AUTO on CUDA tensors runs the generic CUDA path (here the chunked kernel: K = V = 64, bf16).
 TEST_F(CudaBehaviour, AutoDispatchesToCuda) {
-  expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, ComputeClass::kFp32);
+  expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, ComputeClass::kTensorCore);
 }
 
 // A graph captured once and replayed after the inputs changed computes the new inputs' answer.
@@ -112,7 +198,7 @@ TEST_F(CudaBehaviour, GraphReplayWithNewInputs) {
   dp.replay();
   dp.download(outs);
   Oracle o = run_oracle(second);
-  const Tolerance tol = tolerance_for(s.in_dtype, ComputeClass::kFp32);
+  const Tolerance tol = tolerance_for(s.in_dtype, ComputeClass::kTensorCore);  // GENERIC: the chunked kernel
   const ErrorStats eo = compare_out(outs.out, o, tol);
   EXPECT_TRUE(eo.pass) << eo.summary();
   const ErrorStats es = compare_state(outs.final_state, o, tol, int64_t{s.K} * s.V);

@@ -198,17 +198,25 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_host(d, o, p, KDA_BACKEND_REFERENCE);
     };
   } else if (name == "cuda-generic") {
+    // The forward runs the two-phase chunked kernel (tensor-core products) wherever it is supported; decode is fp32.
+    impl.cls = ComputeClass::kTensorCore;
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
     impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
+  } else if (name == "cuda-recurrent") {  // the exact token-recurrent kernel: fp32 class
+    impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_RECURRENT); };
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
+      return decode_device(d, o, p, KDA_BACKEND_CUDA_RECURRENT);
+    };
+    impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_RECURRENT); };
   } else if (name == "cuda-chunked") {  // tf32 tensor-core products: judged as tensor-core code
     impl.cls = ComputeClass::kTensorCore;
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_CHUNKED); };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_CHUNKED); };
   } else if (name.rfind("cmd:", 0) == 0) {  // an external implementation, judged by the loosest class
-    impl.cls = ComputeClass::kTensorCore;
+    impl.cls = impl.decode_cls = ComputeClass::kTensorCore;
     const std::string command = name.substr(4);
     impl.run = [command](Case& c, Outputs& o) {
       std::string error;
@@ -387,7 +395,7 @@ VerifyResult verify_decode_case(const DecodeSpec& s, const Implementation& impl,
     r.error = std::string("call failed: ") + kda_last_error();
     return r;
   }
-  const DecodeVerdict v = judge_decode(d, decode_oracle(d), out, pool, tolerance_for(d.c.spec.in_dtype, impl.cls));
+  const DecodeVerdict v = judge_decode(d, decode_oracle(d), out, pool, tolerance_for(d.c.spec.in_dtype, impl.decode_cls));
   r.out = v.out;
   r.state = v.pool;
   r.pass = v.pass;

@@ -19,14 +19,15 @@ namespace kda::testing {
 // it after copying `second`'s inputs over the device inputs, and downloads the result into outs.
 struct Implementation {
   std::string name;
-  ComputeClass cls = ComputeClass::kFp32;
+  ComputeClass cls = ComputeClass::kFp32;         // the forward's class
+  ComputeClass decode_cls = ComputeClass::kFp32;  // decode's class
   std::function<kda_status_t(Case& c, Outputs& outs)> run;
   std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
   // Decode against the case's pool: out and pool (a copy of d.pool) are filled in place.
   std::function<kda_status_t(DecodeCase& d, HostTensor& out, HostTensor& pool)> decode;
 };
 
-// "cpu", "reference", "cuda-generic", "cuda-chunked" (the CUDA ones need a device), or "cmd:COMMAND" for an
+// "cpu", "reference", "cuda-generic", "cuda-chunked", "cuda-recurrent" (the CUDA ones need a device), or "cmd:COMMAND" for an
 // external implementation run through the file protocol of external_impl.h. Empty run if unknown.
 Implementation implementation_by_name(const std::string& name);
 

@@ -1,0 +1,129 @@
+// chunk_common.cuh: device helpers of the two-phase chunked forward (chunk_prepare.cu, chunk_state.cu): tf32
+// mma.sync (m16n8k8) and its 3xTF32 split, exp2, cp.async, 16-byte bf16/fp16 unpacking, quad L2 norms.
+//
+// Fragment layout of mma.m16n8k8 (tf32, fp32 accumulate), lane = 4 grp + tig:
+//   A (16 x 8, row major): a0 (grp, tig), a1 (grp + 8, tig), a2 (grp, tig + 4), a3 (grp + 8, tig + 4)
+//   B (8 x 8, k x n):      b0 (k = tig, n = grp), b1 (k = tig + 4, n = grp)
+//   C (16 x 8):            c0 (grp, 2 tig), c1 (grp, 2 tig + 1), c2 (grp + 8, 2 tig), c3 (grp + 8, 2 tig + 1)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/math.h"
+#include "common/params.h"
+
+namespace kda::cuda::chunk {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFull = 0xffffffffu;
+
+__device__ __forceinline__ uint32_t tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// 3xTF32: x = hi + lo with hi = tf32(x) and lo = tf32(x - hi); a b ~ ah bh + ah bl + al bh keeps ~21 bits of the
+// operands (the dropped al bl is below 2^-22 relative), against 11 for one tf32 product.
+__device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32(x);
+  lo = tf32(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// c += a b in 3xTF32 (small terms first).
+__device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                     const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
+  mma(c, al, bh);
+  mma(c, ah, bl);
+  mma(c, ah, bh);
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ uint4 ldg16(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
+
+// 8 values of a 16-byte vector of bf16 or fp16.
+__device__ __forceinline__ void cvt8(const uint4& u, kda_dtype_t dt, float* out) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  if (dt == KDA_DTYPE_BFLOAT16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(w[i] << 16);
+      out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      __half2 h;
+      memcpy(&h, &w[i], 4);
+      const float2 f = __half22float2(h);
+      out[2 * i] = f.x;
+      out[2 * i + 1] = f.y;
+    }
+  }
+}
+
+__device__ __forceinline__ float scalar_to_float(const void* base, kda_dtype_t dt, int64_t off) {
+  switch (dt) {
+    case KDA_DTYPE_BFLOAT16: return __uint_as_float(uint32_t{static_cast<const uint16_t*>(base)[off]} << 16);
+    case KDA_DTYPE_FLOAT16: return __half2float(static_cast<const __half*>(base)[off]);
+    default: return static_cast<const float*>(base)[off];
+  }
+}
+
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(kFull, x, 1);
+  return x + __shfl_xor_sync(kFull, x, 2);
+}
+
+// 1 / sqrt(sum x^2 + eps) of a row spread over an aligned quad (N values per lane), robust to sums of squares that
+// overflow fp32 (the recurrent kernel's formulas). Called by all 32 lanes.
+template <int N>
+__device__ __forceinline__ float quad_inv_norm(const float (&x)[N]) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) ss = fmaf(x[i], x[i], ss);
+  ss = quad_sum(ss);
+  const bool finite = isfinite(ss);
+  if (__all_sync(kFull, finite)) return l2_inv_norm(ss, 0.0f, false);
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) m = fmaxf(m, fabsf(x[i]));
+  m = fmaxf(m, __shfl_xor_sync(kFull, m, 1));
+  m = fmaxf(m, __shfl_xor_sync(kFull, m, 2));
+  m = fmaxf(m, 1e-30f);
+  const float rm = 1.0f / m;
+  float s2 = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) s2 = fmaf(x[i] * rm, x[i] * rm, s2);
+  s2 = quad_sum(s2);
+  return finite ? l2_inv_norm(ss, 0.0f, false) : l2_inv_norm(s2, m, true);
+}
+
+}  // namespace kda::cuda::chunk

@@ -1,0 +1,125 @@
+// chunk_map.h: the work plan of the two-phase chunked CUDA forward, as __host__ __device__ index math (no CUDA
+// types, so the CPU tests build and check it): the chunk list (which tokens each chunk covers), the workspace
+// layout both phases share, and the run-time choice of the state pass's V tile.
+//
+// Chunk list. Every sequence is cut into chunks of at most kChunk tokens, in order; a chunk never crosses a
+// sequence end, and the last chunk of a sequence may be shorter (empty sequences have none). The list is sequence
+// major: sequence n owns entries seq_first[n] .. seq_first[n + 1] - 1. It is built on the device from cu_seqlens at
+// run time (chunk_prepare.cu, build_chunk_map), so nothing syncs with the host; its length is bounded by
+// chunk_capacity(T_total, N) = floor(T_total / kChunk) + N (each sequence adds at most one partial chunk), which
+// sizes the workspace. Device-resident cu_seqlens are clamped to [0, T] as every CUDA kernel does; a malformed
+// (decreasing) array can make the clamped lengths sum past T, so every index is also capped at the capacity:
+// such a call gives unspecified values (kda.h) but never writes out of bounds.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/params.h"
+
+namespace kda::cuda {
+
+constexpr int kChunk = 64;  // tokens per chunk (the workspace tiles are kChunk rows)
+
+// One chunk: tokens start .. start + len - 1 of batch row `batch` (0 with cu_seqlens, else the sequence index),
+// sequence seq; 1 <= len <= kChunk.
+struct ChunkRec {
+  int64_t start;
+  int32_t seq;
+  int32_t len;
+};
+
+KDA_HOST_DEVICE int64_t chunk_capacity(int64_t t_total, int64_t n_seq) { return t_total / kChunk + n_seq; }
+KDA_HOST_DEVICE int64_t chunks_of(int64_t len) { return len <= 0 ? 0 : (len + kChunk - 1) / kChunk; }
+
+// Sequence n's tokens: with cu_seqlens, cu[n] .. cu[n+1] - 1 of batch row 0, clamped to [0, T] (device arrays are
+// not validated); without, all T tokens of batch row n.
+struct SeqSpan {
+  int64_t batch, start, len;
+};
+KDA_HOST_DEVICE SeqSpan sequence_span(bool has_cu, int64_t cu_n, int64_t cu_n1, int64_t n, int64_t T) {
+  if (!has_cu) return SeqSpan{n, 0, T};
+  const int64_t s = cu_n < 0 ? 0 : (cu_n > T ? T : cu_n);
+  const int64_t e = cu_n1 < s ? s : (cu_n1 > T ? T : cu_n1);
+  return SeqSpan{0, s, e - s};
+}
+
+// Writes the chunks of one sequence (span sp, index n) at list entries first, first + 1, ..., never at or past cap.
+KDA_HOST_DEVICE void write_sequence_chunks(ChunkRec* list, int64_t first, int64_t cap, int32_t n, const SeqSpan& sp) {
+  const int64_t count = chunks_of(sp.len);
+  for (int64_t j = 0; j < count && first + j < cap; ++j) {
+    const int64_t off = j * kChunk;
+    const int64_t rest = sp.len - off;
+    list[first + j] = ChunkRec{sp.start + off, n, static_cast<int32_t>(rest < kChunk ? rest : kChunk)};
+  }
+}
+
+// Host model of the device builder (same functions, sequential prefix sum instead of the block scan): fills
+// seq_first[0..N] (each capped at cap) and list; returns the number of entries written. Used by the CPU tests.
+inline int64_t build_chunk_map_host(const SeqSpan* spans, int64_t n_seq, int64_t cap, ChunkRec* list,
+                                    int64_t* seq_first) {
+  int64_t at = 0;
+  for (int64_t n = 0; n < n_seq; ++n) {
+    seq_first[n] = at < cap ? at : cap;
+    write_sequence_chunks(list, at, cap, static_cast<int32_t>(n), spans[n]);
+    at += chunks_of(spans[n].len);
+  }
+  seq_first[n_seq] = at < cap ? at : cap;
+  return seq_first[n_seq];
+}
+
+// Workspace, in this order, each part 256-byte aligned:
+//   header       int64 [2]: number of chunks in the list
+//   seq_first    int64 [N + 1]
+//   list         ChunkRec [cap]
+//   tiles        float [cap][HV][tile_floats]: phase 1's per-(chunk, value head) products for phase 2, fp32:
+//                W [C][K], Qg [C][K], Kd [C][K], U [C][V], Aqk [C][C] (lower incl. diagonal, upper zeros), decay [K]
+//                (rows past the chunk's length are zeros, so phase 2 needs no masking but for the output store)
+struct TileLayout {
+  int64_t K, V;
+  KDA_HOST_DEVICE int64_t W() const { return 0; }
+  KDA_HOST_DEVICE int64_t Qg() const { return int64_t{kChunk} * K; }
+  KDA_HOST_DEVICE int64_t Kd() const { return 2 * int64_t{kChunk} * K; }
+  KDA_HOST_DEVICE int64_t U() const { return 3 * int64_t{kChunk} * K; }
+  KDA_HOST_DEVICE int64_t Aqk() const { return U() + int64_t{kChunk} * V; }
+  KDA_HOST_DEVICE int64_t decay() const { return Aqk() + int64_t{kChunk} * kChunk; }
+  KDA_HOST_DEVICE int64_t floats() const { return decay() + K; }  // a multiple of 4 for K, V multiples of 4
+};
+
+KDA_HOST_DEVICE int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
+
+struct WorkspaceLayout {
+  int64_t seq_first, list, tiles, bytes, cap;
+};
+KDA_HOST_DEVICE WorkspaceLayout workspace_layout(int64_t t_total, int64_t n_seq, int64_t hv, int64_t K, int64_t V) {
+  WorkspaceLayout w;
+  w.cap = chunk_capacity(t_total, n_seq);
+  w.seq_first = 256;
+  w.list = w.seq_first + align256((n_seq + 1) * int64_t{sizeof(int64_t)});
+  w.tiles = w.list + align256(w.cap * int64_t{sizeof(ChunkRec)});
+  w.bytes = w.tiles + w.cap * hv * TileLayout{K, V}.floats() * int64_t{sizeof(float)};
+  return w;
+}
+
+// The state pass runs one CTA per (sequence, value head, V tile of bv columns), one CTA per SM (its shared memory,
+// chunk_state.cu). Wider tiles do more work per chunk; narrower ones give more CTAs. Cost model: a CTA's chain
+// time grows like (bv + 64) per chunk (the 64 stands for the W / Qg / Kd / Aqk tiles every CTA loads and the fixed
+// latency of a chunk, whatever its width), and CTAs beyond one per SM run in further waves. Returns the bv in
+// {64, 32} (dividing V) of least waves * (bv + 64); ties go to the wider tile.
+KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms) {
+  int best = 0;
+  int64_t best_cost = 0;
+  for (int bv = 64; bv >= 32; bv /= 2) {
+    if (V % bv != 0) continue;
+    const int64_t ctas = chains * (V / bv);
+    const int64_t waves = sms > 0 ? (ctas + sms - 1) / sms : 1;
+    const int64_t cost = waves * (bv + 64);
+    if (best == 0 || cost < best_cost) {
+      best = bv;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace kda::cuda

@@ -1,0 +1,402 @@
+// chunk_prepare.cu: phase 1 of the two-phase chunked forward: everything of a chunk that does not depend on the
+// state, fully parallel over (chunk, value head). One CTA of 256 threads per (chunk-list entry, value head); CTAs
+// past the list's length (the grid is sized by its capacity, the length is known only on the device) exit.
+//
+// Per chunk (C = 64 rows; rows past the chunk's length L are zero inputs, which makes every product row zero):
+//   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
+//   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32
+//   S2  per channel: Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L) -> workspace; in place
+//       Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end); block factors
+//   S3  the off-diagonal blocks of A_kk / A_qk through the reference point, 3xTF32 tensor-core products
+//   S4  T = (I + A_kk)^-1 by forward substitution in fp32; A_qk (masked lower) -> workspace
+//   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32 tensor-core products -> workspace
+//
+// Exponent arrangement (that of the CPU backend and of docs/algorithm.md; nothing forms exp(-Gamma)): every factor
+// is exp2 of a sum of g over the tokens it spans, accumulated locally, so all are <= 1 and none is a difference of
+// two large sums. Diagonal pairs (r, c) use exp2(sum of g over c + 1 .. r) accumulated along the rows of column c;
+// off-diagonal blocks (I > J) split at the end of block I - 1: exp2(Gloc_r) * [P_{J+1} .. P_{I-1}] * exp2(sum over
+// (c, end of J]), with P_b = exp2(block b's sum); exp(Gamma_t) = exp2(sum over 0 .. t); exp(Gamma_L - Gamma_t) =
+// exp2(sum over (t, L - 1]). A product of factors <= 1 underflows only where the exact value is below ~1e-38.
+//
+// Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
+// T amplifies are done to ~fp32 accuracy: A_kk / A_qk off-diagonal blocks and [W | U] = T [.] in 3xTF32
+// (three tf32 mma per product, ~21-bit operands, chunk_common.cuh), the diagonal blocks and T itself in fp32 FMA.
+// With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta near 1 or beta = 2 (negative eigenvalues)
+// make T's entries large and the rounding grows past the tensor-core bound (the old single-kernel path measured
+// state errors 3.2e-3 and 3.9e-3 against 1.95e-3); with 3xTF32 the intra-chunk products carry fp32-level error
+// and only the state pass's tf32 products (not amplified by T) remain.
+//
+// Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
+// 3 x [64][68] (A_kk, A_qk, T) + factor tables = ~191 KB: one CTA (8 warps) per SM. The phase's ~1.2 MFMA of
+// fp32-equivalent work per chunk runs as 3xTF32 mma (S3, S5) and fp32 FMA (S1, S4); the CTAs are independent, so
+// the latency of one is hidden by the many CTAs of the grid rather than by occupancy.
+#include <climits>
+#include <cstdint>
+
+#include "cuda/device_common.cuh"
+#include "cuda/generic/chunk_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
+#include "cuda/generic/chunk_map.h"
+
+namespace kda::cuda::chunk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kC = kChunk;
+
+template <int K, int V>
+struct PrepLayout {
+  static constexpr int PK = K + 4;   // q / k / g buffers: read as A operands and transposed B operands
+  static constexpr int PV = V + 8;   // beta v: a plain (k-major) B operand
+  static constexpr int PA = kC + 4;  // A_kk, A_qk, T
+  static constexpr int kQ = 0, kK = kQ + kC * PK, kG = kK + kC * PK, kV = kG + kC * PK;
+  static constexpr int kAkk = kV + kC * PV, kAqk = kAkk + kC * PA, kT = kAqk + kC * PA;
+  static constexpr int kPre = kT + kC * PA;   // [4][K]: P_0 .. P_{b-1} = exp(Gamma at the end of block b - 1)
+  static constexpr int kFac = kPre + 4 * K;   // [3][K]: P_1 (blocks 2, 0), P_2 (3, 1), P_1 P_2 (3, 0)
+  static constexpr int kBias = kFac + 3 * K;  // [K]: dt_bias
+  static constexpr int kBeta = kBias + K;     // [64]
+  static constexpr int kFloats = kBeta + kC;
+  static constexpr size_t kBytes = sizeof(float) * kFloats;
+};
+
+template <int K, int V>
+__global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws) {
+  using Ly = PrepLayout<K, V>;
+  constexpr int PK = Ly::PK, PV = Ly::PV, PA = Ly::PA;
+  extern __shared__ __align__(16) float smem[];
+  float* const Qs = smem + Ly::kQ;
+  float* const Ks = smem + Ly::kK;
+  float* const Gs = smem + Ly::kG;
+  float* const Vb = smem + Ly::kV;
+  float* const Akk = smem + Ly::kAkk;
+  float* const Aqk = smem + Ly::kAqk;
+  float* const Tm = smem + Ly::kT;
+  float* const pre_s = smem + Ly::kPre;
+  float* const fac_s = smem + Ly::kFac;
+  float* const bias_s = smem + Ly::kBias;
+  float* const beta_s = smem + Ly::kBeta;
+
+  const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
+  const int64_t ci = blockIdx.x;
+  if (ci >= *reinterpret_cast<const int64_t*>(ws)) return;
+  const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci];
+  const int hv = blockIdx.y, h = hv / p.group;
+  const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq;
+  const int64_t t0 = rec.start;
+  const int L = rec.len;
+  const TileLayout tl{K, V};
+  float* const tile = reinterpret_cast<float*>(ws + wl.tiles) + (ci * p.HV + hv) * tl.floats();
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int grp = lane >> 2, tig = lane & 3;
+
+  const bool has_a_log = p.has_A_log();
+  const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+  for (int d = tid; d < K; d += kThreads)
+    bias_s[d] = p.gate_mode != KDA_GATE_LOG_DECAY
+                    ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
+                    : 0.0f;
+  __syncthreads();
+
+  // ---- S0: stage. Thread = (token st, quarter sq): channels 8 sq + 32 j (16-byte vectors). Rows >= L are zeros.
+  {
+    const int st = tid >> 2, sq = tid & 3;
+    const bool live = st < L;
+    const int64_t t = t0 + st;
+    const kda_dtype_t in_dt = p.q.dtype;
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+      const TensorView& tv = which ? p.k : p.q;
+      float x[K / 4];
+#pragma unroll
+      for (int j = 0; j < K / 32; ++j) {
+        uint4 u = make_uint4(0, 0, 0, 0);
+        if (live)
+          u = ldg16(static_cast<const uint16_t*>(tv.data) + b * tv.stride[0] + t * tv.stride[1] + h * tv.stride[2] +
+                    8 * sq + 32 * j);
+        cvt8(u, in_dt, x + 8 * j);
+      }
+      if (p.use_qk_l2norm) {
+        const float inv = quad_inv_norm(x);
+#pragma unroll
+        for (int i = 0; i < K / 4; ++i) x[i] *= inv;
+      }
+      float* const dst = (which ? Ks : Qs) + st * PK + 8 * sq;
+#pragma unroll
+      for (int j = 0; j < K / 32; ++j) {
+        *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(x[8 * j], x[8 * j + 1], x[8 * j + 2], x[8 * j + 3]);
+        *reinterpret_cast<float4*>(dst + 32 * j + 4) =
+            make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
+      }
+    }
+    // The gate, in log2 units (0 past L: padded tokens change no sum).
+    const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+#pragma unroll 1
+    for (int j = 0; j < K / 32; ++j) {
+      float g[8];
+      if (!live) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) g[i] = 0.0f;
+      } else if (p.g.dtype == KDA_DTYPE_FLOAT32) {
+        const float* gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq + 32 * j;
+        const uint4 a = ldg16(gp), c = ldg16(gp + 4);
+        g[0] = __uint_as_float(a.x); g[1] = __uint_as_float(a.y); g[2] = __uint_as_float(a.z);
+        g[3] = __uint_as_float(a.w); g[4] = __uint_as_float(c.x); g[5] = __uint_as_float(c.y);
+        g[6] = __uint_as_float(c.z); g[7] = __uint_as_float(c.w);
+      } else {
+        cvt8(ldg16(static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq + 32 * j), p.g.dtype, g);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int d = 8 * sq + 32 * j + i;
+        Gs[st * PK + d] =
+            live ? gate_log_decay<float>(p.gate_mode, g[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
+                 : 0.0f;
+      }
+    }
+    const float beta =
+        live ? beta_activation<float>(scalar_to_float(p.beta.data, p.beta.dtype,
+                                                      b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
+                                      p.beta_is_logits, p.allow_neg_eigval)
+             : 0.0f;
+    if (sq == 0) beta_s[st] = beta;
+#pragma unroll
+    for (int j = 0; j < V / 32; ++j) {
+      float v[8];
+      uint4 u = make_uint4(0, 0, 0, 0);
+      if (live)
+        u = ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] +
+                  8 * sq + 32 * j);
+      cvt8(u, in_dt, v);
+      float* const dst = Vb + st * PV + 8 * sq + 32 * j;
+      *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
+      *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
+    }
+  }
+  __syncthreads();
+
+  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column c): lane = channels lane + 32 i; the
+  // exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. val[r] = q_r . w, val[16 + r] =
+  // k_r . w (w = exp2(..) k_c), reduced over the warp by a reduce-scatter: lane l ends with the full val[l].
+#pragma unroll 1
+  for (int task = warp; task < 64; task += kThreads / 32) {
+    const int bk = task >> 4, c = task & 15, base = 16 * bk;
+    float val[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) val[i] = 0.0f;
+#pragma unroll 1
+    for (int i = 0; i < K / 32; ++i) {
+      const int d = lane + 32 * i;
+      const float kc = Ks[(base + c) * PK + d];
+      float e = 0.0f;
+#pragma unroll
+      for (int r = 0; r < 16; ++r) {
+        const int off = (base + r) * PK + d;
+        if (r > c) e += Gs[off];
+        const float w = r >= c ? ex2(e) * kc : 0.0f;
+        val[r] = fmaf(Qs[off], w, val[r]);
+        val[16 + r] = fmaf(Ks[off], r > c ? w : 0.0f, val[16 + r]);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < 5; ++s) {
+      const int half = 16 >> s;
+      const bool up = lane & half;
+#pragma unroll
+      for (int i = 0; i < half; ++i) {
+        const float send = up ? val[i] : val[i + half], keep = up ? val[i + half] : val[i];
+        val[i] = keep + __shfl_xor_sync(kFull, send, half);
+      }
+    }
+    const int r = lane & 15;
+    if (lane < 16)
+      Aqk[(base + r) * PA + base + c] = r >= c ? val[0] : 0.0f;
+    else
+      Akk[(base + r) * PA + base + c] = r > c ? beta_s[base + r] * val[0] : 0.0f;
+  }
+  __syncthreads();
+
+  // ---- S2: per channel d (one thread each): the inter-chunk factors to the workspace, the reference-point forms
+  // in place, the block factor tables. g of the channel is held in registers (64 values).
+  if (tid < K) {
+    const int d = tid;
+    float g[kC];
+#pragma unroll
+    for (int t = 0; t < kC; ++t) g[t] = Gs[t * PK + d];
+    float* const Kd_g = tile + tl.Kd();
+    float suf = 0.0f, bsuf = 0.0f;  // sums over (t, C - 1] and (t, end of t's block]
+#pragma unroll
+    for (int t = kC - 1; t >= 0; --t) {
+      const float k = Ks[t * PK + d];
+      Kd_g[t * K + d] = k * ex2(suf);
+      Gs[t * PK + d] = k * ex2(bsuf);  // Ksuf
+      suf += g[t];
+      bsuf = (t & 15) == 0 ? 0.0f : bsuf + g[t];
+    }
+    float* const Qg_g = tile + tl.Qg();
+    float gam = 0.0f, gl = 0.0f, P[4];
+#pragma unroll
+    for (int t = 0; t < kC; ++t) {
+      gam += g[t];
+      gl = (t & 15) == 0 ? g[t] : gl + g[t];
+      const float el = ex2(gl);
+      const float q = Qs[t * PK + d];
+      Qg_g[t * K + d] = q * ex2(gam);
+      Qs[t * PK + d] = q * el;
+      Ks[t * PK + d] *= el;
+      if ((t & 15) == 15) P[t >> 4] = el;
+    }
+    tile[tl.decay() + d] = ex2(gam);
+    pre_s[d] = 1.0f;
+    pre_s[K + d] = P[0];
+    pre_s[2 * K + d] = P[0] * P[1];
+    pre_s[3 * K + d] = P[0] * P[1] * P[2];
+    fac_s[d] = P[1];
+    fac_s[K + d] = P[2];
+    fac_s[2 * K + d] = P[1] * P[2];
+  }
+  __syncthreads();
+
+  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5: rows Kr / Qr of block I against Ksuf of block J
+  // times P_{J+1} .. P_{I-1}, in 3xTF32.
+  if (warp < 6) {
+    const int I = warp < 1 ? 1 : warp < 3 ? 2 : 3;
+    const int J = warp < 1 ? 0 : warp < 3 ? warp - 1 : warp - 3;
+    const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
+    float akk[2][4] = {}, aqk[2][4] = {};
+    const int a0 = 16 * I + grp, a1 = a0 + 8;
+#pragma unroll 2
+    for (int ks = 0; ks < K / 8; ++ks) {
+      const int c0 = 8 * ks + tig, c1 = c0 + 4;
+      const float f0 = F ? F[c0] : 1.0f, f1 = F ? F[c1] : 1.0f;
+      uint32_t kh[4], kl[4], qh[4], ql[4];
+      split(Ks[a0 * PK + c0], kh[0], kl[0]);
+      split(Ks[a1 * PK + c0], kh[1], kl[1]);
+      split(Ks[a0 * PK + c1], kh[2], kl[2]);
+      split(Ks[a1 * PK + c1], kh[3], kl[3]);
+      split(Qs[a0 * PK + c0], qh[0], ql[0]);
+      split(Qs[a1 * PK + c0], qh[1], ql[1]);
+      split(Qs[a0 * PK + c1], qh[2], ql[2]);
+      split(Qs[a1 * PK + c1], qh[3], ql[3]);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int nn = 16 * J + 8 * nt + grp;
+        uint32_t bh[2], bl[2];
+        split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
+        split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
+        mma3(akk[nt], kh, kl, bh, bl);
+        mma3(aqk[nt], qh, ql, bh, bl);
+      }
+    }
+    const float be0 = beta_s[a0], be1 = beta_s[a1];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = 16 * J + 8 * nt + 2 * tig;
+      Akk[a0 * PA + col] = be0 * akk[nt][0];
+      Akk[a0 * PA + col + 1] = be0 * akk[nt][1];
+      Akk[a1 * PA + col] = be1 * akk[nt][2];
+      Akk[a1 * PA + col + 1] = be1 * akk[nt][3];
+      Aqk[a0 * PA + col] = aqk[nt][0];
+      Aqk[a0 * PA + col + 1] = aqk[nt][1];
+      Aqk[a1 * PA + col] = aqk[nt][2];
+      Aqk[a1 * PA + col + 1] = aqk[nt][3];
+    }
+  }
+  __syncthreads();
+
+  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, by forward substitution in fp32: quad = column c, lane part
+  // sums the j = part (mod 4) terms of T_rc = -sum_{j < r} A_rj T_jc, row by row (rows above c are 0, row c is 1).
+  {
+    const int c = tid >> 2, part = tid & 3;
+#pragma unroll 1
+    for (int r = 0; r < kC; ++r) {
+      float s = 0.0f;
+      for (int j = part; j < r; j += 4) s = fmaf(Akk[r * PA + j], Tm[j * PA + c], s);
+      s = quad_sum(s);
+      if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
+      __syncwarp();
+    }
+    float* const Aqk_g = tile + tl.Aqk();
+    for (int e = tid; e < kC * kC; e += kThreads) {
+      const int r = e / kC, cc = e % kC;
+      Aqk_g[e] = cc <= r ? Aqk[r * PA + cc] : 0.0f;
+    }
+  }
+  __syncthreads();
+
+  // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32. exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t (Kr
+  // in place in Ks). Warp: rows 16 m .., columns (K + V) / 2 nh ..; T is lower triangular, so the k-steps stop at
+  // the diagonal block. Stored straight from the accumulators.
+  {
+    constexpr int NT = (K + V) / 16;  // n-tiles of 8 per warp
+    const int m = warp & 3, nh = warp >> 2;
+    const int r0 = 16 * m + grp, r1 = r0 + 8;
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+#pragma unroll 1
+    for (int ks = 0; ks < 2 * (m + 1); ++ks) {
+      const int k0 = 8 * ks + tig, k1 = k0 + 4;
+      uint32_t ah[4], al[4];
+      split(Tm[r0 * PA + k0], ah[0], al[0]);
+      split(Tm[r1 * PA + k0], ah[1], al[1]);
+      split(Tm[r0 * PA + k1], ah[2], al[2]);
+      split(Tm[r1 * PA + k1], ah[3], al[3]);
+      const float bt0 = beta_s[k0], bt1 = beta_s[k1];
+      const float* pre0 = pre_s + (k0 >> 4) * K;
+      const float* pre1 = pre_s + (k1 >> 4) * K;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = (K + V) / 2 * nh + 8 * nt + grp;
+        float x0, x1;
+        if (col < K) {
+          x0 = Ks[k0 * PK + col] * pre0[col] * bt0;
+          x1 = Ks[k1 * PK + col] * pre1[col] * bt1;
+        } else {
+          x0 = Vb[k0 * PV + col - K];
+          x1 = Vb[k1 * PV + col - K];
+        }
+        uint32_t bh[2], bl[2];
+        split(x0, bh[0], bl[0]);
+        split(x1, bh[1], bl[1]);
+        mma3(acc[nt], ah, al, bh, bl);
+      }
+    }
+    float* const W_g = tile + tl.W();
+    float* const U_g = tile + tl.U();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int col = (K + V) / 2 * nh + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
+      float* const dst0 = col < K ? W_g + r0 * K + col : U_g + r0 * V + col - K;
+      float* const dst1 = col < K ? W_g + r1 * K + col : U_g + r1 * V + col - K;
+      *reinterpret_cast<float2*>(dst0) = make_float2(acc[nt][0], acc[nt][1]);
+      *reinterpret_cast<float2*>(dst1) = make_float2(acc[nt][2], acc[nt][3]);
+    }
+  }
+}
+
+template <int K, int V>
+cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s) {
+  const size_t bytes = PrepLayout<K, V>::kBytes;
+  cudaError_t e =
+      cudaFuncSetAttribute(prepare_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  prepare_kernel<K, V><<<dim3(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV)), kThreads, bytes, s>>>(p, ws);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+size_t prepare_smem_bytes(int K, int V) {
+  if (K == 64) return V == 64 ? PrepLayout<64, 64>::kBytes : PrepLayout<64, 128>::kBytes;
+  return V == 64 ? PrepLayout<128, 64>::kBytes : PrepLayout<128, 128>::kBytes;
+}
+
+cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s) {
+  if (p.K == 64) return p.V == 64 ? launch<64, 64>(p, ws, cap, s) : launch<64, 128>(p, ws, cap, s);
+  return p.V == 64 ? launch<128, 64>(p, ws, cap, s) : launch<128, 128>(p, ws, cap, s);
+}
+
+}  // namespace kda::cuda::chunk

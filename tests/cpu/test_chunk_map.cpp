@@ -1,0 +1,116 @@
+// test_chunk_map.cpp: the two-phase CUDA forward's work plan (src/cuda/generic/chunk_map.h) on the CPU: the chunk
+// list built from random packed layouts covers every token exactly once, in order, never crossing a sequence end;
+// the capacity bound holds; malformed device cu_seqlens stay in bounds; the V-tile choice and workspace layout.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "cuda/generic/chunk_map.h"
+
+namespace kda::cuda {
+namespace {
+
+// Builds the list for cu (B = 1) or for B rows of T tokens, and checks it against the sequences.
+// Malformed offsets (cover = false) may leave the last sequences short of chunks: only the bounds are checked.
+void check_layout(bool has_cu, const std::vector<int64_t>& cu, int64_t B, int64_t T, bool cover = true) {
+  const int64_t N = has_cu ? static_cast<int64_t>(cu.size()) - 1 : B;
+  const int64_t t_total = has_cu ? T : B * T;
+  std::vector<SeqSpan> spans(N);
+  for (int64_t n = 0; n < N; ++n) spans[n] = sequence_span(has_cu, has_cu ? cu[n] : 0, has_cu ? cu[n + 1] : 0, n, T);
+  const int64_t cap = chunk_capacity(t_total, N);
+  std::vector<ChunkRec> list(cap + 1, ChunkRec{-1, -1, -1});  // one guard entry past the capacity
+  std::vector<int64_t> first(N + 1, -1);
+  const int64_t count = build_chunk_map_host(spans.data(), N, cap, list.data(), first.data());
+  ASSERT_LE(count, cap);
+  EXPECT_EQ(list[cap].seq, -1) << "written past the capacity";
+  EXPECT_EQ(first[0], 0);
+  for (int64_t n = 0; n < N; ++n) {
+    ASSERT_LE(first[n], first[n + 1]);
+    // Every token of the sequence exactly once, in order, in chunks of 1..64 that stay inside the sequence.
+    int64_t next = spans[n].start;
+    for (int64_t i = first[n]; i < first[n + 1]; ++i) {
+      const ChunkRec& c = list[i];
+      EXPECT_EQ(c.seq, n);
+      EXPECT_EQ(c.start, next);
+      EXPECT_GE(c.len, 1);
+      EXPECT_LE(c.len, kChunk);
+      EXPECT_LE(c.start + c.len, spans[n].start + spans[n].len) << "chunk crosses the end of sequence " << n;
+      // Only the last chunk of a sequence is short.
+      if (i + 1 < first[n + 1]) {
+        EXPECT_EQ(c.len, kChunk);
+      }
+      next = c.start + c.len;
+    }
+    if (cover) {
+      EXPECT_EQ(next, spans[n].start + spans[n].len) << "sequence " << n << " not covered";
+    }
+  }
+  EXPECT_EQ(count, first[N]);
+}
+
+TEST(ChunkMap, RandomPackedLayoutsCoverEveryTokenOnce) {
+  std::mt19937_64 rng(12345);
+  for (int trial = 0; trial < 500; ++trial) {
+    const int n_seq = 1 + static_cast<int>(rng() % 40);
+    std::vector<int64_t> cu{0};
+    for (int i = 0; i < n_seq; ++i) {
+      // Mix of empty, length-1, around-64 and long sequences.
+      const int kind = static_cast<int>(rng() % 5);
+      const int64_t len = kind == 0 ? 0 : kind == 1 ? 1 : kind == 2 ? 62 + static_cast<int64_t>(rng() % 5)
+                                                                      : static_cast<int64_t>(rng() % 700);
+      cu.push_back(cu.back() + len);
+    }
+    check_layout(true, cu, 1, cu.back());
+  }
+}
+
+TEST(ChunkMap, FixedLengthBatches) {
+  for (int64_t T : {0, 1, 63, 64, 65, 150, 8192})
+    for (int64_t B : {1, 2, 7}) check_layout(false, {}, B, T);
+}
+
+TEST(ChunkMap, CapacityIsTightForFullChunksPlusOnePartialPerSequence) {
+  // 8192 tokens in one sequence: 128 chunks; capacity 129.
+  EXPECT_EQ(chunk_capacity(8192, 1), 129);
+  // Every sequence of length 65: two chunks each, within floor(65 N / 64) + N.
+  std::vector<int64_t> cu{0};
+  for (int i = 0; i < 64; ++i) cu.push_back(cu.back() + 65);
+  check_layout(true, cu, 1, cu.back());
+}
+
+TEST(ChunkMap, MalformedDeviceOffsetsStayInBounds) {
+  // Decreasing offsets: the clamped spans overlap and their lengths sum past T; the list is capped.
+  check_layout(true, {0, 500, 100, 500, 0, 500}, 1, 500, false);
+  check_layout(true, {-5, 1000, 3, 2000}, 1, 640, false);
+  check_layout(true, {700, 10, 0}, 1, 640, false);
+}
+
+TEST(ChunkMap, VTileFillsTheGpu) {
+  // h64-fixed on 132 SMs: 64 chains of V = 128 -> 64-column tiles (128 CTAs, one wave).
+  EXPECT_EQ(choose_v_tile(64, 128, 132), 64);
+  // h96-fixed: 192 CTAs of 64 columns (two waves, cost 256) against 384 of 32 (three waves, 288).
+  EXPECT_EQ(choose_v_tile(96, 128, 132), 64);
+  // A single chain: 32-column tiles give 4 CTAs in one wave, cheaper per chunk.
+  EXPECT_EQ(choose_v_tile(1, 128, 132), 32);
+  // 100 chains of V = 64 on 132 SMs: 64 columns (100 CTAs) against 200 CTAs of 32 in two waves.
+  EXPECT_EQ(choose_v_tile(100, 64, 132), 64);
+  EXPECT_EQ(choose_v_tile(10, 64, 132), 32);
+}
+
+TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
+  const WorkspaceLayout w = workspace_layout(8192, 1, 64, 128, 128);
+  EXPECT_EQ(w.cap, 129);
+  EXPECT_EQ(w.seq_first % 256, 0);
+  EXPECT_EQ(w.list % 256, 0);
+  EXPECT_EQ(w.tiles % 256, 0);
+  const int64_t tile = TileLayout{128, 128}.floats();
+  EXPECT_EQ(tile, 4 * 64 * 128 + 64 * 64 + 128);
+  EXPECT_EQ(tile % 4, 0);  // 16-byte aligned tiles
+  EXPECT_EQ(w.bytes, w.tiles + 129 * 64 * tile * 4);
+  // About 2.3 KB per token and head.
+  EXPECT_NEAR(static_cast<double>(tile * 4) / kChunk, 2312.0, 1.0);
+}
+
+}  // namespace
+}  // namespace kda::cuda
