@@ -16,9 +16,10 @@
 //  3. gate_params_kernel: ddt_bias and dA_log summed over the sequences in order.
 //
 // Thread layout of kernel 1 (budget: G and the recompute state in registers, no local-memory spills). A CTA has
-// V / 8 warps; warp w owns state rows 8w .. 8w + 7 and lane l owns columns l * K/32 .. (l+1) * K/32 - 1 of each of
-// them (4 columns for K = 128, so the state slice and G are 32 registers each; their loads and stores to the
-// workspace are float4 / float2 per lane, a whole 512-byte row per warp). Row sums (S' k, G k) are warp
+// 8 warps; warp w owns state rows w V/8 .. (w+1) V/8 - 1 and lane l owns columns l K/32 .. (l+1) K/32 - 1 of each
+// of them (K = V = 128: 16 rows x 4 columns, so G and the recompute state are 64 registers each, under the 255 a
+// 256-thread CTA may use; 512 threads with 8 rows each capped registers at 128 and spilled 48 bytes). Loads and
+// stores of the workspace states are float4 / float2 per lane, a whole row per warp. Row sums (S' k, G k) are warp
 // shuffles; column sums over the V rows (dq_hat, dk_hat, da) are per-lane sums over the warp's 8 rows followed by
 // a fixed-order sum of the per-warp partials in shared memory. Three barriers per reverse token: speed is the
 // chunked backward's job; this kernel is the exact path the fast ones are checked against.
@@ -38,9 +39,9 @@ namespace kda::cuda {
 namespace {
 
 constexpr int kSegment = 64;     // tokens between stored states (the reference's recompute segment)
-constexpr int kRowsPerWarp = 8;  // V / 8 warps: 256 threads for V = 64, 512 for V = 128
+constexpr int kWarps = 8;  // 256 threads; warp w owns V / 8 state rows (8 for V = 64, 16 for V = 128)
 // The segment buffer is per resident CTA, so the grid is capped: 128 CTAs hold 128 x 64 x 64 KiB = 512 MiB for
-// K = V = 128 (one CTA of 512 threads fits an SM at ~100 registers, so 128 covers an H100/H200 almost fully).
+// K = V = 128 (about one such CTA is resident per SM, so 128 covers an H100/H200 almost fully).
 // The grid size never changes a result: tasks are independent and the cross-task sums run in later kernels.
 constexpr int64_t kMaxCtas = 128;
 constexpr size_t kAlign = 256;
@@ -223,13 +224,13 @@ __device__ __forceinline__ void stage_token(const BackwardParams& bp, Stage<K, V
 }
 
 template <int K, int V>
-__global__ void __launch_bounds__(V / kRowsPerWarp * 32) backward_kernel(const BackwardParams bp, const Workspace ws,
+__global__ void __launch_bounds__(kWarps * 32) backward_kernel(const BackwardParams bp, const Workspace ws,
                                                                           int64_t tasks) {
-  constexpr int W = V / kRowsPerWarp, NT = 32 * W, C = K / 32, RW = kRowsPerWarp;
+  constexpr int W = kWarps, NT = 32 * W, C = K / 32, RW = V / kWarps;
   static_assert(NT > K, "the gate epilogue gives column d to thread d and dbeta to thread NT - 1");
   const ForwardParams& p = bp.f;
   __shared__ __align__(16) Stage<K, V> st;
-  __shared__ float part[3][W][K];  // per-warp partial column sums: dq_hat, dk_hat, da
+  __shared__ __align__(16) float part[3][W][K];  // per-warp partial column sums: dq_hat, dk_hat, da (float4 stores)
   __shared__ float part_beta[W];
   __shared__ double red[K];
 
@@ -374,7 +375,7 @@ __global__ void __launch_bounds__(V / kRowsPerWarp * 32) backward_kernel(const B
             G[r][c] = dsp * a[c];                    // G <- dS' diag(a)
           }
           dbeta = fmaf(gk, res, dbeta);              // dbeta = du . (v - p)
-          if (lane == r) store_out(bp.dv.data, bp.dv.dtype, dv_base + row * bp.dv.stride[3], beta * gk);
+          if (lane == r % 32) store_out(bp.dv.data, bp.dv.dtype, dv_base + row * bp.dv.stride[3], beta * gk);
         }
         store_vec<C>(&part[0][warp][col0], dq);
         store_vec<C>(&part[1][warp][col0], dk);
@@ -508,7 +509,7 @@ template <int K, int V>
 void launch(const BackwardParams& bp, const Layout& l, const Workspace& ws, cudaStream_t s) {
   const ForwardParams& p = bp.f;
   const int64_t tasks = p.N * p.HV;
-  if (tasks > 0) backward_kernel<K, V><<<static_cast<unsigned>(l.ctas), V / kRowsPerWarp * 32, 0, s>>>(bp, ws, tasks);
+  if (tasks > 0) backward_kernel<K, V><<<static_cast<unsigned>(l.ctas), kWarps * 32, 0, s>>>(bp, ws, tasks);
   const int64_t rows = 2 * p.B * p.T * p.H;
   if (rows > 0) {
     const int64_t blocks = std::min<int64_t>((rows + 7) / 8, 65535);
