@@ -185,7 +185,10 @@ typedef struct kda_decode_args {
  *   dA_log      [HV], ddt_bias as dt_bias, dh0 as initial_state: required when those inputs are given
  *   Every gradient tensor is fp32 or the dtype of its input (the reference also takes fp64). Backends: REFERENCE
  *   and CPU (both the float64 reverse recurrence, threaded over heads; results rounded once to the gradient
- *   tensors' dtypes); CUDA returns KDA_STATUS_NOT_SUPPORTED until its backward kernels exist. */
+ *   tensors' dtypes); CUDA_GENERIC (and AUTO on CUDA tensors): the exact token-recurrent reverse in fp32 for K and V
+ *   in {64, 128} (other sizes: KDA_STATUS_NOT_SUPPORTED), deterministic (identical calls give identical bits), with a
+ *   caller-owned workspace of kda_backward_workspace_size bytes (16-byte aligned), asynchronous on the stream with
+ *   no host sync; dfinal_state fp32. CUDA_CHUNKED has no backward (NOT_SUPPORTED). */
 typedef struct kda_backward_args {
   kda_forward_args_t forward;
   kda_tensor_t dout, dfinal_state;
@@ -237,7 +240,8 @@ KDA_API kda_status_t kda_decode(const kda_decode_args_t* args, void* workspace, 
 /* Backward defaults: the forward part as kda_forward_args_init, every gradient tensor absent. */
 KDA_API void kda_backward_args_init(kda_backward_args_t* args);
 
-/* Validates args and returns the workspace bytes the backward needs (0 for the host backends). */
+/* Validates args and returns the workspace bytes the backward needs (0 for the host backends; for CUDA about
+ * (min(N HV, 128) 64 + (T / 64 + N) HV) V K fp32 states plus 2 B T HV K fp32, see docs/algorithm.md). */
 KDA_API kda_status_t kda_backward_workspace_size(const kda_backward_args_t* args, size_t* workspace_bytes);
 
 /* Runs the backward, writing every gradient tensor given. */

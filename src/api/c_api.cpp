@@ -6,6 +6,7 @@
 
 #include "api/status.h"
 #include "api/validate.h"
+#include "common/backward_params.h"
 #include "common/host_access.h"
 #include "common/host_decode.h"
 #include "cpu/forward_cpu.h"
@@ -164,17 +165,74 @@ Status run_backward_host(const kda_backward_args_t& a, const ForwardParams& p) {
   return Status::Ok();
 }
 
-Status run_backward(const kda_backward_args_t* args) {
+GradView grad_view(const kda_tensor_t& t) {
+  GradView g;
+  g.data = t.data;
+  g.dtype = t.dtype;
+  for (int i = 0; i < t.ndim && i < 4; ++i) g.stride[i] = t.strides[i];
+  return g;
+}
+
+TensorView input_view(const kda_tensor_t& t) {
+  TensorView v;
+  v.data = t.data;
+  v.dtype = t.dtype;
+  for (int i = 0; i < t.ndim && i < 4; ++i) v.stride[i] = t.strides[i];
+  return v;
+}
+
+// The device backward's view of validated args (p from validate_backward).
+BackwardParams backward_params(const kda_backward_args_t& a, const ForwardParams& p) {
+  BackwardParams bp;
+  bp.f = p;
+  bp.dout = input_view(a.dout);
+  if (a.dfinal_state.data) bp.dfinal = input_view(a.dfinal_state);
+  bp.dq = grad_view(a.dq); bp.dk = grad_view(a.dk); bp.dv = grad_view(a.dv); bp.dg = grad_view(a.dg);
+  bp.dbeta = grad_view(a.dbeta); bp.dA_log = grad_view(a.dA_log); bp.dh0 = grad_view(a.dh0);
+  bp.ddt_bias = grad_view(a.ddt_bias);
+  if (a.ddt_bias.data && a.ddt_bias.ndim == 1) {  // flat [HV*K], as dt_bias
+    bp.ddt_bias.stride[0] = p.K * a.ddt_bias.strides[0];
+    bp.ddt_bias.stride[1] = a.ddt_bias.strides[0];
+  }
+  return bp;
+}
+
+Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
+  KDA_RETURN_IF_ERROR(validate_backward(args, p));
+  KDA_RETURN_IF_ERROR(resolve_backend(p, args->forward.q.device_type));
+  if (p->backend == KDA_BACKEND_CUDA_CHUNKED)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "backend: KDA_BACKEND_CUDA_CHUNKED has no backward yet; use KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
+  return Status::Ok();
+}
+
+Status backward_workspace_size(const kda_backward_args_t* args, size_t* bytes) {
   ForwardParams p;
-  KDA_RETURN_IF_ERROR(validate_backward(args, &p));
-  KDA_RETURN_IF_ERROR(resolve_backend(&p, args->forward.q.device_type));
+  KDA_RETURN_IF_ERROR(prepare_backward(args, &p));
+  if (p.backend == KDA_BACKEND_CUDA_GENERIC) return cuda::generic_backward_workspace_size(backward_params(*args, p), bytes);
+  *bytes = 0;  // host backends keep their buffers in host memory
+  return Status::Ok();
+}
+
+Status run_backward(const kda_backward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
+  ForwardParams p;
+  KDA_RETURN_IF_ERROR(prepare_backward(args, &p));
   switch (p.backend) {
     // The CPU backend's backward is the float64 reverse recurrence (threaded over heads): a float32 one needs a
     // conditioning-aware bound first (dbeta cancels when keys repeat; see bench/LEDGER.md).
     case KDA_BACKEND_REFERENCE:
     case KDA_BACKEND_CPU: return run_backward_host<double>(*args, p);
-    default:
-      return Status{KDA_STATUS_NOT_SUPPORTED, "backend: the CUDA backward is not built yet; use CPU tensors"};
+    case KDA_BACKEND_CUDA_GENERIC: {
+      const BackwardParams bp = backward_params(*args, p);
+      size_t need = 0;
+      KDA_RETURN_IF_ERROR(cuda::generic_backward_workspace_size(bp, &need));
+      if (workspace_bytes < need)
+        return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
+      if (need > 0 && workspace == nullptr)
+        return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
+      return cuda::generic_backward(bp, workspace, workspace_bytes, stream);
+    }
+    default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }
 
@@ -264,15 +322,12 @@ void kda_backward_args_init(kda_backward_args_t* args) {
 kda_status_t kda_backward_workspace_size(const kda_backward_args_t* args, size_t* workspace_bytes) {
   return kda::guarded([&]() -> kda::Status {
     if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
-    kda::ForwardParams p;
-    KDA_RETURN_IF_ERROR(kda::validate_backward(args, &p));
-    *workspace_bytes = 0;
-    return kda::Status::Ok();
+    return kda::backward_workspace_size(args, workspace_bytes);
   });
 }
 
 kda_status_t kda_backward(const kda_backward_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
-  return kda::guarded([&] { return kda::run_backward(args); });
+  return kda::guarded([&] { return kda::run_backward(args, workspace, workspace_bytes, stream); });
 }
 
 void kda_decode_args_init(kda_decode_args_t* args) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "api/status.h"
+#include "common/backward_params.h"
 #include "common/params.h"
 
 namespace kda::cuda {
@@ -23,6 +24,13 @@ Status generic_forward(const ForwardParams& p, void* stream);
 bool chunked_forward_supported(const ForwardParams& p);
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes);
 Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
+
+// The exact backward (KDA_BACKEND_CUDA_GENERIC, src/cuda/generic/backward_generic.cu): the token-recurrent reverse
+// in fp32 with 64-token recompute segments, deterministic; K and V in {64, 128}. support() says NOT_SUPPORTED
+// (naming why) for anything else; the workspace size is exact; asynchronous on stream, no host sync.
+Status generic_backward_support(const BackwardParams& p);
+Status generic_backward_workspace_size(const BackwardParams& p, size_t* bytes);
+Status generic_backward(const BackwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
 
 // Decode against a state pool (one CTA per (sequence, value head, row block)); asynchronous on stream.
 Status decode(const DecodeParams& p, void* stream);

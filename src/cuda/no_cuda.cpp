@@ -17,5 +17,8 @@ bool chunked_forward_supported(const ForwardParams&) { return false; }
 Status chunked_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
 Status chunked_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
 Status decode(const DecodeParams&, void*) { return unavailable(); }
+Status generic_backward_support(const BackwardParams&) { return unavailable(); }
+Status generic_backward_workspace_size(const BackwardParams&, size_t*) { return unavailable(); }
+Status generic_backward(const BackwardParams&, void*, size_t, void*) { return unavailable(); }
 
 }  // namespace kda::cuda

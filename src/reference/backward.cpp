@@ -66,6 +66,10 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
   g->dA_log.assign(p.has_A_log() ? HV : 0, T(0));
   g->ddt_bias.assign(gated ? static_cast<size_t>(HV) * K : 0, T(0));
   g->dh0.assign(p.has_initial_state() ? static_cast<size_t>(p.N) * HV * V * K : 0, T(0));
+  g->mag_dbeta.assign(g->dbeta.size(), T(0));
+  g->mag_dg.assign(g->dg.size(), T(0));
+  g->mag_ddt_bias.assign(g->ddt_bias.size(), T(0));
+  g->mag_dA_log.assign(g->dA_log.size(), T(0));
   const size_t SK = static_cast<size_t>(V) * K;
   const bool has_a = p.has_A_log();
   auto state_index = [&](int64_t n, int hv, int vi, int ki) {
@@ -138,7 +142,8 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int vi = 0; vi < V; ++vi)
             for (int ki = 0; ki < K; ++ki) G[vi * K + ki] = dfinal[state_index(n, hv, vi, ki)];
         std::vector<T> prev(static_cast<size_t>(kSegment) * SK), Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V),
-            dqh(K), dkh(K), da(K);
+            dqh(K), dkh(K), da(K),
+            pabs(V), daabs(K);
         for (int64_t sgm = segments - 1; sgm >= 0; --sgm) {
           const int64_t i0 = sgm * kSegment, i1 = std::min(L, i0 + kSegment);
           std::copy(ckpt.begin() + sgm * SK, ckpt.begin() + (sgm + 1) * SK, St.begin());
@@ -153,8 +158,13 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             for (size_t e = 0; e < SK; ++e) Sp[e] = Sprev[e] * std::exp(glog[i * K + e % K]);
             for (int vi = 0; vi < V; ++vi) {
               T pk = 0;
-              for (int d = 0; d < K; ++d) pk += Sp[vi * K + d] * kh[i * K + d];
+              T pa = 0;
+              for (int d = 0; d < K; ++d) {
+                pk += Sp[vi * K + d] * kh[i * K + d];
+                pa += std::fabs(Sp[vi * K + d] * kh[i * K + d]);
+              }
               pv[vi] = pk;
+              pabs[vi] = pa;
             }
             for (int vi = 0; vi < V; ++vi) {
               const T u = beta[i] * (v[i * V + vi] - pv[vi]);
@@ -170,11 +180,15 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
                 dqh[d] += p.scale * St[vi * K + d] * dO[vi];
               }
             // du = G k; dk = G^T u; dbeta; dv; dp.
-            T dbeta = 0;
+            T dbeta = 0, mag_db = 0;
             std::fill(dkh.begin(), dkh.end(), T(0));
             for (int vi = 0; vi < V; ++vi) {
-              T s = 0;
-              for (int d = 0; d < K; ++d) s += G[vi * K + d] * kh[i * K + d];
+              T s = 0, sa = 0;
+              for (int d = 0; d < K; ++d) {
+                s += G[vi * K + d] * kh[i * K + d];
+                sa += std::fabs(G[vi * K + d] * kh[i * K + d]);
+              }
+              mag_db += sa * (std::fabs(v[i * V + vi]) + pabs[vi]);
               du[vi] = s;
               const T r = v[i * V + vi] - pv[vi];
               const T u = beta[i] * r;
@@ -185,11 +199,13 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             }
             // dS' = G + dp k^T; dk += S'^T dp; da = colsum(S_{t-1} . dS'); G <- dS' diag(a).
             std::fill(da.begin(), da.end(), T(0));
+            std::fill(daabs.begin(), daabs.end(), T(0));
             for (int vi = 0; vi < V; ++vi)
               for (int d = 0; d < K; ++d) {
                 const T dsp = G[vi * K + d] + dp[vi] * kh[i * K + d];
                 dkh[d] += Sp[vi * K + d] * dp[vi];
                 da[d] += Sprev[vi * K + d] * dsp;
+                daabs[d] += std::fabs(Sprev[vi * K + d]) * (std::fabs(G[vi * K + d]) + std::fabs(dp[vi] * kh[i * K + d]));
                 G[vi * K + d] = dsp * std::exp(glog[i * K + d]);
               }
             // Through the preprocessing.
@@ -210,12 +226,22 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
               g->dg[grow + d] += gg.dx;
               if (gated) g->ddt_bias[hv * K + d] += gg.dx;
               if (has_a) g->dA_log[hv] += gg.dA;
+              const T alpha = std::exp(glog[i * K + d]);
+              if (alpha > 0) {
+                const GateGrad unit = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], T(1));
+                const T m = daabs[d] * alpha;
+                g->mag_dg[grow + d] += m * std::fabs(unit.dx);
+                if (gated) g->mag_ddt_bias[hv * K + d] += m * std::fabs(unit.dx);
+                if (has_a) g->mag_dA_log[hv] += m * std::fabs(unit.dA);
+              }
             }
             T db = dbeta;
             if (p.beta_is_logits) {
               const T s = sigmoid(braw[i]);
               db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
+              mag_db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
             }
+            g->mag_dbeta[(sp.batch * p.T + t) * HV + hv] += mag_db;
             g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;
           }
         }

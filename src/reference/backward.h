@@ -16,9 +16,14 @@ namespace kda::reference {
 //   sigmoid when it is logits), dA_log [HV] and ddt_bias [HV * K] (when the gate has them), dh0 with the shape of
 //   the initial state (when present).
 // Templated on the compute type; instantiated for double (the oracle).
+// mag_*: the size of the sums behind the gradients that can cancel (the analogue of the forward's out_mag; the
+// element-wise bound of tools/common/compare.h scales with it): mag_dbeta = sum_v |G k|_v (|v_v| + |S' k|_v), with
+// |x|_v = sum_d |x_vd ...| taken term by term, and mag_dg = alpha |dg/dg_log| sum_v |S_{t-1}| (|G| + |dp k|), both
+// through the same activation factors as the gradients; mag_ddt_bias and mag_dA_log sum mag_dg's terms over tokens.
 template <typename T>
 struct GradientsT {
   std::vector<T> dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
+  std::vector<T> mag_dbeta, mag_dg, mag_ddt_bias, mag_dA_log;
 };
 using Gradients = GradientsT<double>;
 

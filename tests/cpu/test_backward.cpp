@@ -257,3 +257,63 @@ TEST(BackwardAbi, MissingGradientTensorsAreNamed) {
 
 }  // namespace
 }  // namespace kda::testing
+
+namespace kda::testing {
+namespace {
+
+// compare_grad has teeth: the reference's own gradients rounded to fp32 pass, and the same with one token's dg
+// contribution dropped (that token's row zeroed), with dbeta of one token off by 1% of the sum's size, or with every
+// dq element off by 2^-9 relative, fail.
+TEST(GradientRule, RejectsWrongGradients) {
+  CaseSpec s;
+  s.name = "grad_rule";
+  s.T = 130;
+  s.H = 1;
+  s.HV = 2;
+  s.K = s.V = 32;
+  s.gate = KDA_GATE_SOFTPLUS;
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Case c = make_case(s, seed);
+  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
+  kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
+  ForwardParams p;
+  ASSERT_TRUE(validate_forward(&a, &p).ok());
+  std::mt19937_64 rng(seed + 3);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> dout(static_cast<size_t>(s.T * s.HV * s.V));
+  for (double& x : dout) x = normal(rng);
+  reference::Gradients g;
+  ASSERT_TRUE(reference::backward<double>(p, dout.data(), nullptr, &g).ok());
+  const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kFp32, s.T);
+  auto as_f32 = [](const std::vector<double>& v, std::vector<int64_t> shape) {
+    HostTensor t = make_tensor(KDA_DTYPE_FLOAT32, std::move(shape));
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, v[i]);
+    return t;
+  };
+  const GradLayout dg_layout{s.HV, s.K, 64};
+  HostTensor dg = as_f32(g.dg, {1, s.T, s.HV, s.K});
+  EXPECT_TRUE(compare_grad(dg, g.dg, &g.mag_dg, tol, dg_layout).pass);
+  // Token 77's contribution to dg dropped (both value heads).
+  HostTensor dg_bad = dg;
+  for (int64_t e = 0; e < s.HV * s.K; ++e) dg_bad.set(77 * s.HV * s.K + e, 0.0);
+  const ErrorStats bad = compare_grad(dg_bad, g.dg, &g.mag_dg, tol, dg_layout);
+  EXPECT_FALSE(bad.pass) << bad.summary();
+
+  const GradLayout b_layout{s.HV, 1, 64};
+  HostTensor db = as_f32(g.dbeta, {1, s.T, s.HV});
+  EXPECT_TRUE(compare_grad(db, g.dbeta, &g.mag_dbeta, tol, b_layout).pass);
+  HostTensor db_bad = db;
+  db_bad.set(40, db.at(40) + 0.01 * g.mag_dbeta[40]);
+  EXPECT_FALSE(compare_grad(db_bad, g.dbeta, &g.mag_dbeta, tol, b_layout).pass);
+
+  const GradLayout q_layout{s.H, s.K, 64};
+  HostTensor dq = as_f32(g.dq, {1, s.T, s.H, s.K});
+  EXPECT_TRUE(compare_grad(dq, g.dq, nullptr, tol, q_layout).pass);
+  HostTensor dq_bad = dq;
+  for (int64_t i = 0; i < dq.numel(); ++i) dq_bad.set(i, g.dq[i] * (1 + std::ldexp(1.0, -9)));
+  EXPECT_FALSE(compare_grad(dq_bad, g.dq, nullptr, tol, q_layout).pass);
+}
+
+}  // namespace
+}  // namespace kda::testing

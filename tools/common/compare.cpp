@@ -126,4 +126,49 @@ ErrorStats compare_state(const HostTensor& got, const Oracle& o, const Tolerance
       tol.c_rms);
 }
 
+ErrorStats compare_grad(const HostTensor& got, const std::vector<double>& ref, const std::vector<double>* mag,
+                        const Tolerance& tol, const GradLayout& layout) {
+  const int64_t n = got.numel();
+  if (static_cast<int64_t>(ref.size()) != n || (mag && static_cast<int64_t>(mag->size()) != n)) {
+    ErrorStats st;
+    st.pass = false;
+    st.nonfinite = n;
+    return st;
+  }
+  double u_g = std::ldexp(1.0, -24);
+  if (got.dtype == KDA_DTYPE_BFLOAT16) u_g = std::ldexp(1.0, -8);
+  if (got.dtype == KDA_DTYPE_FLOAT16) u_g = std::ldexp(1.0, -11);
+  if (got.dtype == KDA_DTYPE_FLOAT64) u_g = 0;
+  const int64_t row = layout.heads * layout.inner;
+  const int64_t tokens = row > 0 ? n / row : 0;
+  const int64_t tblocks = (tokens + layout.token_block - 1) / layout.token_block;
+  auto block_of = [&](int64_t i) { return (i / row / layout.token_block) * layout.heads + (i / layout.inner) % layout.heads; };
+  std::vector<double> rms(static_cast<size_t>(std::max<int64_t>(tblocks * layout.heads, 1)), 0.0), cnt(rms.size(), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    rms[block_of(i)] += ref[i] * ref[i];
+    cnt[block_of(i)] += 1;
+  }
+  for (size_t b = 0; b < rms.size(); ++b) rms[b] = cnt[b] > 0 ? std::sqrt(rms[b] / cnt[b]) : 0.0;
+  ErrorStats st = judge(
+      n,
+      [&](int64_t i, double* x, double* r, double* bound) {
+        *x = got.at(i);
+        *r = ref[i];
+        const double m = mag ? (*mag)[i] : 0.0;
+        *bound = u_g * std::fabs(*r) + tol.c_elem * (std::fabs(*r) + rms[block_of(i)] + m) + 1e-30;
+      },
+      tol.c_rms + u_g / std::sqrt(3.0));
+  if (mag) {  // RMSE relative to the sizes of the sums: ||x - ref|| / ||max(|ref|, mag)||
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = got.at(i) - ref[i], s = std::max(std::fabs(ref[i]), (*mag)[i]);
+      if (std::isfinite(d)) num += d * d;
+      den += s * s;
+    }
+    st.rel_rmse = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    st.pass = st.nonfinite == 0 && st.worst_ratio <= 1.0 && st.rel_rmse <= st.rmse_bound;
+  }
+  return st;
+}
+
 }  // namespace kda::testing

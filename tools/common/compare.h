@@ -50,4 +50,16 @@ ErrorStats compare_out(const HostTensor& got, const Oracle& o, const Tolerance& 
 // Final state (fp32): |x - ref| <= c_elem (|ref| + rms of ref over its (sequence, head) block); rel RMSE <= c_rms.
 ErrorStats compare_state(const HostTensor& got, const Oracle& o, const Tolerance& tol, int64_t block);
 
+// A gradient tensor viewed as [tokens, heads, inner] (dq: [B*T, H, K]; dh0: [N, HV, V*K] with token_block 1;
+// ddt_bias: [1, HV, K]; dA_log: [1, 1, HV]). Its element blocks are (token_block consecutive tokens, head).
+struct GradLayout {
+  int64_t heads = 1, inner = 1, token_block = 64;
+};
+// Gradient (docs/numerics.md, "Gradients"): every element
+//   |x - ref| <= u_g |ref| + c_elem (|ref| + rms of ref over its block + mag)
+// with u_g the unit roundoff of the gradient tensor's dtype and mag (optional, else 0) the size of the sum behind
+// the element (reference::GradientsT::mag_*); relative RMSE ||x - ref|| / ||max(|ref|, mag)|| <= c_rms + u_g/sqrt(3).
+ErrorStats compare_grad(const HostTensor& got, const std::vector<double>& ref, const std::vector<double>* mag,
+                        const Tolerance& tol, const GradLayout& layout);
+
 }  // namespace kda::testing
