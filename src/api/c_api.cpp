@@ -203,6 +203,8 @@ Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
   if (p->backend == KDA_BACKEND_CUDA_CHUNKED)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "backend: KDA_BACKEND_CUDA_CHUNKED has no backward yet; use KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
+  // The CUDA backward is token-recurrent: the recurrent backend names the same kernel.
+  if (p->backend == KDA_BACKEND_CUDA_RECURRENT) p->backend = KDA_BACKEND_CUDA_GENERIC;
   return Status::Ok();
 }
 
