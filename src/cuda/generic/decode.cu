@@ -462,6 +462,8 @@ Status decode(const DecodeParams& p, void* stream) {
     return Status{KDA_STATUS_NOT_SUPPORTED, "out: float64 is only supported by KDA_BACKEND_REFERENCE"};
   if (io.K != 16 && io.K != 32 && io.K != 64 && io.K != 128 && io.K != 256)
     return make_status(KDA_STATUS_NOT_SUPPORTED, "q: head dim K = %d is not supported by the CUDA backend", io.K);
+  if (p.conv || p.out_norm)
+    return Status{KDA_STATUS_NOT_SUPPORTED, "q_conv_weight/out_gate: the CUDA decode has no fused conv or norm yet"};
   if (io.N == 0 || io.T == 0) return Status::Ok();  // no token: nothing is read or written
 
   return launch_on_device(io.device_id, "kda decode kernel launch", [&] {
