@@ -75,6 +75,13 @@ typedef enum kda_gate_mode {
   KDA_GATE_BOUNDED = 2
 } kda_gate_mode_t;
 
+/* Activation of the output gate of the fused gated RMSNorm (kda_decode_args_t.out_gate). Kimi-Linear's o_norm
+ * (FLA FusedRMSNormGated, activation="sigmoid") uses sigmoid; FLA's default for the same module is swish. */
+typedef enum kda_out_gate_activation {
+  KDA_OUT_GATE_SIGMOID = 0, /* y = rmsnorm(o) * weight * sigmoid(gate) */
+  KDA_OUT_GATE_SILU = 1     /* y = rmsnorm(o) * weight * gate * sigmoid(gate) (swish) */
+} kda_out_gate_activation_t;
+
 typedef enum kda_backend {
   KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> KDA_BACKEND_CUDA_GENERIC */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
@@ -151,7 +158,31 @@ typedef struct kda_forward_args {
  *     slot is touched. A negative write slot skips that write. Slots of different sequences must not overlap.
  *   num_accepted_tokens int32 [N], optional, with [N, T] indices only; values in 1..T (others: padding)
  *   out         [N, T, HV, V]  dtype of q
- * Slots not named by any index are bitwise untouched. */
+ * Slots not named by any index are bitwise untouched.
+ *
+ * Optional fusions (fields appended in 0.1; absent tensors = off):
+ *  Causal short convolution of q, k and v (width 4, depthwise, no bias, SiLU; vLLM causal_conv1d_update /
+ *  Kimi-Linear ShortConvolution), applied before everything else (the q/k L2 norm follows it). Give all six
+ *  tensors or none:
+ *   q_conv_weight, k_conv_weight [H*K, 4], v_conv_weight [HV*V, 4]   fp32 or dtype of q; channel c of head h is
+ *               h*K + c (value head hv, row r: hv*V + r); column 3 multiplies the current token, column 0 the
+ *               oldest input
+ *   q_conv_state, k_conv_state [slots, H*K, 3], v_conv_state [slots, HV*V, 3]   fp32 or dtype of q, any strides
+ *               (vLLM's (dim, width - 1) per slot, oldest input first), read and written in place through the
+ *               same slots as state_pool: sequence n reads the inputs before its first token from its start slot,
+ *               and after its token t the last three inputs (x_{t-2}, x_{t-1}, x_t) go to the slot the state after
+ *               token t goes to. Token t's conv input sequence is (state[0], state[1], state[2], x_0, .., x_t);
+ *               x' = silu(sum_j w[c, j] * seq[t + j]), computed in fp32 (reference: fp64). Padding sequences read
+ *               and write no conv state.
+ *  Gated RMSNorm on the output (Kimi-Linear o_norm, FLA FusedRMSNormGated): per token and value head over V,
+ *   out = o * rsqrt(mean_V(o^2) + out_norm_eps) * out_norm_weight[v] * act(out_gate[n, t, hv, v]), in fp32 before
+ *   the one rounding to out's dtype. Give both tensors or neither:
+ *   out_norm_weight [V] fp32 or dtype of q
+ *   out_gate    [N, T, HV, V] dtype of q or fp32
+ *   out_norm_eps finite, >= 0 (default 1e-5); out_gate_activation (default KDA_OUT_GATE_SIGMOID)
+ *  CUDA: the fused norm needs T * V <= 4096 (its o rows stay on chip), else KDA_STATUS_NOT_SUPPORTED; with either
+ *  fusion one CTA walks all value heads and row blocks of a (sequence, q/k head), so the conv state has a single
+ *  reader-writer (no cross-CTA race on an in-place slot). */
 typedef struct kda_decode_args {
   kda_tensor_t q, k, v, g, beta;
   kda_tensor_t A_log, dt_bias;
@@ -170,6 +201,13 @@ typedef struct kda_decode_args {
   int32_t state_v_first;
   int32_t cpu_threads;
   kda_backend_t backend;   /* AUTO, REFERENCE, CPU, CUDA_GENERIC or CUDA_RECURRENT */
+
+  /* Fusions (see above). */
+  kda_tensor_t q_conv_weight, k_conv_weight, v_conv_weight;
+  kda_tensor_t q_conv_state, k_conv_state, v_conv_state;
+  kda_tensor_t out_norm_weight, out_gate;
+  float out_norm_eps;
+  kda_out_gate_activation_t out_gate_activation;
 } kda_decode_args_t;
 
 /* Arguments of the backward: gradients of every differentiable input given the gradients of the output and
@@ -226,7 +264,7 @@ KDA_API kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, 
 KDA_API kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace, size_t workspace_bytes,
                                  void* stream);
 
-/* Decode defaults: as kda_forward_args_init. */
+/* Decode defaults: as kda_forward_args_init; fusions off, out_norm_eps 1e-5, KDA_OUT_GATE_SIGMOID. */
 KDA_API void kda_decode_args_init(kda_decode_args_t* args);
 
 /* Validates args (no data is read) and returns the workspace bytes decode needs (0 today; kept so callers size

@@ -12,5 +12,12 @@ static_assert(offsetof(kda_forward_args_t, backend) == 11 * sizeof(kda_tensor_t)
 static_assert(offsetof(kda_decode_args_t, scale) == 11 * sizeof(kda_tensor_t), "kda_decode_args_t layout changed");
 static_assert(offsetof(kda_decode_args_t, backend) == 11 * sizeof(kda_tensor_t) + 9 * 4,
               "kda_decode_args_t layout changed");
+// Decode fusions, appended after backend (additive: the earlier fields keep their offsets).
+static_assert(offsetof(kda_decode_args_t, q_conv_weight) == 11 * sizeof(kda_tensor_t) + 10 * 4,
+              "kda_decode_args_t layout changed");
+static_assert(offsetof(kda_decode_args_t, out_norm_eps) == 19 * sizeof(kda_tensor_t) + 10 * 4,
+              "kda_decode_args_t layout changed");
+static_assert(offsetof(kda_decode_args_t, out_gate_activation) == 19 * sizeof(kda_tensor_t) + 11 * 4,
+              "kda_decode_args_t layout changed");
 static_assert(offsetof(kda_backward_args_t, dout) == sizeof(kda_forward_args_t), "kda_backward_args_t layout changed");
 static_assert(offsetof(kda_forward_args_t, state_checkpoints) % 8 == 0, "kda_forward_args_t layout changed");

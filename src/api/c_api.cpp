@@ -340,6 +340,8 @@ void kda_decode_args_init(kda_decode_args_t* args) {
   args->lower_bound = -5.0f;
   args->state_v_first = 1;
   args->backend = KDA_BACKEND_AUTO;
+  args->out_norm_eps = 1e-5f;
+  args->out_gate_activation = KDA_OUT_GATE_SIGMOID;
 }
 
 kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* workspace_bytes) {

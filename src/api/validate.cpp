@@ -390,6 +390,62 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
     KDA_RETURN_IF_ERROR(check_same_device("num_accepted_tokens", a.num_accepted_tokens, a.q));
   }
 
+  // Fusions. Conv: all six tensors or none; norm: both tensors or neither.
+  const kda_dtype_t in_dtype = a.q.dtype;
+  const kda_tensor_t* cw[3] = {&a.q_conv_weight, &a.k_conv_weight, &a.v_conv_weight};
+  const kda_tensor_t* cs[3] = {&a.q_conv_state, &a.k_conv_state, &a.v_conv_state};
+  const char* cw_name[3] = {"q_conv_weight", "k_conv_weight", "v_conv_weight"};
+  const char* cs_name[3] = {"q_conv_state", "k_conv_state", "v_conv_state"};
+  int conv_given = 0;
+  for (int i = 0; i < 3; ++i) conv_given += present(*cw[i]) + present(*cs[i]);
+  if (conv_given != 0 && conv_given != 6) {
+    for (int i = 0; i < 3; ++i) {
+      if (!present(*cw[i]))
+        return invalid(std::string(cw_name[i]) + ": absent, but other conv tensors are given (the fused conv needs "
+                       "all of q/k/v_conv_weight and q/k/v_conv_state)");
+      if (!present(*cs[i]))
+        return invalid(std::string(cs_name[i]) + ": absent, but other conv tensors are given (the fused conv needs "
+                       "all of q/k/v_conv_weight and q/k/v_conv_state)");
+    }
+  }
+  if (conv_given == 6) {
+    const int64_t slots = a.state_pool.shape[0];
+    for (int i = 0; i < 3; ++i) {
+      const int64_t dim = i < 2 ? int64_t{io.H} * io.K : HV * io.V;
+      KDA_RETURN_IF_ERROR(check_shape(cw_name[i], *cw[i], {dim, DecodeParams::kConvWidth}));
+      KDA_RETURN_IF_ERROR(check_dtype(cw_name[i], *cw[i], {KDA_DTYPE_FLOAT32, in_dtype}));
+      KDA_RETURN_IF_ERROR(check_same_device(cw_name[i], *cw[i], a.q));
+      KDA_RETURN_IF_ERROR(check_shape(cs_name[i], *cs[i], {slots, dim, DecodeParams::kConvWidth - 1}));
+      KDA_RETURN_IF_ERROR(check_dtype(cs_name[i], *cs[i], {KDA_DTYPE_FLOAT32, in_dtype}));
+      KDA_RETURN_IF_ERROR(check_same_device(cs_name[i], *cs[i], a.q));
+      p->conv_w[i] = view4(*cw[i]);
+      p->conv_state[i] = view4(*cs[i]);
+    }
+    p->conv = true;
+  }
+  if (present(a.out_norm_weight) != present(a.out_gate))
+    return present(a.out_gate)
+               ? invalid("out_norm_weight: absent, but out_gate is given (the fused gated RMSNorm needs both)")
+               : invalid("out_gate: absent, but out_norm_weight is given (the fused gated RMSNorm needs both)");
+  if (present(a.out_gate)) {
+    KDA_RETURN_IF_ERROR(check_shape("out_norm_weight", a.out_norm_weight, {int64_t{io.V}}));
+    KDA_RETURN_IF_ERROR(check_dtype("out_norm_weight", a.out_norm_weight, {KDA_DTYPE_FLOAT32, in_dtype}));
+    KDA_RETURN_IF_ERROR(check_same_device("out_norm_weight", a.out_norm_weight, a.q));
+    KDA_RETURN_IF_ERROR(check_shape("out_gate", a.out_gate, {N, T, HV, int64_t{io.V}}));
+    KDA_RETURN_IF_ERROR(check_dtype("out_gate", a.out_gate, {in_dtype, KDA_DTYPE_FLOAT32}));
+    KDA_RETURN_IF_ERROR(check_same_device("out_gate", a.out_gate, a.q));
+    if (!std::isfinite(a.out_norm_eps) || a.out_norm_eps < 0.0f)
+      return invalid("out_norm_eps: must be finite and >= 0, got " + std::to_string(a.out_norm_eps));
+    const int32_t act = raw_enum(a.out_gate_activation);
+    if (act != KDA_OUT_GATE_SIGMOID && act != KDA_OUT_GATE_SILU)
+      return invalid("out_gate_activation: unknown value " + std::to_string(act));
+    p->out_norm = true;
+    p->norm_weight = view4(a.out_norm_weight);
+    p->out_gate = view4(a.out_gate);
+    p->norm_eps = a.out_norm_eps;
+    p->norm_act = a.out_gate_activation;
+  }
+
   p->pool = a.state_pool.data;
   for (int i = 0; i < 4; ++i) p->pool_stride[i] = a.state_pool.strides[i];
   p->slots = a.state_pool.shape[0];

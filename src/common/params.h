@@ -103,6 +103,20 @@ struct DecodeParams {
   const int32_t* num_accepted = nullptr;  // [N] or null: read slot indices[n, num_accepted[n] - 1]
   int64_t num_accepted_stride = 0;
 
+  // Fused causal short convolution (width kConvWidth, SiLU) of q, k, v: index 0 = q, 1 = k, 2 = v.
+  // conv_w[i]: [dim, 4] (stride[0] per channel, stride[1] per tap); conv_state[i]: [slots, dim, 3] (strides 0..2),
+  // written in place (the data pointer is cast back to mutable by the writer).
+  static constexpr int kConvWidth = 4;
+  bool conv = false;
+  TensorView conv_w[3];
+  TensorView conv_state[3];
+  // Fused gated RMSNorm of the output: norm_weight [V], out_gate [N, T, HV, V].
+  bool out_norm = false;
+  TensorView norm_weight;
+  TensorView out_gate;
+  float norm_eps = 1e-5f;
+  kda_out_gate_activation_t norm_act = KDA_OUT_GATE_SIGMOID;
+
   // The slot sequence n starts from (negative: padding, the sequence is skipped).
   // Slots outside [0, slots) count as negative: the pool is never read or written out of bounds.
   KDA_HOST_DEVICE int64_t read_slot(int64_t n) const {

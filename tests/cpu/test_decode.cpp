@@ -1,9 +1,12 @@
 // test_decode.cpp: decode against the state pool on the CPU: the float64 reference against an oracle built from
 // the forward reference, the CPU backend against it on random and hostile cases (padding, 1-D and 2-D slot
-// indices, num_accepted_tokens), untouched slots bitwise unchanged, and argument errors naming the argument.
+// indices, num_accepted_tokens), untouched slots bitwise unchanged, and argument errors naming the argument; the
+// fusions (conv + SiLU of q/k/v with its conv state, gated RMSNorm) against a hand-written fp64 decode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -63,6 +66,54 @@ TEST(DecodeJudge, CatchesCorruption) {
   EXPECT_FALSE(judge_decode(d, o, o2, pool, tol).pass);
 }
 
+// Fusions: both host backends against decode_fused_oracle (an fp64 computation written out by hand, not
+// host_decode), conv states written exactly (they are copies of inputs) and untouched slots bitwise unchanged.
+void expect_fused_decode_matches(const DecodeSpec& s, kda_backend_t be) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  DecodeCase d = make_decode_case(s, seed);
+  const FusedDecodeOracle o = decode_fused_oracle(d);
+  HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+  for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());
+  HostTensor pool = d.pool;
+  HostTensor conv[3] = {d.conv_state[0], d.conv_state[1], d.conv_state[2]};
+  kda_decode_args_t a = decode_host_args(d, out, pool, be);
+  if (s.conv) {
+    a.q_conv_state = conv[0].view();
+    a.k_conv_state = conv[1].view();
+    a.v_conv_state = conv[2].view();
+  }
+  ASSERT_EQ(kda_decode(&a, nullptr, 0, nullptr), KDA_STATUS_SUCCESS) << kda_last_error();
+  const DecodeVerdict v =
+      judge_fused_decode(d, o, out, pool, conv, tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32));
+  EXPECT_TRUE(v.pass) << v.summary();
+}
+
+class FusedDecode : public ::testing::TestWithParam<DecodeSpec> {};
+TEST_P(FusedDecode, ReferenceMatchesHandComputation) { expect_fused_decode_matches(GetParam(), KDA_BACKEND_REFERENCE); }
+TEST_P(FusedDecode, CpuMatchesHandComputation) { expect_fused_decode_matches(GetParam(), KDA_BACKEND_CPU); }
+INSTANTIATE_TEST_SUITE_P(Cases, FusedDecode, ::testing::ValuesIn(fused_decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
+
+// The hand oracle itself agrees with the forward-built oracle when no fusion is on.
+TEST(FusedDecodeOracle, MatchesForwardOracleWithoutFusions) {
+  for (const DecodeSpec& s : decode_cases()) {
+    const uint64_t seed = run_seed();
+    SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed));
+    DecodeCase d = make_decode_case(s, seed);
+    const DecodeOracle a = decode_oracle(d);
+    const FusedDecodeOracle b = decode_fused_oracle(d);
+    double worst = 0;
+    for (int64_t i = 0; i < a.out.out.numel(); ++i)
+      worst = std::max(worst, std::fabs(a.out.out.at(i) - b.base.out.out.at(i)) / (a.out.out_mag[i] + 1e-300));
+    for (size_t i = 0; i < a.pool.size(); ++i) {
+      ASSERT_EQ(a.written[i], b.base.written[i]) << i;
+      worst = std::max(worst, std::fabs(a.pool[i] - b.base.pool[i]) / (std::fabs(a.pool[i]) + 1e-6));
+    }
+    EXPECT_LT(worst, 1e-6);  // two fp64 evaluations of the same sums (orders differ; cancellation near 0)
+  }
+}
+
 struct DecodeFixture {
   DecodeCase d;
   HostTensor out, pool;
@@ -103,6 +154,51 @@ TEST(DecodeValidation, Errors) {
   expect_decode_error([](DecodeFixture& f) { f.a.k.shape[1] = 3; }, "k", "expected shape");
   expect_decode_error([](DecodeFixture& f) { f.a.state_pool.device_type = KDA_DEVICE_CUDA; }, "state_pool",
                       "one device");
+}
+
+struct FusedFixture {
+  DecodeCase d;
+  HostTensor out, pool;
+  kda_decode_args_t a;
+  FusedFixture() {
+    DecodeSpec s = fused_decode_cases()[3];  // conv + norm
+    d = make_decode_case(s, 7);
+    out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+    pool = d.pool;
+    a = decode_host_args(d, out, pool, KDA_BACKEND_AUTO);
+  }
+};
+
+void expect_fused_error(void (*mutate)(FusedFixture&), const std::string& arg, const std::string& phrase) {
+  FusedFixture f;
+  mutate(f);
+  const std::vector<uint8_t> before = f.pool.bytes, conv_before = f.d.conv_state[0].bytes;
+  EXPECT_EQ(kda_decode(&f.a, nullptr, 0, nullptr), KDA_STATUS_INVALID_ARGUMENT);
+  const std::string msg = kda_last_error();
+  EXPECT_NE(msg.find(arg + ":"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
+  EXPECT_EQ(f.pool.bytes, before) << "the pool was written by a failing call";
+  EXPECT_EQ(f.d.conv_state[0].bytes, conv_before) << "a conv state was written by a failing call";
+}
+
+TEST(DecodeValidation, FusionErrors) {
+  expect_fused_error([](FusedFixture& f) { f.a.k_conv_weight = kda_tensor_none(); }, "k_conv_weight", "absent");
+  expect_fused_error([](FusedFixture& f) { f.a.v_conv_state = kda_tensor_none(); }, "v_conv_state", "absent");
+  expect_fused_error([](FusedFixture& f) { f.a.q_conv_weight.shape[1] = 3; }, "q_conv_weight", "expected shape");
+  expect_fused_error([](FusedFixture& f) { f.a.v_conv_weight.shape[0] -= 1; }, "v_conv_weight", "expected shape");
+  expect_fused_error([](FusedFixture& f) { f.a.k_conv_state.shape[0] -= 1; }, "k_conv_state", "expected shape");
+  expect_fused_error([](FusedFixture& f) { f.a.q_conv_state.dtype = KDA_DTYPE_INT32; }, "q_conv_state", "not allowed");
+  expect_fused_error([](FusedFixture& f) { f.a.out_gate = kda_tensor_none(); }, "out_gate", "absent");
+  expect_fused_error([](FusedFixture& f) { f.a.out_norm_weight = kda_tensor_none(); }, "out_norm_weight", "absent");
+  expect_fused_error([](FusedFixture& f) { f.a.out_norm_weight.shape[0] = 7; }, "out_norm_weight", "expected shape");
+  expect_fused_error([](FusedFixture& f) { f.a.out_gate.shape[2] += 1; }, "out_gate", "expected shape");
+  expect_fused_error([](FusedFixture& f) { f.a.out_norm_eps = -1.0f; }, "out_norm_eps", "finite and >= 0");
+  expect_fused_error([](FusedFixture& f) { f.a.out_norm_eps = std::numeric_limits<float>::infinity(); }, "out_norm_eps",
+                     "finite and >= 0");
+  expect_fused_error([](FusedFixture& f) { std::memset(&f.a.out_gate_activation, 0x7f, 4); }, "out_gate_activation",
+                     "unknown value");
+  expect_fused_error([](FusedFixture& f) { f.a.v_conv_state.device_type = KDA_DEVICE_CUDA; }, "v_conv_state",
+                     "one device");
 }
 
 }  // namespace

@@ -44,6 +44,21 @@ DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed) {
     std::uniform_int_distribution<int64_t> acc(1, T);
     for (int64_t n = 0; n < N; ++n) d.num_accepted.set(n, static_cast<double>(acc(rng)));
   }
+  if (s.conv) {
+    const int64_t dims[3] = {int64_t{io.H} * io.K, int64_t{io.H} * io.K, int64_t{io.HV} * io.V};
+    for (int i = 0; i < 3; ++i) {
+      d.conv_w[i] = make_tensor(KDA_DTYPE_FLOAT32, {dims[i], 4});
+      for (int64_t j = 0; j < d.conv_w[i].numel(); ++j) d.conv_w[i].set(j, 0.5 * normal(rng));
+      d.conv_state[i] = make_tensor(io.in_dtype, {s.slots, dims[i], 3});
+      for (int64_t j = 0; j < d.conv_state[i].numel(); ++j) d.conv_state[i].set(j, normal(rng));
+    }
+  }
+  if (s.norm) {
+    d.norm_w = make_tensor(KDA_DTYPE_FLOAT32, {io.V});
+    for (int64_t j = 0; j < io.V; ++j) d.norm_w.set(j, 1.0 + 0.3 * normal(rng));
+    d.out_gate = make_tensor(io.in_dtype, {N, T, io.HV, io.V});
+    for (int64_t j = 0; j < d.out_gate.numel(); ++j) d.out_gate.set(j, 2.0 * normal(rng));
+  }
   return d;
 }
 
@@ -64,6 +79,20 @@ kda_decode_args_t decode_host_args(DecodeCase& d, HostTensor& out, HostTensor& p
   a.out = out.view();
   set_flags(a, s);
   a.backend = backend;
+  if (d.spec.conv) {
+    a.q_conv_weight = d.conv_w[0].view();
+    a.k_conv_weight = d.conv_w[1].view();
+    a.v_conv_weight = d.conv_w[2].view();
+    a.q_conv_state = d.conv_state[0].view();
+    a.k_conv_state = d.conv_state[1].view();
+    a.v_conv_state = d.conv_state[2].view();
+  }
+  if (d.spec.norm) {
+    a.out_norm_weight = d.norm_w.view();
+    a.out_gate = d.out_gate.view();
+    a.out_norm_eps = d.spec.norm_eps;
+    a.out_gate_activation = d.spec.norm_act;
+  }
   return a;
 }
 
@@ -145,8 +174,9 @@ DecodeOracle decode_oracle(const DecodeCase& d) {
 
 std::string DecodeVerdict::summary() const {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%s out: %s | pool: %s | untouched changed: %lld", pass ? "PASS" : "FAIL",
-                out.summary().c_str(), pool.summary().c_str(), static_cast<long long>(untouched_changed));
+  std::snprintf(buf, sizeof buf, "%s out: %s | pool: %s | untouched changed: %lld | conv wrong: %lld",
+                pass ? "PASS" : "FAIL", out.summary().c_str(), pool.summary().c_str(),
+                static_cast<long long>(untouched_changed), static_cast<long long>(conv_wrong));
   return buf;
 }
 
@@ -170,6 +200,175 @@ DecodeVerdict judge_decode(const DecodeCase& d, const DecodeOracle& o, const Hos
   }
   v.pool = compare_state(got, ref, tol, per / d.pool.shape[1]);
   v.pass = v.out.pass && v.pool.pass && v.untouched_changed == 0;
+  return v;
+}
+
+FusedDecodeOracle decode_fused_oracle(const DecodeCase& d) {
+  const CaseSpec& s = d.c.spec;
+  const int64_t N = s.B, T = s.T, H = s.H, HV = s.HV, K = s.K, V = s.V, G = HV / H;
+  const int64_t per = d.pool.numel() / d.spec.slots;  // floats per slot
+  FusedDecodeOracle r;
+  DecodeOracle& o = r.base;
+  o.pool.resize(static_cast<size_t>(d.pool.numel()));
+  for (int64_t i = 0; i < d.pool.numel(); ++i) o.pool[i] = d.pool.at(i);
+  o.written.assign(o.pool.size(), false);
+  o.out.out = make_tensor(KDA_DTYPE_FLOAT64, {N, T, HV, V});
+  o.out.out_mag.assign(static_cast<size_t>(N * T * HV * V), 0.0);
+  const int64_t dims[3] = {H * K, H * K, HV * V};
+  for (int i = 0; i < 3 && d.spec.conv; ++i) {
+    r.conv_state[i].resize(static_cast<size_t>(d.conv_state[i].numel()));
+    for (int64_t j = 0; j < d.conv_state[i].numel(); ++j) r.conv_state[i][j] = d.conv_state[i].at(j);
+    r.conv_written[i].assign(r.conv_state[i].size(), false);
+  }
+  auto sig = [](double x) { return 1.0 / (1.0 + std::exp(-x)); };
+  const double scale = s.default_scale ? 1.0 / std::sqrt(static_cast<double>(K)) : s.scale;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t slot = start_slot(d, n);
+    if (slot < 0) continue;  // outputs stay 0, nothing written
+    // Inputs after the conv: x[i][t][c] (q, k per q/k channel; v per value channel).
+    std::vector<std::vector<std::vector<double>>> x(3);
+    for (int i = 0; i < 3; ++i) {
+      const HostTensor& src = i == 0 ? d.c.q : i == 1 ? d.c.k : d.c.v;
+      x[i].assign(static_cast<size_t>(T), std::vector<double>(static_cast<size_t>(dims[i])));
+      for (int64_t c = 0; c < dims[i]; ++c) {
+        std::vector<double> seq;
+        if (d.spec.conv)
+          for (int j = 0; j < 3; ++j) seq.push_back(d.conv_state[i].at((slot * dims[i] + c) * 3 + j));
+        for (int64_t t = 0; t < T; ++t) seq.push_back(src.at((n * T + t) * dims[i] + c));  // contiguous [N,T,heads,dim]
+        for (int64_t t = 0; t < T; ++t) {
+          if (!d.spec.conv) { x[i][t][c] = seq[t]; continue; }
+          double acc = 0;
+          for (int j = 0; j < 4; ++j) acc += d.conv_w[i].at(c * 4 + j) * seq[t + j];
+          x[i][t][c] = acc / (1.0 + std::exp(-acc));
+        }
+        if (d.spec.conv)
+          for (int64_t t = 0; t < T; ++t) {
+            const int64_t w = token_slot(d, n, t);
+            if (w < 0) continue;
+            for (int j = 0; j < 3; ++j) {
+              r.conv_state[i][(w * dims[i] + c) * 3 + j] = seq[t + 1 + j];
+              r.conv_written[i][(w * dims[i] + c) * 3 + j] = true;
+            }
+          }
+      }
+    }
+    for (int64_t hv = 0; hv < HV; ++hv) {
+      const int64_t h = hv / G;
+      std::vector<double> S(static_cast<size_t>(V * K));  // value-first
+      auto at = [&](int64_t vi, int64_t ki) { return s.v_first ? vi * K + ki : ki * V + vi; };
+      for (int64_t vi = 0; vi < V; ++vi)
+        for (int64_t ki = 0; ki < K; ++ki) S[vi * K + ki] = d.pool.at(slot * per + hv * V * K + at(vi, ki));
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> q(K), k(K), a(K), vv(V), o_row(V), mag(V);
+        for (int64_t ki = 0; ki < K; ++ki) { q[ki] = x[0][t][h * K + ki]; k[ki] = x[1][t][h * K + ki]; }
+        for (int64_t vi = 0; vi < V; ++vi) vv[vi] = x[2][t][hv * V + vi];
+        if (s.l2norm)
+          for (auto* z : {&q, &k}) {
+            double ss = 0;
+            for (double e : *z) ss += e * e;
+            for (double& e : *z) e /= std::sqrt(ss + 1e-6);
+          }
+        for (int64_t ki = 0; ki < K; ++ki) {
+          const double g = d.c.g.at(((n * T + t) * HV + hv) * K + ki);
+          const double bias = d.c.dt_bias.present() ? d.c.dt_bias.at(hv * K + ki) : 0.0;
+          const double al = d.c.A_log.present() ? d.c.A_log.at(hv) : 0.0;
+          double gl = g;
+          if (s.gate == KDA_GATE_SOFTPLUS) {
+            const double z = g + bias;
+            gl = -std::exp(al) * (z > 20 ? z : std::log1p(std::exp(z)));
+          } else if (s.gate == KDA_GATE_BOUNDED) {
+            gl = s.lower_bound * sig((d.c.A_log.present() ? std::exp(al) : 1.0) * (g + bias));
+          }
+          a[ki] = std::exp(gl);
+        }
+        double beta = d.c.beta.at((n * T + t) * HV + hv);
+        if (s.beta_logits) beta = sig(beta);
+        if (s.neg_eigval) beta *= 2;
+        for (int64_t vi = 0; vi < V; ++vi) {
+          double sk = 0;
+          for (int64_t ki = 0; ki < K; ++ki) { S[vi * K + ki] *= a[ki]; sk += S[vi * K + ki] * k[ki]; }
+          const double u = beta * (vv[vi] - sk);
+          double acc = 0, m = 0;
+          for (int64_t ki = 0; ki < K; ++ki) {
+            S[vi * K + ki] += u * k[ki];
+            acc += S[vi * K + ki] * q[ki];
+            m += std::fabs(S[vi * K + ki] * q[ki]);
+          }
+          o_row[vi] = scale * acc;
+          mag[vi] = scale * m;
+        }
+        if (d.spec.norm) {
+          double ss = 0, mm = 0;
+          for (int64_t vi = 0; vi < V; ++vi) { ss += o_row[vi] * o_row[vi]; mm += mag[vi] * mag[vi]; }
+          const double rr = 1.0 / std::sqrt(ss / V + d.spec.norm_eps), mrms = std::sqrt(mm / V);
+          for (int64_t vi = 0; vi < V; ++vi) {
+            const double gt = d.out_gate.at(((n * T + t) * HV + hv) * V + vi);
+            const double act = d.spec.norm_act == KDA_OUT_GATE_SIGMOID ? sig(gt) : gt * sig(gt);
+            const double f = rr * d.norm_w.at(vi) * act;
+            o_row[vi] *= f;
+            mag[vi] = std::fabs(f) * (mag[vi] + mrms);  // the row's own error plus that of its RMS
+          }
+        }
+        for (int64_t vi = 0; vi < V; ++vi) {
+          o.out.out.set(((n * T + t) * HV + hv) * V + vi, o_row[vi]);
+          o.out.out_mag[((n * T + t) * HV + hv) * V + vi] = mag[vi];
+        }
+        const int64_t w = token_slot(d, n, t);
+        if (w >= 0)
+          for (int64_t vi = 0; vi < V; ++vi)
+            for (int64_t ki = 0; ki < K; ++ki) {
+              o.pool[w * per + hv * V * K + at(vi, ki)] = S[vi * K + ki];
+              o.written[w * per + hv * V * K + at(vi, ki)] = true;
+            }
+      }
+    }
+  }
+  return r;
+}
+
+DecodeVerdict judge_fused_decode(const DecodeCase& d, const FusedDecodeOracle& o, const HostTensor& out,
+                                 const HostTensor& pool, const HostTensor* conv_state, const Tolerance& tol) {
+  DecodeVerdict v = judge_decode(d, o.base, out, pool, tol);
+  if (d.spec.conv)
+    for (int i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < conv_state[i].numel(); ++j) {
+        if (o.conv_written[i][j]) {
+          if (conv_state[i].at(j) != o.conv_state[i][j]) ++v.conv_wrong;
+        } else if (std::memcmp(static_cast<const uint8_t*>(conv_state[i].data()) + j * (conv_state[i].bytes.size() / conv_state[i].numel()),
+                               static_cast<const uint8_t*>(d.conv_state[i].data()) + j * (conv_state[i].bytes.size() / conv_state[i].numel()),
+                               conv_state[i].bytes.size() / conv_state[i].numel()) != 0) {
+          ++v.untouched_changed;
+        }
+      }
+  v.pass = v.pass && v.untouched_changed == 0 && v.conv_wrong == 0;
+  return v;
+}
+
+std::vector<DecodeSpec> fused_decode_cases() {
+  std::vector<DecodeSpec> v;
+  auto base = [](const std::string& name) {
+    DecodeSpec s;
+    s.name = name;
+    s.io.name = name;
+    s.io.B = 6;
+    s.io.T = 1;
+    s.io.H = 2;
+    s.io.HV = 4;
+    s.io.K = 64;
+    s.io.V = 32;
+    s.slots = 20;
+    s.padding = 0.3;
+    return s;
+  };
+  { DecodeSpec s = base("fused_conv"); s.conv = true; v.push_back(s); }
+  { DecodeSpec s = base("fused_norm_sigmoid"); s.norm = true; v.push_back(s); }
+  { DecodeSpec s = base("fused_norm_silu_eps0"); s.norm = true; s.norm_act = KDA_OUT_GATE_SILU; s.norm_eps = 0.0f; v.push_back(s); }
+  { DecodeSpec s = base("fused_both_k128_softplus"); s.conv = s.norm = true; s.io.K = s.io.V = 128; s.io.HV = 2; s.io.gate = KDA_GATE_SOFTPLUS; v.push_back(s); }
+  { DecodeSpec s = base("fused_both_k_first"); s.conv = s.norm = true; s.io.v_first = false; v.push_back(s); }
+  { DecodeSpec s = base("fused_both_three_tokens_1d"); s.conv = s.norm = true; s.io.T = 3; v.push_back(s); }
+  { DecodeSpec s = base("fused_both_spec_verify_accepted"); s.conv = s.norm = true; s.io.T = 5; s.per_token = true; s.with_accepted = true; s.slots = 40; v.push_back(s); }
+  { DecodeSpec s = base("fused_conv_spec_verify_10_tokens"); s.conv = true; s.io.T = 10; s.per_token = true; s.slots = 70; v.push_back(s); }
+  { DecodeSpec s = base("fused_both_fp32_log_decay"); s.conv = s.norm = true; s.io.gate = KDA_GATE_LOG_DECAY; s.io.in_dtype = s.io.g_dtype = s.io.beta_dtype = KDA_DTYPE_FLOAT32; v.push_back(s); }
   return v;
 }
 

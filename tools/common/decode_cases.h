@@ -18,6 +18,10 @@ struct DecodeSpec {
   bool per_token = false; // 2-D indices [N, T]
   bool with_accepted = false;
   double padding = 0.0;   // fraction of sequences marked padding (negative start slot)
+  bool conv = false;      // fused causal short conv of q/k/v (conv weights and conv-state pools)
+  bool norm = false;      // fused gated RMSNorm of the output
+  kda_out_gate_activation_t norm_act = KDA_OUT_GATE_SIGMOID;
+  float norm_eps = 1e-5f;
 };
 
 struct DecodeCase {
@@ -26,6 +30,10 @@ struct DecodeCase {
   HostTensor pool;         // [slots, HV, V, K] or [slots, HV, K, V] fp32
   HostTensor indices;      // int32 [N] or [N, T]
   HostTensor num_accepted; // int32 [N] or absent
+  HostTensor conv_w[3];    // q, k: [H*K, 4], v: [HV*V, 4] fp32 (spec.conv)
+  HostTensor conv_state[3];// [slots, dim, 3] dtype of q (spec.conv)
+  HostTensor norm_w;       // [V] fp32 (spec.norm)
+  HostTensor out_gate;     // [N, T, HV, V] dtype of q (spec.norm)
 };
 
 // gtest prints a case by its name.
@@ -43,14 +51,32 @@ struct DecodeOracle {
 };
 DecodeOracle decode_oracle(const DecodeCase& d);
 
+
 struct DecodeVerdict {
   bool pass = false;
   ErrorStats out, pool;
   int64_t untouched_changed = 0;  // elements of slots the call must not touch that changed (bitwise)
+  int64_t conv_wrong = 0;         // conv-state entries not equal to their expected value (fused conv)
   std::string summary() const;
 };
 DecodeVerdict judge_decode(const DecodeCase& d, const DecodeOracle& o, const HostTensor& out, const HostTensor& pool,
                            const Tolerance& tol);
+
+// Decode with the fusions (conv + SiLU of q/k/v with its conv state, gated RMSNorm), written out by hand in float64
+// (independent of the library's host_decode): expected out, pool and conv states with their written masks. Also
+// valid without fusions. Gates: the bounded and softplus gates and log-decay, beta logits / neg eigval, l2 norm.
+struct FusedDecodeOracle {
+  DecodeOracle base;                       // out, pool
+  std::vector<double> conv_state[3];       // expected conv states
+  std::vector<bool> conv_written[3];
+};
+FusedDecodeOracle decode_fused_oracle(const DecodeCase& d);
+// judge_decode plus the conv states: written entries equal (they are copies of inputs), the rest bitwise given.
+DecodeVerdict judge_fused_decode(const DecodeCase& d, const FusedDecodeOracle& o, const HostTensor& out,
+                                 const HostTensor& pool, const HostTensor* conv_state, const Tolerance& tol);
+
+// Fused decode cases (conv, norm, both; 1-D and 2-D indices; sigmoid and SiLU gates).
+std::vector<DecodeSpec> fused_decode_cases();
 
 // Small random and hostile decode cases (both pool layouts, padding, 1-D and 2-D indices, num_accepted, all
 // gates, grouped heads, head dims 16..256).

@@ -205,6 +205,18 @@ DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase& d, kda_backend_t backend) {
   args.state_pool = dev(pool);
   args.state_indices = dev(d.indices);
   args.num_accepted_tokens = dev(d.num_accepted);
+  if (d.spec.conv) {
+    args.q_conv_weight = dev(d.conv_w[0]);
+    args.k_conv_weight = dev(d.conv_w[1]);
+    args.v_conv_weight = dev(d.conv_w[2]);
+    args.q_conv_state = dev(d.conv_state[0]);
+    args.k_conv_state = dev(d.conv_state[1]);
+    args.v_conv_state = dev(d.conv_state[2]);
+  }
+  if (d.spec.norm) {
+    args.out_norm_weight = dev(d.norm_w);
+    args.out_gate = dev(d.out_gate);
+  }
   for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());  // poison
   args.out = dev(out);
 }
@@ -223,6 +235,14 @@ kda_status_t DeviceDecodeProblem::run() {
 void DeviceDecodeProblem::download(HostTensor& out, HostTensor& pool) const {
   check(cudaMemcpy(out.data(), args.out.data, out.bytes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy out");
   check(cudaMemcpy(pool.data(), args.state_pool.data, pool.bytes.size(), cudaMemcpyDeviceToHost), "cudaMemcpy pool");
+}
+
+void DeviceDecodeProblem::download_conv(HostTensor* conv_state) const {
+  const kda_tensor_t* src[3] = {&args.q_conv_state, &args.k_conv_state, &args.v_conv_state};
+  for (int i = 0; i < 3; ++i)
+    if (src[i]->data)
+      check(cudaMemcpy(conv_state[i].data(), src[i]->data, conv_state[i].bytes.size(), cudaMemcpyDeviceToHost),
+            "cudaMemcpy conv state");
 }
 
 kda_status_t DeviceDecodeProblem::enqueue(void* stream) { return kda_decode(&args, nullptr, 0, stream); }

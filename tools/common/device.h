@@ -73,6 +73,7 @@ class DeviceDecodeProblem : public DeviceCall {
   DeviceDecodeProblem& operator=(const DeviceDecodeProblem&) = delete;
   kda_status_t run();                                   // one call, then a sync
   void download(HostTensor& out, HostTensor& pool) const;
+  void download_conv(HostTensor* conv_state) const;  // the three fused-conv state pools (q, k, v), when given
   kda_status_t enqueue(void* stream) override;  // the pool evolves across replays, as in serving
   kda_decode_args_t args{};
 

@@ -101,6 +101,20 @@ const std::vector<DecodeWorkload>& decode_workloads() {
         d.spec.slots = B + B / 2 + 1;
         v.push_back(d);
       }
+    // Fusions (same state bytes): -conv the causal short conv of q/k/v with its conv state, -norm the gated RMSNorm
+    // of the output, -fused both; compare with the plain workload of the same size (plus the separate kernels).
+    for (int64_t B : {1, 32, 256})
+      for (const char* f : {"conv", "norm", "fused"}) {
+        if (B != 256 && std::string(f) != "fused") continue;
+        DecodeWorkload d = v[B == 1 ? 0 : B == 32 ? 2 : 4];
+        d.name += std::string("-") + f;
+        d.description += std::string(", fused ") + (std::string(f) == "conv" ? "short conv" :
+                                                    std::string(f) == "norm" ? "gated RMSNorm" : "short conv + gated RMSNorm");
+        d.spec.name = d.spec.io.name = d.name;
+        d.spec.conv = std::string(f) != "norm";
+        d.spec.norm = std::string(f) != "conv";
+        v.push_back(d);
+      }
     return v;
   }();
   return w;
