@@ -14,6 +14,7 @@ OUT=${OUT:-/tmp/kda-gpu-out}
 mkdir -p "$OUT"
 W=$(mktemp -d)  # step outputs, archived per step by done_step
 BIN=.carry/bin
+[ -f .carry/bin.tar.xz ] && mkdir -p "$BIN" && tar -xJf .carry/bin.tar.xz -C "$BIN"
 COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1

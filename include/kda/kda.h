@@ -180,9 +180,8 @@ typedef struct kda_forward_args {
  *   out_norm_weight [V] fp32 or dtype of q
  *   out_gate    [N, T, HV, V] dtype of q or fp32
  *   out_norm_eps finite, >= 0 (default 1e-5); out_gate_activation (default KDA_OUT_GATE_SIGMOID)
- *  CUDA: the fused norm needs T * V <= 4096 (its o rows stay on chip), else KDA_STATUS_NOT_SUPPORTED; with either
- *  fusion one CTA walks all value heads and row blocks of a (sequence, q/k head), so the conv state has a single
- *  reader-writer (no cross-CTA race on an in-place slot). */
+ *  Backends: KDA_BACKEND_REFERENCE and KDA_BACKEND_CPU. The CUDA decode returns KDA_STATUS_NOT_SUPPORTED for either
+ *  fusion (and touches nothing) until its kernel fuses them. */
 typedef struct kda_decode_args {
   kda_tensor_t q, k, v, g, beta;
   kda_tensor_t A_log, dt_bias;

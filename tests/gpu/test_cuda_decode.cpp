@@ -62,47 +62,26 @@ TEST_P(CudaDecode, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaDecode, ::testing::ValuesIn(gpu_decode_cases()),
                          [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
 
-// Fusions (conv of q/k/v with its conv state, gated RMSNorm) against the hand-written fp64 decode; conv states
-// written exactly, untouched slots and conv states bitwise unchanged. Serving sizes with both fusions too.
-std::vector<DecodeSpec> gpu_fused_cases() {
-  std::vector<DecodeSpec> v = fused_decode_cases();
-  for (int H : {32, 12})
-    for (int64_t B : {1, 33}) {
-      DecodeSpec s;
-      s.name = "fused_serving_h" + std::to_string(H) + "_b" + std::to_string(B);
-      s.io.name = s.name;
-      s.io.B = B;
-      s.io.T = 1;
-      s.io.H = s.io.HV = H;
-      s.io.K = s.io.V = 128;
-      s.io.gate = KDA_GATE_SOFTPLUS;
-      s.slots = B + 5;
-      s.padding = 0.1;
-      s.conv = s.norm = true;
-      v.push_back(s);
-    }
-  return v;
-}
+// Fusions (conv of q/k/v with its conv state, gated RMSNorm): the reference and CPU backends have them (checked
+// against a hand-written fp64 decode in tests/cpu/test_decode.cpp); the CUDA decode kernel does not yet (a fused
+// kernel measured 1.5x slower than this one and wrong at B = 256 was reverted, bench/LEDGER.md), so CUDA must
+// refuse them with NOT_SUPPORTED and leave the pool untouched rather than ignore them.
+std::vector<DecodeSpec> gpu_fused_cases() { return fused_decode_cases(); }
 
 class CudaFusedDecode : public CudaDecode {};
 
-TEST_P(CudaFusedDecode, MatchesHandComputation) {
+TEST_P(CudaFusedDecode, RefusedClearly) {
   const DecodeSpec& s = GetParam();
   const uint64_t seed = run_seed();
   SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
   DecodeCase d = make_decode_case(s, seed);
-  const FusedDecodeOracle o = decode_fused_oracle(d);
   DeviceDecodeProblem dp(d, KDA_BACKEND_CUDA_GENERIC);
-  ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+  ASSERT_EQ(dp.run(), KDA_STATUS_NOT_SUPPORTED);
+  EXPECT_NE(std::string(kda_last_error()).find("fus"), std::string::npos) << kda_last_error();
   HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
   HostTensor pool = d.pool;
-  HostTensor conv[3] = {d.conv_state[0], d.conv_state[1], d.conv_state[2]};
   dp.download(out, pool);
-  dp.download_conv(conv);
-  const DecodeVerdict v =
-      judge_fused_decode(d, o, out, pool, conv, tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32));
-  EXPECT_TRUE(v.pass) << v.summary();
-  std::printf("  %-40s %s\n", s.name.c_str(), v.summary().c_str());
+  EXPECT_EQ(pool.bytes, d.pool.bytes) << "a refused call changed the pool";
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaFusedDecode, ::testing::ValuesIn(gpu_fused_cases()),

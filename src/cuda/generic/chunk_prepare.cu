@@ -198,21 +198,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         val[16 + r] = fmaf(Ks[off], r > c ? w : 0.0f, val[16 + r]);
       }
     }
-#pragma unroll
-    for (int s = 0; s < 5; ++s) {
-      const int half = 16 >> s;
-      const bool up = lane & half;
-#pragma unroll
-      for (int i = 0; i < half; ++i) {
-        const float send = up ? val[i] : val[i + half], keep = up ? val[i + half] : val[i];
-        val[i] = keep + __shfl_xor_sync(kFull, send, half);
-      }
-    }
+    const float sum = reduce_scatter32(val, lane);
     const int r = lane & 15;
     if (lane < 16)
-      Aqk[(base + r) * PA + base + c] = r >= c ? val[0] : 0.0f;
+      Aqk[(base + r) * PA + base + c] = r >= c ? sum : 0.0f;
     else
-      Akk[(base + r) * PA + base + c] = r > c ? beta_s[base + r] * val[0] : 0.0f;
+      Akk[(base + r) * PA + base + c] = r > c ? beta_s[base + r] * sum : 0.0f;
   }
   __syncthreads();
 
