@@ -16,7 +16,9 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include <initializer_list>
 #include <optional>
+#include <utility>
 #include <string>
 
 #include "kda/kda.h"
@@ -70,9 +72,16 @@ kda_tensor_t desc(const OptTensor& t, const char* name) {
 
 // Raises the Python exception matching a kda status: ValueError for an invalid argument, NotImplementedError
 // for a legal input the backend does not handle, RuntimeError otherwise; the text is kda_last_error().
-void check(kda_status_t s, const char* call) {
+// `renames` maps the C ABI's argument names to the Python API's (e.g. state_indices -> ssm_state_indices).
+void check(kda_status_t s, const char* call,
+           std::initializer_list<std::pair<const char*, const char*>> renames = {}) {
   if (s == KDA_STATUS_SUCCESS) return;
   std::string msg = std::string(call) + ": " + kda_last_error();
+  for (const auto& [from, to] : renames) {
+    const std::string key = std::string(": ") + from;
+    const size_t at = msg.find(key);
+    if (at != std::string::npos) msg.replace(at, key.size(), std::string(": ") + to);
+  }
   switch (s) {
     case KDA_STATUS_INVALID_ARGUMENT: TORCH_CHECK_VALUE(false, msg);
     case KDA_STATUS_NOT_SUPPORTED:
@@ -250,11 +259,13 @@ void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   a.state_v_first = state_v_first;
   a.backend = static_cast<kda_backend_t>(backend);
   size_t ws = 0;
-  check(kda_decode_workspace_size(&a, &ws), "kda_decode_workspace_size");
+  const std::initializer_list<std::pair<const char*, const char*>> renames = {
+      {"state_indices", "ssm_state_indices"}, {"state_pool", "initial_state (the state pool)"}};
+  check(kda_decode_workspace_size(&a, &ws), "kda_decode_workspace_size", renames);
   Tensor buf;
   if (ws > 0) buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
   StreamScope scope(q);
-  check(kda_decode(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_decode");
+  check(kda_decode(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_decode", renames);
 }
 
 // ---------------------------------------------------------------- backward (REFERENCE / CPU backends)
