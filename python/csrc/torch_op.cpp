@@ -281,9 +281,9 @@ std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v,
   fill_forward(&a.forward, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
   a.dout = desc(dout, "dout");
   a.dfinal_state = desc(dfinal_state, "dfinal_state");
-  auto like = [](const OptTensor& t) {
+  auto like = [&q](const OptTensor& t) {
     return t.has_value() && t->defined() ? at::empty_like(*t, at::MemoryFormat::Contiguous)
-                                         : at::empty({0}, at::TensorOptions().dtype(at::kFloat));
+                                         : at::empty({0}, q.options().dtype(at::kFloat));
   };
   Tensor dq = at::empty_like(q, at::MemoryFormat::Contiguous), dk = at::empty_like(k, at::MemoryFormat::Contiguous),
          dv = at::empty_like(v, at::MemoryFormat::Contiguous), dg = at::empty_like(g, at::MemoryFormat::Contiguous),

@@ -89,7 +89,7 @@ def _decode_out_fake(*args):
 @torch.library.register_fake("kda::chunk_bwd")
 def _chunk_bwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *rest):
     def like(t):
-        return torch.empty_like(t) if t is not None else q.new_empty((0,), dtype=torch.float32, device="cpu")
+        return torch.empty_like(t) if t is not None else q.new_empty((0,), dtype=torch.float32)
 
     return [torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(g),
             torch.empty_like(beta), like(A_log), like(dt_bias), like(initial_state)]
