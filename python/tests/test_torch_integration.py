@@ -93,20 +93,20 @@ def _fp32_exact(x, bits=16):
     return torch.round(x * 2**bits) / 2**bits
 
 
-@pytest.mark.parametrize("gate,state_v_first,fast", [
-    ("log_decay", False, True), ("softplus", True, True), ("bounded", False, True), ("bounded_no_A", True, True),
-    ("softplus", False, False)])
-def test_gradcheck_cpu(seed, gate, state_v_first, fast):
+@pytest.mark.parametrize("gate", ["log_decay", "softplus", "bounded", "bounded_no_A"])
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_gradcheck_cpu(seed, gate, state_v_first):
     """Gradients of every differentiable input (and through the final state) against central differences.
 
-    The op runs on the fp64 reference backend with fp32 inputs that are exact multiples of 2^-16, and gradcheck
-    perturbs them by 2^-7, so the fp64 -> fp32 cast is exact and the numerical Jacobian is accurate to ~1e-5.
+    The full Jacobian, element by element (gradcheck's fast mode scales its atol with the number of elements and
+    let a 1% error in dg through). The op runs on the fp64 reference backend with fp32 inputs that are exact
+    multiples of 2^-16, and gradcheck perturbs them by 2^-7, so the fp64 -> fp32 cast is exact and the numerical
+    Jacobian is accurate to ~1e-5. Two value heads share one q/k head (GVA).
     """
-    if fast:  # gradcheck's fast mode: random projections of the Jacobian (GVA, 2 value heads)
-        t, kw = make_case(B=1, T=5, H=1, HV=2, K=16, V=16, gate=gate, state_v_first=state_v_first)
-    else:  # the full Jacobian, element by element, on a tiny case
-        t, kw = make_case(B=1, T=3, H=1, HV=1, K=16, V=16, gate=gate, state_v_first=state_v_first)
+    t, kw = make_case(B=1, T=4, H=1, HV=2, K=16, V=16, gate=gate, state_v_first=state_v_first)
     kw.pop("safe_gate", None)
+    if gate == "softplus":  # FLA's A_log init (decay up to 16x softplus) leaves almost no gradient in g: milder
+        kw["A_log"] = torch.log(torch.empty(kw["A_log"].shape).uniform_(0.05, 0.5))
     names = ["q", "k", "v", "g", "beta"] + [n for n in ("A_log", "dt_bias", "initial_state") if kw.get(n) is not None]
     src = {**t, **{n: kw[n] for n in names[5:]}}
     inputs = tuple(_fp32_exact(src[n].double()).requires_grad_() for n in names)
@@ -118,7 +118,7 @@ def test_gradcheck_cpu(seed, gate, state_v_first, fast):
                               output_final_state=True, backend="reference")
         return o.double(), ht.double()
 
-    torch.autograd.gradcheck(f, inputs, eps=2**-7, atol=2e-3, rtol=2e-2, fast_mode=fast)
+    torch.autograd.gradcheck(f, inputs, eps=2**-7, atol=1e-4, rtol=1e-3)
 
 
 def test_cpu_backend_grads_match_reference_backend(seed):
