@@ -5,8 +5,12 @@
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
 #   flaverify  kda-verify --suite full judging FLA's chunk_kda through the external protocol
+#   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
+#           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
+#           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted)
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
-# files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Uses the binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
+# files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Uses the
+# binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
 # the device only if they will not start there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,6 +85,18 @@ if want flaverify && [ -d .whl ]; then
     --json "$W/verify_fla.json" > "$W/verify_fla.log" 2>&1
   grep -E "FAIL|kda-verify:" "$W/verify_fla.log" | head -30
   done_step flaverify verify_fla.json verify_fla.log
+fi
+if want python; then
+  echo "== Python package"
+  [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  { cmake -S . -B build-torch -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_BUILD_TESTS=OFF \
+      -DKDA_BUILD_TOOLS=OFF -DKDA_BUILD_PYTHON=ON -DKDA_TORCH_PYTHON="$(command -v python3)" \
+    && cmake --build build-torch; } > "$W/python_build.log" 2>&1 || { rc=1; tail -30 "$W/python_build.log"; }
+  KDA_TORCH_LIBRARY="$PWD/build-torch/python/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+    timeout 400 python3 -m pytest -q -rs -p no:cacheprovider python/tests -s > "$W/python_tests.log" 2>&1 || rc=1
+  grep -E "passed|failed|FAILED|SKIPPED|relative RMSE" "$W/python_tests.log" | head -40
+  done_step python python_build.log python_tests.log
 fi
 echo "gpu_check exit code: $rc"
 exit "$rc"

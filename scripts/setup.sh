@@ -8,6 +8,7 @@ command -v g++ >/dev/null || need+=(g++)
 [ -f /usr/include/eigen3/Eigen/Dense ] || [ -n "${Eigen3_DIR:-}" ] || need+=(libeigen3-dev)
 [ -f /usr/include/gtest/gtest.h ] || [ -n "${GTest_DIR:-}" ] || need+=(libgtest-dev)
 command -v python3 >/dev/null || need+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -16,5 +17,15 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# Python packages from PyPI, each only when missing (repeated runs cost nothing). A Debian-managed Python refuses
+# pip (PEP 668): retry with PIP_BREAK_SYSTEM_PACKAGES, as these are build/test tools of this checkout.
+pip_install() { python3 -m pip install -q "$@" || PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q "$@"; }
 # numpy: the external-implementation test of the verifier runs a numpy implementation.
-python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q numpy
+python3 -c "import numpy" 2>/dev/null || pip_install numpy
+# torch + pytest: the Python package (pip install .) and its tests. PyPI's torch is the CUDA build; its nvidia-*
+# wheels are needed for `import torch` even on a CPU-only machine (about 1.5 min, 3 GB here).
+if ! python3 -c "import torch" 2>/dev/null; then
+  echo "setup: installing torch from PyPI"
+  pip_install torch
+fi
+python3 -c "import pytest" 2>/dev/null || pip_install pytest

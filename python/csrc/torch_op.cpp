@@ -1,0 +1,346 @@
+// torch_op.cpp: the `kda::` PyTorch ops over kda's C ABI (include/kda/kda.h).
+//
+// Each op turns torch tensors into kda_tensor_t descriptors (data pointer + sizes + strides, no copies), runs on
+// torch's current CUDA stream for CUDA tensors, takes its workspace from torch's allocator (queried first), and
+// turns a failing kda status into a Python exception carrying kda_last_error() (which names the argument).
+// The Python side (python/kda/ops.py) holds FLA's signatures, the fake (meta) implementations and autograd.
+//
+// Ops (schemas below): chunk_fwd (functional: allocates out / final_state), chunk_fwd_out (caller-owned out,
+// final_state and workspace: the serving / CUDA-graph form), chunk_fwd_workspace_size, decode_out (state pool
+// updated in place through state_indices), chunk_bwd (gradients; host backends only so far).
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#ifdef KDA_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <initializer_list>
+#include <optional>
+#include <utility>
+#include <string>
+
+#include "kda/kda.h"
+
+namespace {
+
+using at::Tensor;
+using OptTensor = std::optional<Tensor>;
+
+kda_dtype_t to_kda_dtype(const Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return KDA_DTYPE_FLOAT32;
+    case at::kHalf: return KDA_DTYPE_FLOAT16;
+    case at::kBFloat16: return KDA_DTYPE_BFLOAT16;
+    case at::kDouble: return KDA_DTYPE_FLOAT64;
+    case at::kInt: return KDA_DTYPE_INT32;
+    case at::kLong: return KDA_DTYPE_INT64;
+    default: TORCH_CHECK_VALUE(false, "kda: ", name, ": unsupported dtype ", t.scalar_type());
+  }
+  return KDA_DTYPE_FLOAT32;
+}
+
+kda_tensor_t desc(const Tensor& t, const char* name) {
+  kda_tensor_t d = kda_tensor_none();
+  if (!t.defined()) return d;
+  TORCH_CHECK_VALUE(t.dim() <= KDA_MAX_DIMS, "kda: ", name, ": at most ", KDA_MAX_DIMS, " dims, got ", t.dim());
+  if (t.is_cpu()) {
+    d.device_type = KDA_DEVICE_CPU;
+    d.device_id = 0;
+  } else if (t.is_cuda()) {
+    d.device_type = KDA_DEVICE_CUDA;
+    d.device_id = t.get_device();
+  } else {
+    TORCH_CHECK_VALUE(false, "kda: ", name, ": tensors must be on the CPU or a CUDA device, got ", t.device());
+  }
+  d.dtype = to_kda_dtype(t, name);
+  d.ndim = static_cast<int32_t>(t.dim());
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    d.shape[i] = t.size(i);
+    d.strides[i] = t.stride(i);
+  }
+  // An empty tensor still needs a non-null pointer to count as present.
+  static char empty_sentinel;
+  d.data = t.numel() > 0 ? t.data_ptr() : static_cast<void*>(&empty_sentinel);
+  return d;
+}
+
+kda_tensor_t desc(const OptTensor& t, const char* name) {
+  return t.has_value() && t->defined() ? desc(*t, name) : kda_tensor_none();
+}
+
+// Raises the Python exception matching a kda status: ValueError for an invalid argument, NotImplementedError
+// for a legal input the backend does not handle, RuntimeError otherwise; the text is kda_last_error().
+// `renames` maps the C ABI's argument names to the Python API's (e.g. state_indices -> ssm_state_indices).
+void check(kda_status_t s, const char* call,
+           std::initializer_list<std::pair<const char*, const char*>> renames = {}) {
+  if (s == KDA_STATUS_SUCCESS) return;
+  std::string msg = std::string(call) + ": " + kda_last_error();
+  for (const auto& [from, to] : renames) {
+    const std::string key = std::string(": ") + from;
+    const size_t at = msg.find(key);
+    if (at != std::string::npos) msg.replace(at, key.size(), std::string(": ") + to);
+  }
+  switch (s) {
+    case KDA_STATUS_INVALID_ARGUMENT: TORCH_CHECK_VALUE(false, msg);
+    case KDA_STATUS_NOT_SUPPORTED:
+    case KDA_STATUS_BACKEND_UNAVAILABLE: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    default: TORCH_CHECK(false, msg);
+  }
+}
+
+// The stream of the tensors' device (torch's current stream), or nullptr for CPU tensors.
+struct StreamScope {
+#ifdef KDA_TORCH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard;
+#endif
+  void* stream = nullptr;
+  explicit StreamScope(const Tensor& q) {
+    if (!q.is_cuda()) return;
+#ifdef KDA_TORCH_CUDA
+    guard.emplace(q.device());
+    stream = static_cast<void*>(c10::cuda::getCurrentCUDAStream(q.get_device()).stream());
+#else
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "kda: q: CUDA tensors, but this kda extension was built without CUDA "
+                                       "(rebuild with KDA_ENABLE_CUDA=ON where nvcc is installed)");
+#endif
+  }
+};
+
+struct Flags {
+  double scale;
+  int64_t gate_mode;
+  double lower_bound;
+  bool use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first;
+  int64_t chunk_size, backend;
+};
+
+void fill_forward(kda_forward_args_t* a, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                  const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& initial_state,
+                  const OptTensor& cu_seqlens, const Flags& f) {
+  kda_forward_args_init(a);
+  a->q = desc(q, "q");
+  a->k = desc(k, "k");
+  a->v = desc(v, "v");
+  a->g = desc(g, "g");
+  a->beta = desc(beta, "beta");
+  a->A_log = desc(A_log, "A_log");
+  a->dt_bias = desc(dt_bias, "dt_bias");
+  a->initial_state = desc(initial_state, "initial_state");
+  a->cu_seqlens = desc(cu_seqlens, "cu_seqlens");
+  a->use_default_scale = 0;
+  a->scale = static_cast<float>(f.scale);
+  TORCH_CHECK_VALUE(f.gate_mode >= 0 && f.gate_mode <= 2, "kda: gate_mode: unknown value ", f.gate_mode);
+  a->gate_mode = static_cast<kda_gate_mode_t>(f.gate_mode);
+  a->lower_bound = static_cast<float>(f.lower_bound);
+  a->use_qk_l2norm = f.use_qk_l2norm;
+  a->beta_is_logits = f.beta_is_logits;
+  a->allow_neg_eigval = f.allow_neg_eigval;
+  a->state_v_first = f.state_v_first;
+  a->chunk_size = static_cast<int32_t>(f.chunk_size);
+  a->backend = static_cast<kda_backend_t>(f.backend);
+}
+
+int64_t num_seqs(const Tensor& q, const OptTensor& cu_seqlens) {
+  return cu_seqlens.has_value() && cu_seqlens->defined() ? cu_seqlens->size(0) - 1 : q.size(0);
+}
+
+void run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& workspace) {
+  size_t ws = 0;
+  check(kda_forward_workspace_size(a, &ws), "kda_forward_workspace_size");
+  Tensor buf;
+  void* ws_ptr = nullptr;
+  if (ws > 0) {
+    if (workspace.has_value() && workspace->defined()) {
+      TORCH_CHECK_VALUE(workspace->device() == q.device(), "kda: workspace: must be on ", q.device(), ", got ",
+                        workspace->device());
+      TORCH_CHECK_VALUE(workspace->is_contiguous(), "kda: workspace: must be contiguous");
+      size_t have = static_cast<size_t>(workspace->numel()) * workspace->element_size();
+      TORCH_CHECK_VALUE(have >= ws, "kda: workspace: ", have, " bytes, the call needs ", ws,
+                        " (ask kda.chunk_kda_workspace_size)");
+      ws_ptr = workspace->data_ptr();
+    } else {
+      buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+      ws_ptr = buf.data_ptr();
+    }
+  }
+  StreamScope scope(q);
+  check(kda_forward(a, ws_ptr, ws, scope.stream), "kda_forward");
+}
+
+// ---------------------------------------------------------------- forward
+std::tuple<Tensor, Tensor> chunk_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                     const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
+                                     const OptTensor& initial_state, const OptTensor& cu_seqlens, double scale,
+                                     int64_t gate_mode, double lower_bound, bool use_qk_l2norm, bool beta_is_logits,
+                                     bool allow_neg_eigval, bool state_v_first, bool output_final_state,
+                                     int64_t chunk_size, int64_t backend) {
+  TORCH_CHECK_VALUE(q.dim() == 4 && v.dim() == 4, "kda: q: must be [B, T, H, K] and v [B, T, HV, V], got q ",
+                    q.sizes(), ", v ", v.sizes());
+  Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
+          chunk_size, backend};
+  kda_forward_args_t a;
+  fill_forward(&a, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
+  Tensor out = at::empty(v.sizes(), v.options().dtype(q.scalar_type()));
+  Tensor final_state;
+  if (output_final_state) {
+    const int64_t N = num_seqs(q, cu_seqlens), HV = v.size(2), K = q.size(3), V = v.size(3);
+    final_state = state_v_first ? at::empty({N, HV, V, K}, q.options().dtype(at::kFloat))
+                                : at::empty({N, HV, K, V}, q.options().dtype(at::kFloat));
+  } else {
+    final_state = at::empty({0}, q.options().dtype(at::kFloat));
+  }
+  a.out = desc(out, "out");
+  if (output_final_state) a.final_state = desc(final_state, "final_state");
+  run_forward(&a, q, std::nullopt);
+  return {out, final_state};
+}
+
+void chunk_fwd_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                   const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& initial_state,
+                   const OptTensor& cu_seqlens, double scale, int64_t gate_mode, double lower_bound,
+                   bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval, bool state_v_first,
+                   int64_t chunk_size, int64_t backend, const Tensor& out, const OptTensor& final_state,
+                   const OptTensor& workspace) {
+  Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
+          chunk_size, backend};
+  kda_forward_args_t a;
+  fill_forward(&a, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
+  a.out = desc(out, "out");
+  a.final_state = desc(final_state, "final_state");
+  run_forward(&a, q, workspace);
+}
+
+int64_t chunk_fwd_workspace_size(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                 const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
+                                 const OptTensor& initial_state, const OptTensor& cu_seqlens, double scale,
+                                 int64_t gate_mode, double lower_bound, bool use_qk_l2norm, bool beta_is_logits,
+                                 bool allow_neg_eigval, bool state_v_first, int64_t chunk_size, int64_t backend,
+                                 const Tensor& out, const OptTensor& final_state) {
+  Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
+          chunk_size, backend};
+  kda_forward_args_t a;
+  fill_forward(&a, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
+  a.out = desc(out, "out");
+  a.final_state = desc(final_state, "final_state");
+  size_t ws = 0;
+  check(kda_forward_workspace_size(&a, &ws), "kda_forward_workspace_size");
+  return static_cast<int64_t>(ws);
+}
+
+// ---------------------------------------------------------------- decode (state pool, in place)
+void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                const OptTensor& A_log, const OptTensor& dt_bias, const Tensor& state_pool,
+                const Tensor& state_indices, const OptTensor& num_accepted_tokens, double scale, int64_t gate_mode,
+                double lower_bound, bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval,
+                bool state_v_first, int64_t backend, const Tensor& out) {
+  kda_decode_args_t a;
+  kda_decode_args_init(&a);
+  a.q = desc(q, "q");
+  a.k = desc(k, "k");
+  a.v = desc(v, "v");
+  a.g = desc(g, "g");
+  a.beta = desc(beta, "beta");
+  a.A_log = desc(A_log, "A_log");
+  a.dt_bias = desc(dt_bias, "dt_bias");
+  a.state_pool = desc(state_pool, "initial_state (the state pool)");
+  a.state_indices = desc(state_indices, "ssm_state_indices");
+  a.num_accepted_tokens = desc(num_accepted_tokens, "num_accepted_tokens");
+  a.out = desc(out, "out");
+  a.use_default_scale = 0;
+  a.scale = static_cast<float>(scale);
+  TORCH_CHECK_VALUE(gate_mode >= 0 && gate_mode <= 2, "kda: gate_mode: unknown value ", gate_mode);
+  a.gate_mode = static_cast<kda_gate_mode_t>(gate_mode);
+  a.lower_bound = static_cast<float>(lower_bound);
+  a.use_qk_l2norm = use_qk_l2norm;
+  a.beta_is_logits = beta_is_logits;
+  a.allow_neg_eigval = allow_neg_eigval;
+  a.state_v_first = state_v_first;
+  a.backend = static_cast<kda_backend_t>(backend);
+  size_t ws = 0;
+  const std::initializer_list<std::pair<const char*, const char*>> renames = {
+      {"state_indices", "ssm_state_indices"}, {"state_pool", "initial_state (the state pool)"}};
+  check(kda_decode_workspace_size(&a, &ws), "kda_decode_workspace_size", renames);
+  Tensor buf;
+  if (ws > 0) buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+  StreamScope scope(q);
+  check(kda_decode(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_decode", renames);
+}
+
+// ---------------------------------------------------------------- backward (REFERENCE / CPU backends)
+std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                              const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& initial_state,
+                              const OptTensor& cu_seqlens, double scale, int64_t gate_mode, double lower_bound,
+                              bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval, bool state_v_first,
+                              int64_t chunk_size, int64_t backend, const Tensor& dout, const OptTensor& dfinal_state) {
+  Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
+          chunk_size, backend};
+  kda_backward_args_t a;
+  kda_backward_args_init(&a);
+  fill_forward(&a.forward, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
+  a.dout = desc(dout, "dout");
+  a.dfinal_state = desc(dfinal_state, "dfinal_state");
+  auto like = [&q](const OptTensor& t) {
+    return t.has_value() && t->defined() ? at::empty_like(*t, at::MemoryFormat::Contiguous)
+                                         : at::empty({0}, q.options().dtype(at::kFloat));
+  };
+  Tensor dq = at::empty_like(q, at::MemoryFormat::Contiguous), dk = at::empty_like(k, at::MemoryFormat::Contiguous),
+         dv = at::empty_like(v, at::MemoryFormat::Contiguous), dg = at::empty_like(g, at::MemoryFormat::Contiguous),
+         dbeta = at::empty_like(beta, at::MemoryFormat::Contiguous);
+  Tensor dA = like(A_log), ddt = like(dt_bias), dh0 = like(initial_state);
+  a.dq = desc(dq, "dq");
+  a.dk = desc(dk, "dk");
+  a.dv = desc(dv, "dv");
+  a.dg = desc(dg, "dg");
+  a.dbeta = desc(dbeta, "dbeta");
+  if (A_log.has_value() && A_log->defined()) a.dA_log = desc(dA, "dA_log");
+  if (dt_bias.has_value() && dt_bias->defined()) a.ddt_bias = desc(ddt, "ddt_bias");
+  if (initial_state.has_value() && initial_state->defined()) a.dh0 = desc(dh0, "dh0");
+  size_t ws = 0;
+  check(kda_backward_workspace_size(&a, &ws), "kda_backward_workspace_size");
+  Tensor buf;
+  if (ws > 0) buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+  StreamScope scope(q);
+  check(kda_backward(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_backward");
+  return {dq, dk, dv, dg, dbeta, dA, ddt, dh0};
+}
+
+int64_t library_version() { return kda_version(); }
+
+#define KDA_FWD_ARGS                                                                                        \
+  "Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? A_log, Tensor? dt_bias, Tensor? initial_state, " \
+  "Tensor? cu_seqlens, float scale, int gate_mode, float lower_bound, bool use_qk_l2norm, bool beta_is_logits, " \
+  "bool allow_neg_eigval, bool state_v_first"
+
+}  // namespace
+
+TORCH_LIBRARY(kda, m) {
+  m.def("chunk_fwd(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size, int backend) -> (Tensor, Tensor)");
+  m.def("chunk_fwd_out(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor(a!) out, Tensor(b!)? final_state, "
+        "Tensor(c!)? workspace) -> ()");
+  m.def("chunk_fwd_workspace_size(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor out, Tensor? final_state) "
+        "-> int");
+  m.def("chunk_bwd(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor dout, Tensor? dfinal_state) -> Tensor[]");
+  m.def("decode_out(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? A_log, Tensor? dt_bias, "
+        "Tensor(a!) state_pool, Tensor state_indices, Tensor? num_accepted_tokens, float scale, int gate_mode, "
+        "float lower_bound, bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval, bool state_v_first, "
+        "int backend, Tensor(b!) out) -> ()");
+  m.def("library_version() -> int", &library_version);
+}
+
+TORCH_LIBRARY_IMPL(kda, CPU, m) {
+  m.impl("chunk_fwd", &chunk_fwd);
+  m.impl("chunk_fwd_out", &chunk_fwd_out);
+  m.impl("chunk_fwd_workspace_size", &chunk_fwd_workspace_size);
+  m.impl("chunk_bwd", &chunk_bwd);
+  m.impl("decode_out", &decode_out);
+}
+
+TORCH_LIBRARY_IMPL(kda, CUDA, m) {
+  m.impl("chunk_fwd", &chunk_fwd);
+  m.impl("chunk_fwd_out", &chunk_fwd_out);
+  m.impl("chunk_fwd_workspace_size", &chunk_fwd_workspace_size);
+  m.impl("chunk_bwd", &chunk_bwd);
+  m.impl("decode_out", &decode_out);
+}

@@ -1,0 +1,397 @@
+"""kda's PyTorch ops: FLA-compatible `chunk_kda` / `fused_recurrent_kda` over the `kda::` custom ops.
+
+The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) registers with TORCH_LIBRARY:
+  kda::chunk_fwd          functional forward: returns (out, final_state) (final_state is [0] when not asked for)
+  kda::chunk_fwd_out      forward into caller-owned out / final_state / workspace (serving, CUDA graphs)
+  kda::chunk_fwd_workspace_size   the workspace bytes chunk_fwd_out needs
+  kda::decode_out         T tokens per sequence against a state pool updated in place (ssm_state_indices)
+  kda::chunk_bwd          gradients of every differentiable input (REFERENCE / CPU backends so far)
+This module adds their fake (meta) implementations for torch.compile, autograd for chunk_fwd, and FLA's
+signatures with FLA's argument meanings. Arguments kda cannot honour raise; nothing silently differs.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+__all__ = [
+    "chunk_kda",
+    "fused_recurrent_kda",
+    "chunk_kda_workspace_size",
+    "BACKENDS",
+]
+
+# ------------------------------------------------------------------------------------------------- loading
+_LIB_NAME = "libkda_torch.so"
+
+
+def _library_path() -> str:
+    env = os.environ.get("KDA_TORCH_LIBRARY")
+    if env:
+        return env
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIB_NAME)
+
+
+_path = _library_path()
+if not os.path.exists(_path):
+    raise ImportError(
+        f"kda: the extension {_path} is missing; install the package with `pip install .` from the kda "
+        "checkout, or point KDA_TORCH_LIBRARY at a built libkda_torch.so"
+    )
+torch.ops.load_library(_path)
+
+# kda_backend_t and kda_gate_mode_t of include/kda/kda.h.
+BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda-generic": 3, "cuda-chunked": 5}
+_GATE_LOG_DECAY, _GATE_SOFTPLUS, _GATE_BOUNDED = 0, 1, 2
+_HOST_BACKENDS = (BACKENDS["auto"], BACKENDS["reference"], BACKENDS["cpu"])
+
+
+def _backend_id(backend) -> int:
+    if isinstance(backend, int):
+        return backend
+    try:
+        return BACKENDS[backend]
+    except KeyError:
+        raise ValueError(f"kda: backend: unknown value {backend!r}; one of {sorted(BACKENDS)}") from None
+
+
+# ------------------------------------------------------------------------------------------------- fake impls
+def _num_seqs(q, cu_seqlens):
+    return q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+
+
+@torch.library.register_fake("kda::chunk_fwd")
+def _chunk_fwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound,
+                    use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size,
+                    backend):
+    out = v.new_empty(v.shape, dtype=q.dtype)
+    if output_final_state:
+        N, HV, K, V = _num_seqs(q, cu_seqlens), v.shape[2], q.shape[3], v.shape[3]
+        shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
+        fs = q.new_empty(shape, dtype=torch.float32)
+    else:
+        fs = q.new_empty((0,), dtype=torch.float32)
+    return out, fs
+
+
+@torch.library.register_fake("kda::chunk_fwd_out")
+def _chunk_fwd_out_fake(*args):
+    return None
+
+
+@torch.library.register_fake("kda::decode_out")
+def _decode_out_fake(*args):
+    return None
+
+
+@torch.library.register_fake("kda::chunk_bwd")
+def _chunk_bwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *rest):
+    def like(t):
+        return torch.empty_like(t) if t is not None else q.new_empty((0,), dtype=torch.float32)
+
+    return [torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(g),
+            torch.empty_like(beta), like(A_log), like(dt_bias), like(initial_state)]
+
+
+# ------------------------------------------------------------------------------------------------- autograd
+_N_FWD_TENSORS = 9  # q k v g beta A_log dt_bias initial_state cu_seqlens
+
+
+def _setup_context(ctx, inputs, output):
+    (q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound, use_qk_l2norm,
+     beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size, backend) = inputs
+    ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens)
+    ctx.flags = (scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first)
+    ctx.output_final_state = output_final_state
+    ctx.chunk_size = chunk_size
+    ctx.backend = backend
+
+
+def _backward(ctx, dout, dfinal_state):
+    q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens = ctx.saved_tensors
+    if q.device.type != "cpu":
+        raise NotImplementedError(
+            "kda: backward: not implemented for CUDA tensors yet (kda has no CUDA backward kernels); the "
+            "backward runs on CPU tensors (float64 reverse recurrence)"
+        )
+    if dout is None:
+        dout = torch.zeros_like(v, dtype=q.dtype)
+    if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
+        dfinal_state = None
+    backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
+    grads = torch.ops.kda.chunk_bwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
+                                    ctx.chunk_size, backend, dout, dfinal_state)
+    dq, dk, dv, dg, dbeta, dA, ddt, dh0 = grads
+    return (dq, dk, dv, dg, dbeta,
+            dA if A_log is not None else None,
+            ddt if dt_bias is not None else None,
+            dh0 if initial_state is not None else None,
+            None) + (None,) * 10
+
+
+torch.library.register_autograd("kda::chunk_fwd", _backward, setup_context=_setup_context)
+
+
+# ------------------------------------------------------------------------------------------------- FLA's API
+def _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, like):
+    """FLA's gate selection: (gate_mode, lower_bound, A_log, dt_bias) for the op."""
+    if not use_gate_in_kernel:
+        # g is the pre-computed log-decay; FLA ignores A_log / dt_bias / lower_bound here (safe_gate only
+        # promises the caller's gates are already bounded).
+        return _GATE_LOG_DECAY, -5.0, None, None
+    if safe_gate:
+        if lower_bound is None:
+            raise ValueError("kda: lower_bound: must be specified when safe_gate=True and use_gate_in_kernel=True")
+        if not (-5 <= lower_bound < 0):
+            raise ValueError(f"kda: lower_bound: must be in the safe range [-5, 0), got {lower_bound}")
+    if lower_bound is None and A_log is None:
+        raise ValueError("kda: A_log: must be provided when use_gate_in_kernel=True and lower_bound is not set")
+    if dt_bias is None:
+        # FLA's dt_bias is optional (no bias): the same as a zero bias, which the kda kernels take explicitly.
+        HV, K = like.shape[2], like.shape[3]
+        dt_bias = torch.zeros(HV * K, dtype=torch.float32, device=like.device)
+    if lower_bound is not None:
+        return _GATE_BOUNDED, float(lower_bound), A_log, dt_bias
+    return _GATE_SOFTPLUS, -5.0, A_log, dt_bias
+
+
+def _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v):
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("kda: allow_neg_eigval: allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+    if beta.dim() == v.dim():
+        raise NotImplementedError(
+            "kda: beta: head-wise beta [B, T, HV, V] is not supported; beta must be [B, T, HV]"
+        )
+
+
+def _check_common(q, v, cu_seqlens, initial_state):
+    if q.dim() != 4:
+        raise ValueError(f"kda: q: must be [B, T, H, K], got shape {tuple(q.shape)}")
+    if v.dim() != 4:
+        raise ValueError(f"kda: v: must be [B, T, HV, V], got shape {tuple(v.shape)}")
+    if cu_seqlens is not None:
+        if q.shape[0] != 1:
+            raise ValueError(
+                f"kda: cu_seqlens: the batch size must be 1 with cu_seqlens (flatten the sequences), got "
+                f"B = {q.shape[0]}"
+            )
+        if cu_seqlens.dim() != 1:
+            raise ValueError(f"kda: cu_seqlens: must be 1-D [N + 1], got shape {tuple(cu_seqlens.shape)}")
+        if initial_state is not None and initial_state.shape[0] != cu_seqlens.shape[0] - 1:
+            raise ValueError(
+                f"kda: initial_state: one state per sequence expected, i.e. {cu_seqlens.shape[0] - 1} rather "
+                f"than {initial_state.shape[0]}"
+            )
+
+
+def _any_requires_grad(*ts):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
+def _reject_kwargs(fn, kwargs):
+    if kwargs:
+        raise TypeError(f"kda.{fn}: unsupported argument(s) {sorted(kwargs)} (kda does not implement them)")
+
+
+def chunk_kda(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: Optional[float] = None,
+    initial_state: Optional[torch.Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    lower_bound: Optional[float] = None,
+    disable_recompute: bool = False,
+    return_intermediate_states: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens: Optional[torch.Tensor] = None,
+    cu_seqlens_cpu: Optional[torch.Tensor] = None,
+    cp_context=None,
+    use_graph: bool = False,
+    max_num_seqs: Optional[int] = None,
+    *,
+    A_log: Optional[torch.Tensor] = None,
+    dt_bias: Optional[torch.Tensor] = None,
+    chunk_size: Optional[int] = None,
+    out: Optional[torch.Tensor] = None,
+    final_state: Optional[torch.Tensor] = None,
+    workspace: Optional[torch.Tensor] = None,
+    backend: str = "auto",
+    **kwargs,
+):
+    """Drop-in for `fla.ops.kda.chunk_kda` with FLA's argument meanings; returns (o, final_state or None).
+
+    kda extras (keyword-only): `out` / `final_state` / `workspace` (caller-owned buffers: the serving and
+    CUDA-graph form; workspace of at least `chunk_kda_workspace_size(...)` bytes, allocated by torch when absent),
+    `chunk_size` (16, 32 or 64; default: the backend's choice), `backend` ("auto", "reference" (fp64 CPU
+    oracle), "cpu", "cuda-generic", "cuda-chunked").
+    `disable_recompute`, `use_graph`, `max_num_seqs` and `cu_seqlens_cpu` are accepted: they do not change results
+    (kda recomputes nothing, is graph-safe as is, and reads cu_seqlens itself).
+    """
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError("kda: cannot pass both state_v_first and the deprecated transpose_state_layout")
+        state_v_first = bool(kwargs.pop("transpose_state_layout"))
+    _reject_kwargs("chunk_kda", kwargs)
+    if return_intermediate_states:
+        raise NotImplementedError(
+            "kda: return_intermediate_states: not supported (kda's prefix-cache checkpoints are the C ABI's "
+            "state_checkpoints)"
+        )
+    if cp_context is not None:
+        raise NotImplementedError("kda: cp_context: context parallelism is not supported")
+    _check_common(q, v, cu_seqlens, initial_state)
+    _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v)
+    if chunk_size is None:
+        chunk_size = 0
+    elif chunk_size not in (16, 32, 64):
+        raise ValueError(f"kda: chunk_size: must be 16, 32 or 64, got {chunk_size}")
+    if scale is None:
+        scale = q.shape[-1] ** -0.5
+    gate_mode, lb, A_log, dt_bias = _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, g)
+    be = _backend_id(backend)
+    flags = (float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel),
+             bool(allow_neg_eigval), bool(state_v_first))
+
+    if out is not None or final_state is not None or workspace is not None:
+        # Caller-owned buffers: no allocation by kda (besides the workspace when not given), no autograd.
+        if _any_requires_grad(q, k, v, g, beta, A_log, dt_bias, initial_state):
+            raise NotImplementedError("kda: out: the caller-owned-buffer form is inference-only (no autograd)")
+        if output_final_state and final_state is None:
+            raise ValueError("kda: final_state: output_final_state=True with a caller-owned out needs final_state")
+        if out is None:
+            out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
+        torch.ops.kda.chunk_fwd_out(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
+                                    chunk_size, be, out, final_state, workspace)
+        return out, final_state
+
+    o, fs = torch.ops.kda.chunk_fwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
+                                    bool(output_final_state), chunk_size, be)
+    return o, (fs if output_final_state else None)
+
+
+def chunk_kda_workspace_size(q, k, v, g, beta, out, final_state=None, *, scale=None, initial_state=None,
+                             use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                             use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, lower_bound=None,
+                             state_v_first=False, cu_seqlens=None, A_log=None, dt_bias=None, chunk_size=None,
+                             backend="auto") -> int:
+    """Bytes of workspace `chunk_kda(..., out=..., workspace=...)` needs (validates every argument)."""
+    if scale is None:
+        scale = q.shape[-1] ** -0.5
+    gate_mode, lb, A_log, dt_bias = _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, False, g)
+    return torch.ops.kda.chunk_fwd_workspace_size(
+        q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, float(scale), gate_mode, lb,
+        bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
+        bool(state_v_first), chunk_size or 0, _backend_id(backend), out, final_state)
+
+
+def _check_equal_lengths(cu_seqlens, N, T1):
+    """The state-pool form runs T1 tokens per sequence: cu_seqlens must be [0, T1, 2*T1, ...]."""
+    if torch.compiler.is_compiling():
+        return
+    if cu_seqlens.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
+    expect = torch.arange(0, (N + 1) * T1, T1, dtype=cu_seqlens.dtype, device=cu_seqlens.device)
+    if not torch.equal(cu_seqlens, expect):
+        raise NotImplementedError(
+            "kda: cu_seqlens: with ssm_state_indices kda runs the same number of tokens per sequence "
+            f"(here {T1}: cu_seqlens = [0, {T1}, {2 * T1}, ...]); got {cu_seqlens.tolist()}"
+        )
+
+
+def fused_recurrent_kda(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    A_log: Optional[torch.Tensor] = None,
+    dt_bias: Optional[torch.Tensor] = None,
+    scale: Optional[float] = None,
+    initial_state: Optional[torch.Tensor] = None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    lower_bound: Optional[float] = None,
+    state_v_first: bool = False,
+    cu_seqlens: Optional[torch.Tensor] = None,
+    ssm_state_indices: Optional[torch.Tensor] = None,
+    num_accepted_tokens: Optional[torch.Tensor] = None,
+    *,
+    out: Optional[torch.Tensor] = None,
+    backend: str = "auto",
+    **kwargs,
+):
+    """Drop-in for `fla.ops.kda.fused_recurrent_kda`; returns (o, final_state or None).
+
+    Without `ssm_state_indices` it computes what `chunk_kda` computes (same op). With `ssm_state_indices` (int32,
+    [N] or [N, T] for speculative verify with `num_accepted_tokens`), `initial_state` is the state pool
+    [slots, HV, K, V] (or [slots, HV, V, K] with state_v_first), read and written in place: sequence n starts
+    from pool[idx[n]] (or pool[idx[n, num_accepted[n] - 1]]) and its state goes back to pool[idx[n]] (or after
+    token t to pool[idx[n, t]]); a negative index marks padding (outputs zero, no slot touched). Returns
+    (o, initial_state). Every sequence has the same token count: q is [N, T, H, K], or [1, N*T, H, K] with
+    cu_seqlens = [0, T, 2T, ...].
+    """
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError("kda: cannot pass both state_v_first and the deprecated transpose_state_layout")
+        state_v_first = bool(kwargs.pop("transpose_state_layout"))
+    _reject_kwargs("fused_recurrent_kda", kwargs)
+    if ssm_state_indices is None:
+        if num_accepted_tokens is not None:
+            raise ValueError("kda: num_accepted_tokens: needs ssm_state_indices (the state-pool form)")
+        return chunk_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                         output_final_state=output_final_state, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                         use_gate_in_kernel=use_gate_in_kernel,
+                         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                         lower_bound=lower_bound, state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                         A_log=A_log, dt_bias=dt_bias, out=out, backend=backend,
+                         final_state=None)
+
+    # The state-pool (continuous batching / speculative verify) form.
+    if initial_state is None:
+        raise ValueError("kda: initial_state: the state pool is required with ssm_state_indices")
+    if q.dim() != 4 or v.dim() != 4:
+        raise ValueError(f"kda: q: must be [B, T, H, K] (v [B, T, HV, V]), got q {tuple(q.shape)}, v {tuple(v.shape)}")
+    _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v)
+    if _any_requires_grad(q, k, v, g, beta, A_log, dt_bias, initial_state):
+        raise NotImplementedError("kda: ssm_state_indices: the state-pool form is inference-only (no autograd)")
+    B, T = q.shape[0], q.shape[1]
+    if cu_seqlens is not None:
+        if B != 1:
+            raise ValueError(f"kda: cu_seqlens: the batch size must be 1 with cu_seqlens, got B = {B}")
+        N = cu_seqlens.shape[0] - 1
+        if N <= 0 or T % N != 0:
+            raise NotImplementedError(
+                f"kda: cu_seqlens: with ssm_state_indices every sequence has the same token count; {T} tokens do "
+                f"not split evenly into {N} sequences")
+        T1 = T // N
+        _check_equal_lengths(cu_seqlens, N, T1)
+        shape4 = lambda x: x.reshape(N, T1, *x.shape[2:])  # noqa: E731
+        qn, kn, vn, gn, bn = map(shape4, (q, k, v, g, beta))
+    else:
+        qn, kn, vn, gn, bn = q, k, v, g, beta
+    if scale is None:
+        scale = q.shape[-1] ** -0.5
+    gate_mode, lb, A_log, dt_bias = _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, False, g)
+    if out is None:
+        out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
+    elif tuple(out.shape) != tuple(v.shape):
+        raise ValueError(f"kda: out: must have v's shape {tuple(v.shape)}, got {tuple(out.shape)}")
+    out_n = out if cu_seqlens is None else out.view(qn.shape[0], qn.shape[1], *v.shape[2:])
+    torch.ops.kda.decode_out(qn, kn, vn, gn, bn, A_log, dt_bias, initial_state, ssm_state_indices,
+                             num_accepted_tokens, float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel),
+                             bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), bool(state_v_first),
+                             _backend_id(backend), out_n)
+    return out, initial_state

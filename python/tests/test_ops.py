@@ -1,0 +1,285 @@
+"""kda.chunk_kda / kda.fused_recurrent_kda against the fp64 numpy oracle, on the CPU (and on CUDA when present)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kda
+from reference import assert_close, kda_reference
+
+GATES = ["log_decay", "softplus", "bounded", "bounded_no_A"]
+
+
+def make_case(B=2, T=37, H=2, HV=4, K=16, V=32, dtype=torch.float32, device="cpu", gate="softplus",
+              with_h0=True, N=None, state_v_first=False, beta_logits=True):
+    N = B if N is None else N
+    q = torch.randn(B, T, H, K)
+    k = torch.randn(B, T, H, K)
+    v = torch.randn(B, T, HV, V)
+    kw = dict(use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=beta_logits)
+    A_log = dt_bias = None
+    if gate == "log_decay":
+        g = F.logsigmoid(torch.randn(B, T, HV, K) + 2.0)
+    else:
+        g = torch.randn(B, T, HV, K)
+        dt_bias = 0.5 * torch.randn(HV * K)
+        kw["use_gate_in_kernel"] = True
+        if gate == "softplus":
+            A_log = torch.log(torch.empty(HV).uniform_(1, 16))
+        elif gate == "bounded":
+            A_log = 0.5 * torch.randn(HV)
+            kw["lower_bound"] = -5.0
+            kw["safe_gate"] = True
+        else:
+            kw["lower_bound"] = -3.0
+    beta = torch.randn(B, T, HV) if beta_logits else torch.rand(B, T, HV)
+    h0 = None
+    if with_h0:
+        h0 = torch.randn(N, HV, V, K) if state_v_first else torch.randn(N, HV, K, V)
+    to = lambda t, dt=None: None if t is None else t.to(device=device, dtype=dt or t.dtype)  # noqa: E731
+    tensors = dict(q=to(q, dtype), k=to(k, dtype), v=to(v, dtype), g=to(g, dtype), beta=to(beta, dtype))
+    kw.update(A_log=to(A_log), dt_bias=to(dt_bias), initial_state=to(h0), state_v_first=state_v_first)
+    return tensors, kw
+
+
+def reference_of(t, kw, cu_seqlens=None):
+    return kda_reference(t["q"], t["k"], t["v"], t["g"], t["beta"], scale=kw.get("scale"),
+                         initial_state=kw.get("initial_state"), cu_seqlens=cu_seqlens,
+                         use_qk_l2norm=kw.get("use_qk_l2norm_in_kernel", False),
+                         use_gate_in_kernel=kw.get("use_gate_in_kernel", False), A_log=kw.get("A_log"),
+                         dt_bias=kw.get("dt_bias"), lower_bound=kw.get("lower_bound"),
+                         beta_sigmoid=kw.get("use_beta_sigmoid_in_kernel", False),
+                         allow_neg_eigval=kw.get("allow_neg_eigval", False),
+                         state_v_first=kw.get("state_v_first", False))
+
+
+def tol(dtype):
+    return (1e-2, 1.6e-2) if dtype in (torch.bfloat16, torch.float16) else (1e-4, 1e-3)
+
+
+@pytest.mark.parametrize("gate", GATES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_chunk_kda_matches_fp64_reference(seed, device, gate, dtype, state_v_first):
+    t, kw = make_case(dtype=dtype, device=device, gate=gate, state_v_first=state_v_first)
+    o, ht = kda.chunk_kda(**t, **kw, output_final_state=True)
+    ro, rh = reference_of(t, kw)
+    assert o.dtype == dtype and ht.dtype == torch.float32
+    assert_close("o", o, ro, *tol(dtype), seed)
+    assert_close("final_state", ht, rh, 1e-4, 1e-3, seed)
+
+
+@pytest.mark.parametrize("flags", ["plain", "neg_eigval", "no_l2norm", "scale", "no_h0", "beta_probs"])
+def test_chunk_kda_flags(seed, device, flags):
+    t, kw = make_case(device=device, gate="softplus", with_h0=flags != "no_h0", beta_logits=flags != "beta_probs")
+    if flags == "neg_eigval":
+        kw["allow_neg_eigval"] = True
+    if flags == "no_l2norm":
+        kw["use_qk_l2norm_in_kernel"] = False
+        t["q"], t["k"] = F.normalize(t["q"], dim=-1), F.normalize(t["k"], dim=-1)
+    if flags == "scale":
+        kw["scale"] = 0.37
+    o, ht = kda.chunk_kda(**t, **kw, output_final_state=True)
+    ro, rh = reference_of(t, kw)
+    assert_close("o", o, ro, 1e-4, 1e-3, seed)
+    assert_close("final_state", ht, rh, 1e-4, 1e-3, seed)
+    o2, none = kda.chunk_kda(**t, **kw)
+    assert none is None
+    torch.testing.assert_close(o2, o, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("cu_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("state_v_first", [False, True])
+def test_chunk_kda_varlen(seed, device, cu_dtype, state_v_first):
+    lens = [int(x) for x in torch.randint(0, 40, (5,))] + [0, 1, 65]
+    cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=cu_dtype, device=device)
+    T = int(cu[-1])
+    t, kw = make_case(B=1, T=T, device=device, gate="bounded", N=len(lens), state_v_first=state_v_first)
+    o, ht = kda.chunk_kda(**t, **kw, output_final_state=True, cu_seqlens=cu)
+    ro, rh = reference_of(t, kw, cu_seqlens=cu.cpu())
+    assert_close("o", o, ro, 1e-4, 1e-3, seed)
+    assert_close("final_state", ht, rh, 1e-4, 1e-3, seed)
+
+
+def test_fused_recurrent_kda_matches_chunk(seed, device):
+    t, kw = make_case(device=device, gate="softplus")
+    kw.pop("safe_gate", None)
+    o, ht = kda.fused_recurrent_kda(**t, **kw, output_final_state=True)
+    ro, rh = reference_of(t, kw)
+    assert_close("o", o, ro, 1e-4, 1e-3, seed)
+    assert_close("final_state", ht, rh, 1e-4, 1e-3, seed)
+
+
+def test_reference_backend(seed):
+    t, kw = make_case(gate="bounded")
+    o, ht = kda.chunk_kda(**t, **kw, output_final_state=True, backend="reference")
+    ro, rh = reference_of(t, kw)
+    assert_close("o", o, ro, 1e-6, 1e-5, seed)
+    assert_close("final_state", ht, rh, 1e-6, 1e-5, seed)
+
+
+def test_strided_inputs(seed, device):
+    """Non-contiguous views (as FLA's rearranges produce) are passed by stride, not copied."""
+    t, kw = make_case(device=device, gate="softplus")
+    wide = {n: torch.cat([x, torch.zeros_like(x)], dim=-1)[..., : x.shape[-1]] for n, x in t.items()}
+    assert not wide["q"].is_contiguous()
+    o, ht = kda.chunk_kda(**wide, **kw, output_final_state=True)
+    o2, ht2 = kda.chunk_kda(**t, **kw, output_final_state=True)
+    torch.testing.assert_close(o, o2)
+    torch.testing.assert_close(ht, ht2)
+
+
+def test_out_and_workspace_form(seed, device):
+    t, kw = make_case(device=device, gate="bounded")
+    o_ref, ht_ref = kda.chunk_kda(**t, **kw, output_final_state=True)
+    out = torch.full_like(o_ref, float("nan"))
+    fs = torch.full_like(ht_ref, float("nan"))
+    ws_kw = {n: kw[n] for n in ("initial_state", "use_qk_l2norm_in_kernel", "use_gate_in_kernel",
+                                "use_beta_sigmoid_in_kernel", "lower_bound", "A_log", "dt_bias")}
+    nbytes = kda.chunk_kda_workspace_size(*t.values(), out, fs, **ws_kw)
+    assert nbytes >= 0
+    ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+    o, ht = kda.chunk_kda(**t, **kw, output_final_state=True, out=out, final_state=fs, workspace=ws)
+    assert o is out and ht is fs
+    torch.testing.assert_close(out, o_ref, rtol=0, atol=0)
+    torch.testing.assert_close(fs, ht_ref, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------------------ decode / state pool
+def _pool_case(device, N, T1, slots, state_v_first, gate="softplus"):
+    t, kw = make_case(B=N, T=T1, device=device, gate=gate, with_h0=False, state_v_first=state_v_first)
+    kw.pop("safe_gate", None)
+    kw.pop("initial_state")
+    HV, K, V = t["v"].shape[2], t["q"].shape[3], t["v"].shape[3]
+    pool = torch.randn(slots, HV, V, K) if state_v_first else torch.randn(slots, HV, K, V)
+    return t, kw, pool.to(device)
+
+
+@pytest.mark.parametrize("state_v_first", [False, True])
+@pytest.mark.parametrize("packed", [False, True])
+def test_fused_recurrent_state_pool(seed, device, state_v_first, packed):
+    N, T1, slots = 6, 1, 9
+    t, kw, pool = _pool_case(device, N, T1, slots, state_v_first)
+    idx = torch.tensor([3, -1, 0, 7, -5, 5], dtype=torch.int32, device=device)  # negative: padding
+    before = pool.clone()
+    if packed:  # vLLM's form: [1, N, ...] with cu_seqlens = [0, 1, ..., N]
+        tp = {n: x.reshape(1, N * T1, *x.shape[2:]) for n, x in t.items()}
+        cu = torch.arange(N + 1, dtype=torch.int32, device=device)
+        o, st = kda.fused_recurrent_kda(**tp, **kw, initial_state=pool, ssm_state_indices=idx, cu_seqlens=cu)
+        o = o.reshape(N, T1, *o.shape[2:])
+    else:
+        o, st = kda.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx)
+    assert st is pool
+    for n in range(N):
+        i = int(idx[n])
+        if i < 0:
+            assert torch.all(o[n] == 0), "padding rows must be zero"
+            continue
+        tn = {name: x[n: n + 1] for name, x in t.items()}
+        kwn = dict(kw, initial_state=before[i: i + 1])
+        ro, rh = reference_of(tn, kwn)
+        assert_close(f"o[{n}]", o[n: n + 1], ro, 1e-4, 1e-3, seed)
+        assert_close(f"pool[{i}]", pool[i: i + 1], rh, 1e-4, 1e-3, seed)
+    untouched = [s for s in range(slots) if s not in {int(i) for i in idx if i >= 0}]
+    assert torch.equal(pool[untouched], before[untouched]), "slots not named by ssm_state_indices changed"
+
+
+def test_fused_recurrent_spec_decode(seed, device):
+    """2-D ssm_state_indices + num_accepted_tokens: start from idx[n, a-1], state after token t to idx[n, t]."""
+    N, T1, slots = 3, 3, 12
+    t, kw, pool = _pool_case(device, N, T1, slots, False)
+    idx = torch.arange(N * T1, dtype=torch.int32, device=device).reshape(N, T1)
+    acc = torch.tensor([1, 3, 2], dtype=torch.int32, device=device)
+    before = pool.clone()
+    o, _ = kda.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx, num_accepted_tokens=acc)
+    for n in range(N):
+        start = int(idx[n, int(acc[n]) - 1])
+        for tt in range(T1):
+            tn = {name: x[n: n + 1, : tt + 1] for name, x in t.items()}
+            ro, rh = reference_of(tn, dict(kw, initial_state=before[start: start + 1]))
+            assert_close(f"pool[idx[{n},{tt}]]", pool[int(idx[n, tt])][None], rh, 1e-4, 1e-3, seed)
+        assert_close(f"o[{n}]", o[n: n + 1], ro, 1e-4, 1e-3, seed)
+
+
+# ------------------------------------------------------------------------------------------ errors
+def _expect(exc, match, fn):
+    with pytest.raises(exc, match=match):
+        fn()
+
+
+def test_errors_name_the_argument(seed):
+    t, kw = make_case(gate="softplus")
+    kw.pop("safe_gate", None)
+    bad_v = dict(t, v=t["v"][:, :5])
+    _expect(ValueError, r"v: expected shape", lambda: kda.chunk_kda(**bad_v, **kw))
+    _expect(ValueError, r"A_log", lambda: kda.chunk_kda(**t, **dict(kw, A_log=None)))
+    _expect(ValueError, r"allow_neg_eigval",
+            lambda: kda.chunk_kda(**t, **dict(kw, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=True)))
+    _expect(ValueError, r"lower_bound", lambda: kda.chunk_kda(**t, **kw, safe_gate=True))
+    _expect(ValueError, r"lower_bound: must be in the safe range",
+            lambda: kda.chunk_kda(**t, **kw, safe_gate=True, lower_bound=-7.0))
+    _expect(ValueError, r"cu_seqlens: the batch size must be 1",
+            lambda: kda.chunk_kda(**t, **kw, cu_seqlens=torch.tensor([0, 37])))
+    t1, kw1 = make_case(B=1, gate="log_decay", with_h0=False)
+    kw1.pop("safe_gate", None)
+    _expect(ValueError, r"cu_seqlens", lambda: kda.chunk_kda(**t1, **kw1, cu_seqlens=torch.tensor([0, 10, 36])))
+    _expect(ValueError, r"initial_state", lambda: kda.chunk_kda(
+        **t1, **dict(kw1, initial_state=torch.zeros(2, 4, 16, 32)), cu_seqlens=torch.tensor([0, 37])))
+    _expect(ValueError, r"initial_state",
+            lambda: kda.chunk_kda(**t, **dict(kw, initial_state=kw["initial_state"].double())))
+    _expect(ValueError, r"g", lambda: kda.chunk_kda(**dict(t, g=t["g"][..., :8]), **kw))
+    _expect(ValueError, r"dt_bias", lambda: kda.chunk_kda(**t, **dict(kw, dt_bias=torch.zeros(3))))
+    _expect(ValueError, r"beta", lambda: kda.chunk_kda(**dict(t, beta=t["beta"].half()), **kw))
+    _expect(NotImplementedError, r"K = 8", lambda: kda.chunk_kda(
+        **{n: (x[..., :8] if n in ("q", "k", "g") else x) for n, x in t.items()}, **dict(kw, initial_state=None,
+                                                                                          dt_bias=None)))
+    _expect(NotImplementedError, r"head-wise beta",
+            lambda: kda.chunk_kda(**dict(t, beta=t["v"].clone()), **kw))
+    _expect(NotImplementedError, r"return_intermediate_states",
+            lambda: kda.chunk_kda(**t, **kw, return_intermediate_states=True))
+    _expect(TypeError, r"unsupported argument", lambda: kda.chunk_kda(**t, **kw, not_an_argument=1))
+    _expect(ValueError, r"backend", lambda: kda.chunk_kda(**t, **kw, backend="tpu"))
+    _expect(ValueError, r"chunk_size", lambda: kda.chunk_kda(**t, **kw, chunk_size=48))
+    # state pool form
+    pool = torch.zeros(4, 4, 16, 32)
+    _expect(ValueError, r"initial_state", lambda: kda.fused_recurrent_kda(
+        **t, **dict(kw, initial_state=None), ssm_state_indices=torch.zeros(2, dtype=torch.int32)))
+    kwp = dict(kw, initial_state=pool)
+    _expect(ValueError, r"ssm_state_indices",
+            lambda: kda.fused_recurrent_kda(**t, **kwp, ssm_state_indices=torch.zeros(2, dtype=torch.int64)))
+    _expect(NotImplementedError, r"cu_seqlens", lambda: kda.fused_recurrent_kda(
+        **{n: x[:1] for n, x in t.items()}, **kwp, ssm_state_indices=torch.arange(2, dtype=torch.int32),
+        cu_seqlens=torch.tensor([0, 10, 37], dtype=torch.int32)))
+    qg = dict(t, q=t["q"].clone().requires_grad_())
+    _expect(NotImplementedError, r"inference-only", lambda: kda.fused_recurrent_kda(
+        **qg, **kwp, ssm_state_indices=torch.arange(2, dtype=torch.int32)))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_backward_raises_not_implemented(seed):
+    t, kw = make_case(device="cuda", gate="softplus")
+    t["q"].requires_grad_()
+    o, _ = kda.chunk_kda(**t, **kw)
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        o.sum().backward()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graph_capture(seed):
+    t, kw = make_case(device="cuda", gate="bounded", dtype=torch.bfloat16)
+    o_ref, ht_ref = kda.chunk_kda(**t, **kw, output_final_state=True)
+    out, fs = torch.empty_like(o_ref), torch.empty_like(ht_ref)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up outside the graph
+        kda.chunk_kda(**t, **kw, output_final_state=True, out=out, final_state=fs)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kda.chunk_kda(**t, **kw, output_final_state=True, out=out, final_state=fs)
+    out.zero_()
+    fs.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, o_ref, rtol=0, atol=0)
+    torch.testing.assert_close(fs, ht_ref, rtol=0, atol=0)
