@@ -74,10 +74,14 @@ if { want fla || want flaverify; } && [ -d .whl ]; then
 fi
 if want fla && [ -d .whl ]; then
   echo "== FLA"
-  PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --commit "$COMMIT" --json "$W/fla.json" \
-    > "$W/fla.log" 2>&1
-  grep median "$W/fla.log"
-  done_step fla fla.json fla.log
+  # Decode and prefill in separate processes: a CUDA error in one (FLA's decode hit an illegal address at B = 256
+  # on 2026-11-29) must not cost the other its figures.
+  PYTHONPATH=/tmp/site timeout 150 python3 scripts/fla_bench.py --part decode --commit "$COMMIT" \
+    --json "$W/fla_decode.json" > "$W/fla_decode.log" 2>&1
+  PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --part prefill --commit "$COMMIT" \
+    --json "$W/fla.json" > "$W/fla.log" 2>&1
+  grep -h -E "median|FAILED|Error" "$W/fla_decode.log" "$W/fla.log"
+  done_step fla fla_decode.json fla_decode.log fla.json fla.log
 fi
 if want flaverify && [ -d .whl ]; then
   echo "== kda-verify full on FLA"

@@ -279,10 +279,8 @@ int main(int argc, char** argv) {
       Outputs outs = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
       const bool on_gpu = be != KDA_BACKEND_CPU && be != KDA_BACKEND_REFERENCE;
       r.device = on_gpu ? cuda_device_name() : "cpu";
-      // The chunked CUDA forward (GENERIC runs it where supported) has tensor-core products; the rest is fp32.
-      const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED || be == KDA_BACKEND_CUDA_GENERIC
-                                   ? ComputeClass::kTensorCore
-                                   : ComputeClass::kFp32;
+      // The chunked CUDA forward has tensor-core products; the rest (GENERIC = the token-recurrent kernel) is fp32.
+      const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32;
       if (on_gpu) {
         DeviceProblem dp(c, outs, be);
         dp.poison_outputs();

@@ -86,9 +86,9 @@ typedef enum kda_backend {
   KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> KDA_BACKEND_CUDA_GENERIC */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
   KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
-  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path: the two-phase chunked tensor-core forward where it is
-                                   supported (see KDA_BACKEND_CUDA_CHUNKED), the token-recurrent kernel otherwise;
-                                   decode: the fp32 decode kernel */
+  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path, exact on every legal input: the token-recurrent
+                                   forward (KDA_BACKEND_CUDA_RECURRENT) until the chunked one passes the full
+                                   verifier; decode: the fp32 decode kernel; backward: the token-recurrent backward */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
   KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core forward only (tf32 / 3xTF32 products, fp32 state;
                                    K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned rows;

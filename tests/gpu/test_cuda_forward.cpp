@@ -34,7 +34,7 @@ void expect_matches_reference(const CaseSpec& s, kda_backend_t be, ComputeClass 
   dp.poison_outputs();
   ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
   dp.download(outs);
-  const Tolerance tol = tolerance_for(s.in_dtype, cls);
+  const Tolerance tol = tolerance_for(s.in_dtype, cls, longest_sequence(s));
   const ErrorStats eo = compare_out(outs.out, o, tol);
   EXPECT_TRUE(eo.pass) << "out: " << eo.summary() << " [" << tol.describe() << "]";
   ::testing::Test::RecordProperty("out", eo.summary());
@@ -63,7 +63,7 @@ bool chunked_documented(const CaseSpec& s) {
 }
 
 TEST_P(CudaGeneric, MatchesReference) {
-  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, ComputeClass::kTensorCore);
+  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, ComputeClass::kFp32);
 }
 TEST_P(CudaRecurrent, MatchesReference) {
   expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_RECURRENT, ComputeClass::kFp32);
@@ -153,20 +153,21 @@ INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),
 
 // The workspace query returns the two-phase path's size where GENERIC runs it, and 0 where it runs the recurrent
 // kernel (K = 16); both calls then succeed with exactly that workspace.
-TEST_F(CudaBehaviour, GenericWorkspaceFollowsThePath) {
-  for (int K : {128, 16}) {
-    CaseSpec s = correctness_case_base(K == 128 ? "ws_k128" : "ws_k16");
-    s.K = s.V = K;
+TEST_F(CudaBehaviour, WorkspaceQueryPerPath) {
+  // GENERIC (the token-recurrent kernel) needs none; CHUNKED needs its chunk list and tiles.
+  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
+    CaseSpec s = correctness_case_base("ws_k128");
+    s.K = s.V = 128;
     Case c = make_case(s, run_seed());
     Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
-    DeviceProblem dp(c, o, KDA_BACKEND_CUDA_GENERIC);
-    kda_forward_args_t a = host_args(c, o, KDA_BACKEND_CUDA_GENERIC);
+    DeviceProblem dp(c, o, be);
+    kda_forward_args_t a = host_args(c, o, be);
     for (kda_tensor_t* t : {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.A_log, &a.dt_bias, &a.initial_state, &a.cu_seqlens,
                             &a.out, &a.final_state})
       if (t->ndim) t->device_type = KDA_DEVICE_CUDA;
     size_t ws = 1;
     ASSERT_EQ(kda_forward_workspace_size(&a, &ws), KDA_STATUS_SUCCESS) << kda_last_error();
-    if (K == 128)
+    if (be == KDA_BACKEND_CUDA_CHUNKED)
       EXPECT_GT(ws, size_t{0});
     else
       EXPECT_EQ(ws, size_t{0});
@@ -174,59 +175,64 @@ TEST_F(CudaBehaviour, GenericWorkspaceFollowsThePath) {
   }
 }
 
-// AUTO on CUDA tensors runs the generic CUDA path (here the chunked kernel: K = V = 64, bf16).
+// AUTO on CUDA tensors runs the generic CUDA path (the token-recurrent kernel).
 TEST_F(CudaBehaviour, AutoDispatchesToCuda) {
-  expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, ComputeClass::kTensorCore);
+  expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, ComputeClass::kFp32);
 }
 
 // A graph captured once and replayed after the inputs changed computes the new inputs' answer.
 TEST_F(CudaBehaviour, GraphReplayWithNewInputs) {
-  CaseSpec s = correctness_case_base("graph_replay");
-  s.seqlens = {40, 0, 130, 1};
-  const uint64_t seed = run_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  Case first = make_case(s, seed);
-  Outputs outs = make_outputs(first, s.in_dtype, KDA_DTYPE_FLOAT32);
-  DeviceProblem dp(first, outs, KDA_BACKEND_CUDA_GENERIC);
-  ASSERT_TRUE(dp.capture()) << kda_last_error();
-  dp.replay();
-  // New values, and a different layout with the same totals: cu_seqlens is read on the device at replay.
-  s.seqlens = {1, 100, 70, 0};
-  Case second = make_case(s, seed + 1);
-  dp.replace_inputs(second);
-  dp.poison_outputs();
-  dp.replay();
-  dp.download(outs);
-  Oracle o = run_oracle(second);
-  const Tolerance tol = tolerance_for(s.in_dtype, ComputeClass::kTensorCore);  // GENERIC: the chunked kernel
-  const ErrorStats eo = compare_out(outs.out, o, tol);
-  EXPECT_TRUE(eo.pass) << eo.summary();
-  const ErrorStats es = compare_state(outs.final_state, o, tol, int64_t{s.K} * s.V);
-  EXPECT_TRUE(es.pass) << es.summary();
+  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
+    CaseSpec s = correctness_case_base("graph_replay");
+    s.seqlens = {40, 0, 130, 1};
+    const uint64_t seed = run_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    Case first = make_case(s, seed);
+    Outputs outs = make_outputs(first, s.in_dtype, KDA_DTYPE_FLOAT32);
+    DeviceProblem dp(first, outs, be);
+    ASSERT_TRUE(dp.capture()) << kda_last_error();
+    dp.replay();
+    // New values, and a different layout with the same totals: cu_seqlens is read on the device at replay.
+    s.seqlens = {1, 100, 70, 0};
+    Case second = make_case(s, seed + 1);
+    dp.replace_inputs(second);
+    dp.poison_outputs();
+    dp.replay();
+    dp.download(outs);
+    Oracle o = run_oracle(second);
+    const Tolerance tol =
+        tolerance_for(s.in_dtype, be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32);
+    const ErrorStats eo = compare_out(outs.out, o, tol);
+    EXPECT_TRUE(eo.pass) << eo.summary();
+    const ErrorStats es = compare_state(outs.final_state, o, tol, int64_t{s.K} * s.V);
+    EXPECT_TRUE(es.pass) << es.summary();
+  }
 }
 
 // Identical calls give identical bits, also after a different call ran in between (no stale state).
 TEST_F(CudaBehaviour, DeterministicAndNoStaleState) {
-  CaseSpec s = correctness_case_base("determinism");
-  s.seqlens = {64, 3, 200};
-  Case c = make_case(s, run_seed());
-  Outputs o1 = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32), o2 = o1;
-  DeviceProblem dp(c, o1, KDA_BACKEND_CUDA_GENERIC);
-  ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
-  dp.download(o1);
-  {
-    CaseSpec other = correctness_case_base("other");
-    other.gate = KDA_GATE_SOFTPLUS;
-    Case c2 = make_case(other, run_seed() + 7);
-    Outputs oo = make_outputs(c2, other.in_dtype, KDA_DTYPE_FLOAT32);
-    DeviceProblem dp2(c2, oo, KDA_BACKEND_CUDA_GENERIC);
-    ASSERT_EQ(dp2.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
+    CaseSpec s = correctness_case_base("determinism");
+    s.seqlens = {64, 3, 200};
+    Case c = make_case(s, run_seed());
+    Outputs o1 = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32), o2 = o1;
+    DeviceProblem dp(c, o1, be);
+    ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+    dp.download(o1);
+    {
+      CaseSpec other = correctness_case_base("other");
+      other.gate = KDA_GATE_SOFTPLUS;
+      Case c2 = make_case(other, run_seed() + 7);
+      Outputs oo = make_outputs(c2, other.in_dtype, KDA_DTYPE_FLOAT32);
+      DeviceProblem dp2(c2, oo, be);
+      ASSERT_EQ(dp2.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+    }
+    dp.poison_outputs();
+    ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+    dp.download(o2);
+    EXPECT_EQ(o1.out.bytes, o2.out.bytes);
+    EXPECT_EQ(o1.final_state.bytes, o2.final_state.bytes);
   }
-  dp.poison_outputs();
-  ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
-  dp.download(o2);
-  EXPECT_EQ(o1.out.bytes, o2.out.bytes);
-  EXPECT_EQ(o1.final_state.bytes, o2.final_state.bytes);
 }
 
 }  // namespace

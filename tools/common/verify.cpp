@@ -198,8 +198,7 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_host(d, o, p, KDA_BACKEND_REFERENCE);
     };
   } else if (name == "cuda-generic") {
-    // The forward runs the two-phase chunked kernel (tensor-core products) wherever it is supported; decode is fp32.
-    impl.cls = ComputeClass::kTensorCore;
+    // GENERIC runs the token-recurrent forward and the fp32 decode: both judged as fp32 code.
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
     impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
