@@ -7,7 +7,8 @@
 #   flaverify  kda-verify --suite full judging FLA's chunk_kda through the external protocol
 #   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
 #           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
-#           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted)
+#           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted), then scripts/bench_torch.py
+#           (kda and FLA in one process on the same inputs, verified, timed)
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
 # files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Uses the
 # binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
@@ -100,7 +101,12 @@ if want python; then
   KDA_TORCH_LIBRARY="$PWD/build-torch/python/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
     timeout 400 python3 -m pytest -q -rs -p no:cacheprovider python/tests -s > "$W/python_tests.log" 2>&1 || rc=1
   grep -E "passed|failed|FAILED|SKIPPED|relative RMSE" "$W/python_tests.log" | head -40
-  done_step python python_build.log python_tests.log
+  # kda (through the torch op) and FLA in one process on the same inputs, each verified before it is timed.
+  KDA_TORCH_LIBRARY="$PWD/build-torch/python/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+    timeout 400 python3 scripts/bench_torch.py --commit "$COMMIT" --json "$W/bench_torch.json" \
+    > "$W/bench_torch.log" 2>&1 || rc=1
+  grep -E "median|WRONG|kda / fla" "$W/bench_torch.log"
+  done_step python python_build.log python_tests.log bench_torch.json bench_torch.log
 fi
 echo "gpu_check exit code: $rc"
 exit "$rc"

@@ -43,7 +43,7 @@ if not os.path.exists(_path):
 torch.ops.load_library(_path)
 
 # kda_backend_t and kda_gate_mode_t of include/kda/kda.h.
-BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda-generic": 3, "cuda-chunked": 5}
+BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda-generic": 3, "cuda-chunked": 5, "cuda-recurrent": 6}
 _GATE_LOG_DECAY, _GATE_SOFTPLUS, _GATE_BOUNDED = 0, 1, 2
 _HOST_BACKENDS = (BACKENDS["auto"], BACKENDS["reference"], BACKENDS["cpu"])
 
@@ -233,7 +233,7 @@ def chunk_kda(
     kda extras (keyword-only): `out` / `final_state` / `workspace` (caller-owned buffers: the serving and
     CUDA-graph form; workspace of at least `chunk_kda_workspace_size(...)` bytes, allocated by torch when absent),
     `chunk_size` (16, 32 or 64; default: the backend's choice), `backend` ("auto", "reference" (fp64 CPU
-    oracle), "cpu", "cuda-generic", "cuda-chunked").
+    oracle), "cpu", "cuda-generic", "cuda-chunked", "cuda-recurrent").
     `disable_recompute`, `use_graph`, `max_num_seqs` and `cu_seqlens_cpu` are accepted: they do not change results
     (kda recomputes nothing, is graph-safe as is, and reads cu_seqlens itself).
     """
