@@ -7,7 +7,7 @@
 //
 // Ops (schemas below): chunk_fwd (functional: allocates out / final_state), chunk_fwd_out (caller-owned out,
 // final_state and workspace: the serving / CUDA-graph form), chunk_fwd_workspace_size, decode_out (state pool
-// updated in place through state_indices), chunk_bwd (gradients; host backends only so far).
+// updated in place through state_indices), chunk_bwd (gradients: host backends, and the CUDA backward for CUDA tensors).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -268,7 +268,7 @@ void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   check(kda_decode(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_decode", renames);
 }
 
-// ---------------------------------------------------------------- backward (REFERENCE / CPU backends)
+// ---------------------------------------------------------------- backward (host backends and CUDA)
 std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                               const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& initial_state,
                               const OptTensor& cu_seqlens, double scale, int64_t gate_mode, double lower_bound,

@@ -5,7 +5,7 @@ The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) regist
   kda::chunk_fwd_out      forward into caller-owned out / final_state / workspace (serving, CUDA graphs)
   kda::chunk_fwd_workspace_size   the workspace bytes chunk_fwd_out needs
   kda::decode_out         T tokens per sequence against a state pool updated in place (ssm_state_indices)
-  kda::chunk_bwd          gradients of every differentiable input (REFERENCE / CPU backends so far)
+  kda::chunk_bwd          gradients of every differentiable input (host backends; CUDA: the token-recurrent CUDA backward)
 This module adds their fake (meta) implementations for torch.compile, autograd for chunk_fwd, and FLA's
 signatures with FLA's argument meanings. Arguments kda cannot honour raise; nothing silently differs.
 """
@@ -111,16 +111,16 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dout, dfinal_state):
     q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens = ctx.saved_tensors
-    if q.device.type != "cpu":
-        raise NotImplementedError(
-            "kda: backward: not implemented for CUDA tensors yet (kda has no CUDA backward kernels); the "
-            "backward runs on CPU tensors (float64 reverse recurrence)"
-        )
     if dout is None:
         dout = torch.zeros_like(v, dtype=q.dtype)
     if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
         dfinal_state = None
-    backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
+    # CPU tensors: the host backward (float64 reverse recurrence). CUDA tensors: AUTO, kda's CUDA backward (the
+    # exact token-recurrent one; the chunked forward has no backward of its own).
+    if q.device.type == "cpu":
+        backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
+    else:
+        backend = BACKENDS["auto"]
     grads = torch.ops.kda.chunk_bwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
                                     ctx.chunk_size, backend, dout, dfinal_state)
     dq, dk, dv, dg, dbeta, dA, ddt, dh0 = grads
