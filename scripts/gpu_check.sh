@@ -9,6 +9,8 @@
 #           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
 #           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted), then scripts/bench_torch.py
 #           (kda and FLA in one process on the same inputs, verified, timed)
+#   profile Nsight Compute (--clock-control none) on the chunked forward's two kernels (h64-fixed) and the decode
+#           kernel (H = 32, B = 256): duration, occupancy, warp stall reasons, executed instructions
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
 # files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Uses the
 # binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
@@ -107,6 +109,18 @@ if want python; then
     > "$W/bench_torch.log" 2>&1 || rc=1
   grep -E "median|WRONG|kda / fla" "$W/bench_torch.log"
   done_step python python_build.log python_tests.log bench_torch.json bench_torch.log
+fi
+if want profile; then
+  echo "== ncu"
+  sec=(--section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats
+       --section MemoryWorkloadAnalysis --section InstructionStats --section ComputeWorkloadAnalysis)
+  timeout 200 ncu --clock-control none -k regex:'prepare|state_kernel' -c 2 "${sec[@]}" "$BIN/kda-bench" \
+    --workload h64-fixed --impl cuda-chunked --no-verify --iters 1 --warmup 0 > "$W/ncu_chunked.log" 2>&1
+  timeout 120 ncu --clock-control none -k regex:decode -c 1 "${sec[@]}" "$BIN/kda-bench" \
+    --workload decode-h32-b256 --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$W/ncu_decode.log" 2>&1
+  grep -h -E "^  [a-z_ ]*void|Duration|Achieved Occupancy|^    Executed Instructions  |Registers Per Thread|DRAM Throughput" \
+    "$W/ncu_chunked.log" "$W/ncu_decode.log" | cut -c1-150
+  done_step profile ncu_chunked.log ncu_decode.log
 fi
 echo "gpu_check exit code: $rc"
 exit "$rc"
