@@ -21,7 +21,7 @@ two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand
             tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32)
   phase 2:  ws   W S^T       in V_new = U - W S^T   (default 3xtf32)
             qs   Qg S^T      in o                   (default tf32)
-            av   A_qk V_new  in o                   (default tf32)
+            av   A_qk V_new  in o                   (default 3xtf32)
             upd  V_new^T Kd  in S = S decay + ...   (default 3xtf32)
 
 usage: two_phase.py [--precision SPEC] DIR   (or KDA_MODEL_PRECISION=SPEC in the environment)"""
@@ -38,9 +38,8 @@ F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
 DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "3xtf32", "diag": "fp32", "tinv": "fp32",
-            "ws": "3xtf32", "qs": "tf32", "av": "tf32", "upd": "3xtf32"}
-# The kernels before commit "chunk_state: W S^T and V_new^T Kd in 3xTF32" (ws, upd tf32: the H200's failing
-# figures) are --precision ws=tf32,upd=tf32.
+            "ws": "3xtf32", "qs": "tf32", "av": "3xtf32", "upd": "3xtf32"}
+# The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision ws=tf32,av=tf32,upd=tf32.
 MODES = ("tf32", "3xtf32", "tf32a", "tf32b", "fp32", "fp64")
 
 
