@@ -7,11 +7,20 @@
 //   3  S = S diag(decay) + V_new^T Kd                      [BV x K]    (registers, then the smem mirror)
 // The state is loaded from initial_state (either layout, or zeros) and written to final_state (either layout).
 //
-// Precision: tf32 mma.sync (m16n8k8, fp32 accumulate) for the three products; the state is only ever accumulated
-// in fp32. These products are not amplified by the conditioning of T (phase 1 did that part in 3xTF32), so one tf32
-// rounding of the operands (2^-11) stays well inside the tensor-core class; 3xTF32 here would triple the work of the
-// serial chain, the one part of the algorithm that sets the latency. (Measure-ready: swapping mma for mma3 of
-// chunk_common.cuh in the three k-loops is the whole change.)
+// Precision: mma.sync m16n8k8 with fp32 accumulation; the state is only ever accumulated in fp32. W S^T (step 1),
+// A_qk V_new (step 2) and V_new^T Kd (step 3) are 3xTF32 (mma3 of chunk_common.cuh: both operands split, ~21
+// bits); Qg S^T (step 2) is single tf32. Why: with near-identical keys and beta near 1 or 2, V_new = U - W S^T is a
+// small difference of large terms, and the chunk's V_new rows are large and cancel in V_new^T Kd and A_qk V_new
+// (the keys are nearly the same); one tf32 rounding (2^-11) of those products' operands leaves state errors past the
+// tensor-core bound 2^-9 and output elements past theirs. The CPU model of this path's rounding
+// (scripts/models/two_phase.py through kda-verify --suite full, seeds 1-2) gives, tf32 everywhere -> this choice:
+// final-state relative RMSE stress_near_identical_keys 3.20e-3 -> 1.2e-6, stress_beta_at_2_negative_eigenvalues
+// 3.11e-3 -> 3.1e-6 (the H200 measured 3.30e-3 and 3.08e-3 with tf32 everywhere); the worst output element of
+// stress_near_identical_keys (seed 2) 1.25 -> 0.16 of its bound (1.24 with A_qk V_new left in tf32). Not enough:
+// step 3 alone (beta = 2 at 2.07e-3), step 1 alone (2.33e-3), one split operand per product (two mma, 1.6e-3 to
+// 2.1e-3). Phase 1's products at fp64 change nothing; Qg S^T in 3xTF32 would move the output RMSE only (bf16
+// rounding dominates it). Cost: mma per chunk per CTA (K = 128) 1696 -> 4064 at BV = 64, 848 -> 2032 at BV = 32.
+// Unmeasured on the GPU as of this change (no timing, no kda-verify run of this build).
 //
 // Loads overlap the math: the chunk's tiles come in three cp.async groups, each issued as soon as the previous
 // chunk has finished with its buffer and waited for just before its own step: {W, U} (step 1), {Qg, A_qk} (step 2),
@@ -146,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
 
-    // ---- 1: V_new = U - W S^T.
+    // ---- 1: V_new = U - W S^T (3xTF32: see the header).
     cp_async_wait<2>();
     __syncthreads();  // W, U of this chunk; the state mirror of the previous chunk
     {
@@ -158,13 +167,18 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 #pragma unroll 4
       for (int ks = 0; ks < K / 8; ++ks) {
         const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        const uint32_t a[4] = {tf32(Ws[r0 * PK + c0]), tf32(Ws[r1 * PK + c0]), tf32(Ws[r0 * PK + c1]),
-                               tf32(Ws[r1 * PK + c1])};
+        uint32_t ah[4], al[4];
+        split(Ws[r0 * PK + c0], ah[0], al[0]);
+        split(Ws[r1 * PK + c0], ah[1], al[1]);
+        split(Ws[r0 * PK + c1], ah[2], al[2]);
+        split(Ws[r1 * PK + c1], ah[3], al[3]);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int nn = (BV / 2) * nh2 + 8 * nt + grp;
-          const uint32_t bb[2] = {tf32(Ss[nn * PK + c0]), tf32(Ss[nn * PK + c1])};
-          mma(acc[nt], a, bb);
+          uint32_t bh[2], bl[2];
+          split(Ss[nn * PK + c0], bh[0], bl[0]);
+          split(Ss[nn * PK + c1], bh[1], bl[1]);
+          mma3(acc[nt], ah, al, bh, bl);
         }
       }
 #pragma unroll
@@ -200,16 +214,21 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
           mma(acc[nt], a, bb);
         }
       }
-      // A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal block.
+      // A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal block. 3xTF32: see the header.
       for (int ks = 0; ks < 2 * (m + 1); ++ks) {
         const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        const uint32_t a[4] = {tf32(As[r0 * PA + c0]), tf32(As[r1 * PA + c0]), tf32(As[r0 * PA + c1]),
-                               tf32(As[r1 * PA + c1])};
+        uint32_t ah[4], al[4];
+        split(As[r0 * PA + c0], ah[0], al[0]);
+        split(As[r1 * PA + c0], ah[1], al[1]);
+        split(As[r0 * PA + c1], ah[2], al[2]);
+        split(As[r1 * PA + c1], ah[3], al[3]);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const int nn = (BV / 2) * nh2 + 8 * nt + grp;
-          const uint32_t bb[2] = {tf32(Vn[c0 * PV + nn]), tf32(Vn[c1 * PV + nn])};
-          mma(acc[nt], a, bb);
+          uint32_t bh[2], bl[2];
+          split(Vn[c0 * PV + nn], bh[0], bl[0]);
+          split(Vn[c1 * PV + nn], bh[1], bl[1]);
+          mma3(acc[nt], ah, al, bh, bl);
         }
       }
       const int64_t ob = b * p.out_stride[0] + hv * p.out_stride[2] + v0;
@@ -235,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     __syncthreads();  // Qg, A_qk free; every read of the state mirror by steps 1-2 done
     load_qa(ci + 1);
 
-    // ---- 3: S = S diag(decay) + V_new^T Kd (the state in registers only here).
+    // ---- 3: S = S diag(decay) + V_new^T Kd (the state in registers only here; 3xTF32: see the header).
     cp_async_wait<2>();
     __syncthreads();  // Kd, decay of this chunk
     {
@@ -255,13 +274,18 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
       for (int ks = 0; ks < kC / 8; ++ks) {
         const int k0 = 8 * ks + tig, k1 = k0 + 4;
         const int va = 16 * mv + grp;
-        const uint32_t a[4] = {tf32(Vn[k0 * PV + va]), tf32(Vn[k0 * PV + va + 8]), tf32(Vn[k1 * PV + va]),
-                               tf32(Vn[k1 * PV + va + 8])};
+        uint32_t ah[4], al[4];
+        split(Vn[k0 * PV + va], ah[0], al[0]);
+        split(Vn[k0 * PV + va + 8], ah[1], al[1]);
+        split(Vn[k1 * PV + va], ah[2], al[2]);
+        split(Vn[k1 * PV + va + 8], ah[3], al[3]);
 #pragma unroll
         for (int nt = 0; nt < NT3; ++nt) {
           const int dd = dn0 + 8 * nt + grp;
-          const uint32_t bb[2] = {tf32(Kds[k0 * PD + dd]), tf32(Kds[k1 * PD + dd])};
-          mma(S[nt], a, bb);
+          uint32_t bh[2], bl[2];
+          split(Kds[k0 * PD + dd], bh[0], bl[0]);
+          split(Kds[k1 * PD + dd], bh[1], bl[1]);
+          mma3(S[nt], ah, al, bh, bl);
         }
       }
 #pragma unroll

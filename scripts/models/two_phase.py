@@ -1,0 +1,294 @@
+"""two_phase.py: a CPU (numpy) model of the rounding of the two-phase chunked CUDA forward
+(src/cuda/generic/chunk_prepare.cu = phase 1, chunk_state.cu = phase 2), usable as an outside implementation of
+kda-verify (docs/verifier_protocol.md):
+
+    kda-verify --suite full --filter stress_near_identical_keys \
+        --impl "cmd:python3 scripts/models/two_phase.py --precision ws=3xtf32"
+
+Arithmetic is float32 wherever the kernels compute in fp32 (gate, norms, exponent sums, the diagonal blocks of
+A_kk / A_qk, the forward substitution for T, the state), with the kernels' exponent arrangement (every factor is
+exp2 of a locally accumulated sum of g in log2 units; the reference-point split of the off-diagonal blocks). Each
+tensor-core product is modelled at its rounding points: a tf32 mma as tf32(a) @ tf32(b) with fp32 accumulation
+(products of two tf32 values are exact in fp32, so a float32 matmul of the rounded operands is the mma up to the
+unspecified fp32 summation order), 3xTF32 as al bh + ah bl + ah bh. ex2.approx is modelled by a float32 exp2.
+
+Products a b (--precision NAME=MODE,...; MODE in tf32, 3xtf32, fp32, fp64 = exact then rounded to fp32, and the
+two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand to ~21 bits, the other to 11):
+  phase 1:  akk  off-diagonal blocks of A_kk        (default 3xtf32)
+            aqk  off-diagonal blocks of A_qk        (default 3xtf32)
+            wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default 3xtf32)
+            diag diagonal 16 x 16 blocks (fp32 FMA; fp32 or fp64)        (default fp32)
+            tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32)
+  phase 2:  ws   W S^T       in V_new = U - W S^T   (default 3xtf32)
+            qs   Qg S^T      in o                   (default tf32)
+            av   A_qk V_new  in o                   (default 3xtf32)
+            upd  V_new^T Kd  in S = S decay + ...   (default 3xtf32)
+
+usage: two_phase.py [--precision SPEC] DIR   (or KDA_MODEL_PRECISION=SPEC in the environment)"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "verify_impls"))
+from kda_protocol import read_case, write_output  # noqa: E402
+
+F32 = np.float32
+C = 64  # chunk length (kChunk)
+LOG2E = F32(1.4426950408889634)
+DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "3xtf32", "diag": "fp32", "tinv": "fp32",
+            "ws": "3xtf32", "qs": "tf32", "av": "3xtf32", "upd": "3xtf32"}
+# The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision ws=tf32,av=tf32,upd=tf32.
+MODES = ("tf32", "3xtf32", "tf32a", "tf32b", "fp32", "fp64")
+
+
+def tf32(x):
+    """cvt.rna.tf32.f32: round the low 13 mantissa bits to nearest, ties away from zero (on the magnitude)."""
+    u = np.ascontiguousarray(x, dtype=F32).view(np.uint32)
+    r = (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    finite = (u & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    return np.where(finite, r, u).view(F32)
+
+
+def split3(x):
+    """chunk_common.cuh split(): hi = tf32(x), lo = tf32(x - hi)."""
+    x = np.asarray(x, dtype=F32)
+    hi = tf32(x)
+    return hi, tf32(x - hi)
+
+
+def prod(a, b, mode):
+    """a @ b (batched, float32 inputs) as the kernel's product of the given precision, fp32 result."""
+    a = np.asarray(a, dtype=F32)
+    b = np.asarray(b, dtype=F32)
+    if mode == "tf32":
+        return np.matmul(tf32(a), tf32(b))
+    if mode == "3xtf32":  # mma3: c += al bh; c += ah bl; c += ah bh
+        ah, al = split3(a)
+        bh, bl = split3(b)
+        c = np.matmul(al, bh)
+        c += np.matmul(ah, bl)
+        c += np.matmul(ah, bh)
+        return c
+    if mode == "tf32a":  # only a split: c += al bh; c += ah bh (2 mma); b rounded once
+        ah, al = split3(a)
+        bh = tf32(b)
+        c = np.matmul(al, bh)
+        c += np.matmul(ah, bh)
+        return c
+    if mode == "tf32b":  # only b split: c += ah bl; c += ah bh (2 mma); a rounded once
+        ah = tf32(a)
+        bh, bl = split3(b)
+        c = np.matmul(ah, bl)
+        c += np.matmul(ah, bh)
+        return c
+    if mode == "fp32":
+        return np.matmul(a, b)
+    if mode == "fp64":
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(F32)
+    raise ValueError(mode)
+
+
+def parse_precision(spec):
+    p = dict(DEFAULTS)
+    for item in filter(None, (spec or "").split(",")):
+        name, mode = item.split("=")
+        if name not in p or mode not in MODES:
+            raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
+        if name in ("diag", "tinv") and mode not in ("fp32", "fp64"):
+            raise SystemExit(f"two_phase.py: {name} is fp32 FMA code: fp32 or fp64 only")
+        p[name] = mode
+    return p
+
+
+def ex2(x):
+    return np.exp2(np.asarray(x, dtype=F32)).astype(F32)
+
+
+def gate_log2(m, t, g):
+    """The gate in log2 units, float32, as gate_log_decay<float>(...) * kLog2e ([..., HV, K])."""
+    HV, K = m["HV"], m["K"]
+    g = g.astype(F32)
+    if m["gate"] == "log_decay":
+        lg = g
+    else:
+        x = g + t["dt_bias"].astype(F32).reshape(HV, K)
+        a_log = t["A_log"].astype(F32).reshape(HV, 1) if "A_log" in t else None
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            if m["gate"] == "softplus":
+                thr = F32(20)
+                ls = np.where(x > thr, np.log(np.maximum(x, F32(1e-30))),
+                              np.where(x < -thr, x, np.log(np.log1p(np.exp(np.minimum(x, thr))))))
+                lg = -np.exp((a_log if a_log is not None else F32(0)) + ls.astype(F32))
+            else:
+                if a_log is not None:
+                    x = np.where(x != 0, x * np.exp(a_log), x)
+                lg = F32(m["lower_bound"]) * (F32(1) / (F32(1) + np.exp(-x)))
+    return (lg.astype(F32) * LOG2E).astype(F32)
+
+
+def l2norm(x):
+    ss = np.einsum("...d,...d->...", x, x, dtype=F32)
+    return (x * (F32(1) / np.sqrt(ss + F32(1e-6)))[..., None]).astype(F32)
+
+
+def phase1(q, k, g, beta, vb, prec):
+    """One batch of chunks. q, k, g: [N, C, K] (g in log2 units, rows past the chunk's length zero), beta [N, C],
+    vb = beta v [N, C, V]. Returns the workspace tiles Qg, Kd [N, C, K], decay [N, K], Aqk [N, C, C], W, U."""
+    N, _, K = q.shape
+    # S1: diagonal blocks. (r, c), r >= c in one 16-block: sum_d x_r[d] k_c[d] exp2(sum of g over c+1 .. r).
+    Akk = np.zeros((N, C, C), F32)
+    Aqk = np.zeros((N, C, C), F32)
+    for bk in range(4):
+        base = 16 * bk
+        for c in range(16):
+            rows = slice(base + c, base + 16)
+            e = np.zeros((N, 16 - c, K), F32)
+            acc = np.zeros((N, K), F32)
+            for i, r in enumerate(range(base + c, base + 16)):
+                if r > base + c:
+                    acc = acc + g[:, r]
+                e[:, i] = acc
+            w = ex2(e) * k[:, base + c][:, None, :]
+            if prec["diag"] == "fp64":
+                vq = np.einsum("nrd,nrd->nr", q[:, rows].astype(np.float64), w.astype(np.float64)).astype(F32)
+                vk = np.einsum("nrd,nrd->nr", k[:, rows].astype(np.float64), w.astype(np.float64)).astype(F32)
+            else:
+                vq = np.einsum("nrd,nrd->nr", q[:, rows], w, dtype=F32)
+                vk = np.einsum("nrd,nrd->nr", k[:, rows], w, dtype=F32)
+            Aqk[:, rows, base + c] = vq
+            Akk[:, base + c + 1:base + 16, base + c] = beta[:, base + c + 1:base + 16] * vk[:, 1:]
+    # S2: per-channel factors.
+    Kd = np.zeros_like(k)
+    Ksuf = np.zeros_like(k)
+    suf = np.zeros((N, K), F32)
+    bsuf = np.zeros((N, K), F32)
+    for t in range(C - 1, -1, -1):
+        Kd[:, t] = k[:, t] * ex2(suf)
+        Ksuf[:, t] = k[:, t] * ex2(bsuf)
+        suf = suf + g[:, t]
+        bsuf = np.zeros_like(bsuf) if t % 16 == 0 else bsuf + g[:, t]
+    Qg = np.zeros_like(q)
+    Qr = np.zeros_like(q)
+    Kr = np.zeros_like(k)
+    gam = np.zeros((N, K), F32)
+    gl = np.zeros((N, K), F32)
+    P = [None] * 4
+    for t in range(C):
+        gam = gam + g[:, t]
+        gl = g[:, t].copy() if t % 16 == 0 else gl + g[:, t]
+        el = ex2(gl)
+        Qg[:, t] = q[:, t] * ex2(gam)
+        Qr[:, t] = q[:, t] * el
+        Kr[:, t] = k[:, t] * el
+        if t % 16 == 15:
+            P[t // 16] = el
+    decay = ex2(gam)
+    pre = [np.ones((N, K), F32), P[0], P[0] * P[1], P[0] * P[1] * P[2]]
+    fac = {(2, 0): P[1], (3, 1): P[2], (3, 0): P[1] * P[2]}
+    # S3: off-diagonal blocks through the reference point.
+    for I in range(1, 4):
+        for J in range(I):
+            bI, bJ = slice(16 * I, 16 * I + 16), slice(16 * J, 16 * J + 16)
+            B = Ksuf[:, bJ] if I - J == 1 else Ksuf[:, bJ] * fac[(I, J)][:, None, :]
+            Bt = np.swapaxes(B, 1, 2)
+            Akk[:, bI, bJ] = beta[:, bI, None] * prod(Kr[:, bI], Bt, prec["akk"])
+            Aqk[:, bI, bJ] = prod(Qr[:, bI], Bt, prec["aqk"])
+    # S4: T = (I + A_kk)^-1 by forward substitution.
+    if prec["tinv"] == "fp64":
+        A64 = Akk.astype(np.float64)
+        T64 = np.zeros((N, C, C))
+        for r in range(C):
+            T64[:, r] = -np.einsum("nj,njc->nc", A64[:, r, :r], T64[:, :r])
+            T64[:, r, r] = 1.0
+        Tm = T64.astype(F32)
+    else:
+        Tm = np.zeros((N, C, C), F32)
+        for r in range(C):
+            Tm[:, r] = -np.einsum("nj,njc->nc", Akk[:, r, :r], Tm[:, :r], dtype=F32)
+            Tm[:, r, r] = F32(1)
+    Aqk = np.tril(Aqk)
+    # S5: [W | U] = T [beta exp(Gamma) K | beta V]; exp(Gamma_t) K_t = P_0 .. P_{b-1} Kr_t.
+    X = np.empty_like(Kr)
+    for b in range(4):
+        sl = slice(16 * b, 16 * b + 16)
+        X[:, sl] = (Kr[:, sl] * pre[b][:, None, :]) * beta[:, sl, None]
+    W = prod(Tm, X, prec["wu"])
+    U = prod(Tm, vb, prec["wu"])
+    return Qg, Kd, decay, Aqk, W, U
+
+
+def run(m, t, prec):
+    B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
+    group = HV // H
+    hmap = np.arange(HV) // group
+    q = t["q"].astype(F32)[:, :, hmap]  # [B, T, HV, K]
+    k = t["k"].astype(F32)[:, :, hmap]
+    v = t["v"].astype(F32)
+    if m["use_qk_l2norm"]:
+        q, k = l2norm(q), l2norm(k)
+    g = gate_log2(m, t, t["g"])
+    beta = t["beta"].astype(F32)
+    if m["beta_is_logits"]:
+        beta = (F32(1) / (F32(1) + np.exp(-beta))).astype(F32)
+    if m["allow_neg_eigval"]:
+        beta = F32(2) * beta
+    vb = (beta[..., None] * v).astype(F32)
+    if "cu_seqlens" in t:
+        cu = t["cu_seqlens"].astype(np.int64)
+        seqs = [(0, int(cu[n]), int(cu[n + 1])) for n in range(N)]
+    else:
+        seqs = [(b, 0, T) for b in range(B)]
+    # The chunk list: (sequence, batch row, start, length), sequence major.
+    chunks = [(n, b, s, min(C, t1 - s)) for n, (b, t0, t1) in enumerate(seqs) for s in range(t0, t1, C)]
+    out = np.zeros((B, T, HV, V), F32)
+    final = np.zeros((N, HV, V, K), F32)
+    if "initial_state" in t:
+        h0 = t["initial_state"].astype(F32)
+        final[:] = h0 if m["state_v_first"] else np.swapaxes(h0, 2, 3)
+    scale = F32(m["scale"])
+    nb = max(1, 4096 // HV)  # chunks per phase-1 batch
+    for i0 in range(0, len(chunks), nb):
+        part = chunks[i0:i0 + nb]
+        M = len(part)
+
+        def gather(x, width):
+            y = np.zeros((M, C, HV, width), F32)
+            for j, (_, b, s, L) in enumerate(part):
+                y[j, :L] = x[b, s:s + L]
+            return y.transpose(0, 2, 1, 3).reshape(M * HV, C, width)  # [(chunk, hv), C, width]
+
+        qc, kc, gc, vbc = gather(q, K), gather(k, K), gather(g, K), gather(vb, V)
+        bc = gather(beta[..., None], 1)[..., 0]
+        Qg, Kd, dec, Aqk, W, U = phase1(qc, kc, gc, bc, vbc, prec)
+        shp = lambda x: x.reshape((M, HV) + x.shape[1:])  # noqa: E731
+        Qg, Kd, dec, Aqk, W, U = map(shp, (Qg, Kd, dec, Aqk, W, U))
+        # Phase 2, in chunk order (the chunks of one sequence are consecutive in the list).
+        for j, (n, b, s, L) in enumerate(part):
+            S = final[n]  # [HV, V, K], updated in place
+            St = np.swapaxes(S, 1, 2)  # [HV, K, V]
+            Vn = U[j] - prod(W[j], St, prec["ws"])
+            acc = prod(Qg[j], St, prec["qs"])
+            acc = acc + prod(Aqk[j], Vn, prec["av"])
+            out[b, s:s + L] = np.swapaxes(scale * acc[:, :L], 0, 1)
+            S[:] = S * dec[j][:, None, :] + prod(np.swapaxes(Vn, 1, 2), Kd[j], prec["upd"])
+    return out, final
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--precision", default=os.environ.get("KDA_MODEL_PRECISION", ""))
+    ap.add_argument("dir")
+    a = ap.parse_args(argv)
+    prec = parse_precision(a.precision)
+    m, t = read_case(a.dir)
+    with np.errstate(under="ignore"):
+        out, final = run(m, t, prec)
+    write_output(a.dir, m, "out", out)
+    if m["output_final_state"]:
+        write_output(a.dir, m, "final_state", final if m["state_v_first"] else final.transpose(0, 1, 3, 2))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
