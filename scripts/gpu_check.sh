@@ -93,6 +93,7 @@ if want flaverify && [ -d .whl ]; then
   PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite full --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
     --json "$W/verify_fla.json" > "$W/verify_fla.log" 2>&1
   grep -E "FAIL|kda-verify:" "$W/verify_fla.log" | head -30
+  done_step flaverify verify_fla.json verify_fla.log  # archived now: the backward runs below may hit the time limit
   echo "== kda-verify backward-full on FLA, and cuda-generic against FLA as the baseline"
   PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite backward-full \
     --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
@@ -102,8 +103,8 @@ if want flaverify && [ -d .whl ]; then
     --baseline "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
     --json "$W/verify_backward_vs_fla.json" > "$W/verify_backward_vs_fla.log" 2>&1 || rc=1
   grep -E "FAIL|kda-verify:" "$W/verify_backward_vs_fla.log" | head -30
-  done_step flaverify verify_fla.json verify_fla.log verify_fla_backward.json verify_fla_backward.log \
-    verify_backward_vs_fla.json verify_backward_vs_fla.log
+  done_step flaverify_backward verify_fla_backward.json verify_fla_backward.log verify_backward_vs_fla.json \
+    verify_backward_vs_fla.log
 fi
 if want python; then
   echo "== Python package"
