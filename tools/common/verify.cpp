@@ -661,10 +661,19 @@ std::string verify_json(const std::vector<VerifyResult>& results, const std::str
     std::snprintf(b, sizeof b, "%.6g", x);
     return std::isfinite(x) ? std::string(b) : std::string("null");
   };
+  auto esc = [](const std::string& x) {  // a JSON string body: commands and messages may hold quotes
+    std::string o;
+    for (char ch : x) {
+      if (ch == '"' || ch == '\\') o += '\\';
+      if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
+      o += ch;
+    }
+    return o;
+  };
   int failed = 0;
   for (const VerifyResult& r : results) failed += !r.pass;
-  f << "{\n  \"tool\": \"kda-verify\",\n  \"suite\": \"" << suite << "\",\n  \"impl\": \"" << impl
-    << "\",\n  \"seed\": " << seed << ",\n  \"command\": \"" << command << "\",\n  \"failed\": " << failed
+  f << "{\n  \"tool\": \"kda-verify\",\n  \"suite\": \"" << suite << "\",\n  \"impl\": \"" << esc(impl)
+    << "\",\n  \"seed\": " << seed << ",\n  \"command\": \"" << esc(command) << "\",\n  \"failed\": " << failed
     << ",\n  \"cases\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const VerifyResult& r = results[i];
@@ -687,7 +696,7 @@ std::string verify_json(const std::vector<VerifyResult>& results, const std::str
       }
       f << "}";
     }
-    f << ", \"error\": \"" << r.error << "\"}"
+    f << ", \"error\": \"" << esc(r.error) << "\"}"
       << (i + 1 < results.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
