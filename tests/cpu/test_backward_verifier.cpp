@@ -71,7 +71,9 @@ TEST(BackwardVerifier, CpuBackendPassesBackwardQuick) {
   EXPECT_TRUE(failures(cpu).empty());
 }
 
-// dg with one token's contribution dropped: the middle token of the longest sequence, every value head.
+// dg with one token's contribution dropped: the middle token of the longest sequence, every value head. Under the
+// tensor-core class the standard recipe's weak decay does not always show it (there dg's sums cancel far below
+// their size, mag_dg, and 2^-6 of mag hides one token on some seeds); the strongly decaying family always does.
 TEST(BackwardVerifier, RejectsDgWithOneTokenDropped) {
   expect_rejected(variant("dg_one_token_dropped", ComputeClass::kTensorCore,
                           [](Case& c, const Upstream& up, Grads& g) {
@@ -84,7 +86,7 @@ TEST(BackwardVerifier, RejectsDgWithOneTokenDropped) {
                             for (int64_t e = 0; e < row; ++e) g.dg.set(t * row + e, 0.0);
                             return st;
                           }),
-                  "bwd_standard_recipe_h2");
+                  "bwd_every_channel_0.5_to_1.2_nats_h2");
 }
 
 // dbeta of one token off by a fraction of its magnitude sum (mag_dbeta, the size of the sum behind it).
