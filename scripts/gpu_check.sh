@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything one GPU lease runs, in one call. Steps (all by default, or those named as arguments):
 #   tests   the GPU test suite (prefill and decode against the fp64 oracle)
-#   verify  kda-verify --suite full and --suite decode-full on the CUDA path
+#   verify  kda-verify --suite full, --suite decode-full and --suite backward-full on the CUDA path
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
-#   flaverify  kda-verify --suite full judging FLA's chunk_kda through the external protocol
+#   flaverify  kda-verify --suite full and --suite backward-full judging FLA's chunk_kda through the external
+#           protocol, then backward-full on cuda-generic with FLA as --baseline (each gradient no worse than FLA's)
 #   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
 #           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
 #           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted), then scripts/bench_torch.py
@@ -59,7 +60,10 @@ if want verify; then
   "$BIN/kda-verify" --suite decode-full --impl cuda-generic --json "$W/verify_decode.json" \
     > "$W/verify_decode.log" 2>&1 || rc=1
   grep -E "FAIL|kda-verify:" "$W/verify_decode.log" | head -30
-  done_step verify verify.json verify.log verify_decode.json verify_decode.log
+  "$BIN/kda-verify" --suite backward-full --impl cuda-generic --json "$W/verify_backward.json" \
+    > "$W/verify_backward.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:" "$W/verify_backward.log" | head -30
+  done_step verify verify.json verify.log verify_decode.json verify_decode.log verify_backward.json verify_backward.log
 fi
 if want bench; then
   echo "== kda-bench"
@@ -91,7 +95,18 @@ if want flaverify && [ -d .whl ]; then
   PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite full --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
     --json "$W/verify_fla.json" > "$W/verify_fla.log" 2>&1
   grep -E "FAIL|kda-verify:" "$W/verify_fla.log" | head -30
-  done_step flaverify verify_fla.json verify_fla.log
+  done_step flaverify verify_fla.json verify_fla.log  # archived now: the backward runs below may hit the time limit
+  echo "== kda-verify backward-full on FLA, and cuda-generic against FLA as the baseline"
+  PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite backward-full \
+    --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
+    --json "$W/verify_fla_backward.json" > "$W/verify_fla_backward.log" 2>&1
+  grep -E "FAIL|not provided|kda-verify:" "$W/verify_fla_backward.log" | head -30
+  PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite backward-full --impl cuda-generic \
+    --baseline "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
+    --json "$W/verify_backward_vs_fla.json" > "$W/verify_backward_vs_fla.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:" "$W/verify_backward_vs_fla.log" | head -30
+  done_step flaverify_backward verify_fla_backward.json verify_fla_backward.log verify_backward_vs_fla.json \
+    verify_backward_vs_fla.log
 fi
 if want python; then
   echo "== Python package"

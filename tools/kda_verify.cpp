@@ -1,7 +1,10 @@
 // kda_verify.cpp: kda-verify, the acceptance suite. Runs a named suite (quick: CPU-sized, for CI; full: full-size,
 // for the GPU) against a named implementation, prints one row per case (case, seed, pass/fail, relative RMSE and
 // worst element-wise ratio of the output and the final state), writes a JSON report, and exits non-zero on any
-// failure. Seeds are fresh each run and printed; --seed replays a run, --filter picks cases by name.
+// failure. Seeds are fresh each run and printed; --seed replays a run, --filter picks cases by name. The backward
+// suites (backward-quick, backward-full) judge every gradient against the float64 reference backward (one row per
+// case: the worst gradient's relative RMSE and worst element ratio; all gradients in the JSON); --baseline IMPL
+// also runs IMPL's backward on the same inputs and requires each gradient's relative RMSE to be no worse.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,7 +16,7 @@
 using namespace kda::testing;
 
 int main(int argc, char** argv) {
-  std::string suite = "quick", impl_name = "cpu", json, filter;
+  std::string suite = "quick", impl_name = "cpu", json, filter, baseline_name;
   uint64_t seed = fresh_seed();
   std::string command = "kda-verify";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
@@ -31,11 +34,14 @@ int main(int argc, char** argv) {
     else if (a == "--json") json = next();
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--filter") filter = next();
+    else if (a == "--baseline") baseline_name = next();
     else {
-      std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full] [--impl NAME] [--json PATH] [--seed N] [--filter SUBSTRING]\n"
+      std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full|backward-quick|backward-full] [--impl NAME]\n"
+                  "                  [--json PATH] [--seed N] [--filter SUBSTRING] [--baseline NAME]\n"
                   "  NAME: cpu | reference | cuda-generic | cuda-chunked | cuda-recurrent | \"cmd:COMMAND\" (an external implementation:\n"
-                  "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin;\n"
-                  "        see docs/verifier_protocol.md)\n");
+                  "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin, or for a\n"
+                  "        backward request the gradient files; see docs/verifier_protocol.md)\n"
+                  "  --baseline NAME (backward suites): NAME's gradients on the same inputs; ours must be no worse (rel RMSE)\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -46,10 +52,26 @@ int main(int argc, char** argv) {
   }
   const std::vector<VerifyCase> cases = verify_suite(suite, seed);
   const std::vector<DecodeSpec> decode_cases = verify_decode_suite(suite);
-  if (cases.empty() && decode_cases.empty()) {
-    std::fprintf(stderr, "kda-verify: unknown suite '%s' (quick, full, decode-quick, decode-full)\n", suite.c_str());
+  const std::vector<BackwardCase> backward_cases = verify_backward_suite(suite, seed);
+  if (cases.empty() && decode_cases.empty() && backward_cases.empty()) {
+    std::fprintf(stderr,
+                 "kda-verify: unknown suite '%s' (quick, full, decode-quick, decode-full, backward-quick, backward-full)\n",
+                 suite.c_str());
     return 2;
   }
+  Implementation baseline;
+  if (!baseline_name.empty()) {
+    baseline = implementation_by_name(baseline_name);
+    if (!baseline.backward || backward_cases.empty()) {
+      std::fprintf(stderr, "kda-verify: --baseline needs a backward suite and an implementation with a backward\n");
+      return 2;
+    }
+  }
+  if (!backward_cases.empty() && !impl.backward) {
+    std::fprintf(stderr, "kda-verify: implementation '%s' has no backward\n", impl_name.c_str());
+    return 2;
+  }
+  if (!baseline_name.empty()) std::printf("kda-verify  baseline %s\n", baseline_name.c_str());
   std::printf("kda-verify  suite %s  impl %s  run seed %llu (replay: --seed %llu)\n", suite.c_str(), impl_name.c_str(),
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   std::vector<VerifyResult> results;
@@ -69,6 +91,13 @@ int main(int argc, char** argv) {
     if (selected(vc.spec.name)) record(verify_case(vc, impl, case_seed(vc.spec.name)));
   for (const DecodeSpec& ds : decode_cases)
     if (selected(ds.name)) record(verify_decode_case(ds, impl, case_seed(ds.name)));
+  double oracle_seconds = 0;
+  for (const BackwardCase& bc : backward_cases)
+    if (selected(bc.spec.name)) {
+      record(verify_backward_case(bc, impl, case_seed(bc.spec.name), baseline_name.empty() ? nullptr : &baseline));
+      oracle_seconds += results.back().oracle_seconds;
+    }
+  if (!backward_cases.empty()) std::printf("kda-verify: float64 oracle backward %.1f s in all\n", oracle_seconds);
   if (!json.empty()) std::ofstream(json) << verify_json(results, suite, impl_name, seed, command);
   std::printf("kda-verify: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed == 0 ? 0 : 1;

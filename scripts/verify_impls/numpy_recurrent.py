@@ -1,7 +1,8 @@
 """numpy_recurrent.py: a float64 numpy implementation of KDA for kda-verify's external protocol
-(`kda-verify --impl "cmd:python3 scripts/verify_impls/numpy_recurrent.py"`): the token recurrence written
-independently of the C++ reference, so the protocol and the verifier's judgement of an outside implementation are
-tested end to end in CI. usage: numpy_recurrent.py DIR"""
+(`kda-verify --impl "cmd:python3 scripts/verify_impls/numpy_recurrent.py"`): the token recurrence, and for a
+backward request its reverse pass by hand (chain rule through the recurrence, the L2 norms, the gate activation
+and the beta sigmoid), written independently of the C++ reference, so the protocol and the verifier's judgement of
+an outside implementation are tested end to end in CI. usage: numpy_recurrent.py DIR"""
 import sys
 
 import numpy as np
@@ -9,51 +10,128 @@ import numpy as np
 from kda_protocol import read_case, write_output
 
 
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
 def main(directory):
     m, t = read_case(directory)
+    backward = m.get("request", "forward") == "backward"
     B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
-    q, k, v = (t[x].astype(np.float64) for x in ("q", "k", "v"))
-    g, beta = t["g"].astype(np.float64), t["beta"].astype(np.float64)
+    q0, k0, v = (t[x].astype(np.float64) for x in ("q", "k", "v"))
+    graw, braw = t["g"].astype(np.float64), t["beta"].astype(np.float64)
+    q, k = q0, k0
     if m["use_qk_l2norm"]:
-        q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6)
-        k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+        rq = np.sqrt((q0 * q0).sum(-1, keepdims=True) + 1e-6)
+        rk = np.sqrt((k0 * k0).sum(-1, keepdims=True) + 1e-6)
+        q, k = q0 / rq, k0 / rk
+    g = graw
+    a = np.exp(t["A_log"].astype(np.float64))[:, None] if "A_log" in t else None
     if m["gate"] != "log_decay":
-        x = g + t["dt_bias"].astype(np.float64).reshape(HV, K)
-        a = np.exp(t["A_log"].astype(np.float64))[:, None] if "A_log" in t else None
+        x = graw + t["dt_bias"].astype(np.float64).reshape(HV, K)
         if m["gate"] == "softplus":
             sp = np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
             g = -a * sp
         else:
             z = x * a if a is not None else x
-            g = m["lower_bound"] / (1 + np.exp(-z))
+            g = m["lower_bound"] * sigmoid(z)
+    beta = braw
     if m["beta_is_logits"]:
-        beta = 1 / (1 + np.exp(-beta))
-        if m["allow_neg_eigval"]:
-            beta = 2 * beta
+        beta = sigmoid(braw) * (2 if m["allow_neg_eigval"] else 1)
     if "cu_seqlens" in t:
         cu = t["cu_seqlens"].astype(np.int64)
         seqs = [(0, cu[n], cu[n + 1]) for n in range(N)]
     else:
         seqs = [(b, 0, T) for b in range(B)]
+    scale = m["scale"]
     out = np.zeros((B, T, HV, V))
     final = np.zeros((N, HV, V, K))
     group = HV // H
+    if backward:
+        dout = t["dout"].astype(np.float64)
+        dfinal = None
+        if "dfinal_state" in t:
+            dfinal = t["dfinal_state"].astype(np.float64)
+            if not m["state_v_first"]:
+                dfinal = dfinal.transpose(0, 1, 3, 2)
+        dqh, dkh = np.zeros((B, T, HV, K)), np.zeros((B, T, HV, K))
+        dv, dglog, dbeta = np.zeros((B, T, HV, V)), np.zeros((B, T, HV, K)), np.zeros((B, T, HV))
+        dh0 = np.zeros((N, HV, V, K))
     for n, (b, t0, t1) in enumerate(seqs):
         for hv in range(HV):
             h = hv // group
             S = np.zeros((V, K))
             if "initial_state" in t:
                 h0 = t["initial_state"][n, hv].astype(np.float64)
-                S = h0 if m["state_v_first"] else h0.T.copy()
+                S = h0.copy() if m["state_v_first"] else h0.T.copy()
+            states = [S]
             for tt in range(t0, t1):
                 S = S * np.exp(g[b, tt, hv])[None, :]
                 u = beta[b, tt, hv] * (v[b, tt, hv] - S @ k[b, tt, h])
                 S = S + np.outer(u, k[b, tt, h])
-                out[b, tt, hv] = m["scale"] * (S @ q[b, tt, h])
+                out[b, tt, hv] = scale * (S @ q[b, tt, h])
+                states.append(S)
             final[n, hv] = S
-    write_output(directory, m, "out", out)
-    if m["output_final_state"]:
-        write_output(directory, m, "final_state", final if m["state_v_first"] else final.transpose(0, 1, 3, 2))
+            if not backward:
+                continue
+            G = dfinal[n, hv].copy() if dfinal is not None else np.zeros((V, K))
+            for i in range(t1 - t0 - 1, -1, -1):
+                tt = t0 + i
+                S_prev, S_t = states[i], states[i + 1]
+                al = np.exp(g[b, tt, hv])
+                kt, qt, bt = k[b, tt, h], q[b, tt, h], beta[b, tt, hv]
+                Sp = S_prev * al[None, :]
+                p = Sp @ kt
+                u = bt * (v[b, tt, hv] - p)
+                G = G + scale * np.outer(dout[b, tt, hv], qt)
+                dqh[b, tt, hv] = scale * (S_t.T @ dout[b, tt, hv])
+                du = G @ kt
+                dk_t = G.T @ u
+                dbeta[b, tt, hv] = du @ (v[b, tt, hv] - p)
+                dv[b, tt, hv] = bt * du
+                dp = -bt * du
+                dSp = G + np.outer(dp, kt)
+                dk_t = dk_t + Sp.T @ dp
+                dkh[b, tt, hv] = dk_t
+                dglog[b, tt, hv] = (dSp * S_prev).sum(0) * al
+                G = dSp * al[None, :]
+            dh0[n, hv] = G
+    if not backward:
+        write_output(directory, m, "out", out)
+        if m["output_final_state"]:
+            write_output(directory, m, "final_state", final if m["state_v_first"] else final.transpose(0, 1, 3, 2))
+        return
+    # Through the grouped heads, the L2 norms, the gate activation and the beta sigmoid.
+    dq = dqh.reshape(B, T, H, group, K).sum(3)
+    dk = dkh.reshape(B, T, H, group, K).sum(3)
+    if m["use_qk_l2norm"]:
+        dq = dq / rq - q0 * (q0 * dq).sum(-1, keepdims=True) / rq ** 3
+        dk = dk / rk - k0 * (k0 * dk).sum(-1, keepdims=True) / rk ** 3
+    grads = {"dq": dq, "dk": dk, "dv": dv}
+    if m["gate"] == "log_decay":
+        grads["dg"] = dglog
+    else:
+        if m["gate"] == "softplus":
+            dx = dglog * -a * np.where(x > 20, 1.0, sigmoid(x))
+            dA = (dglog * g).sum((0, 1, 3))
+        else:
+            s = sigmoid(z)
+            dz = dglog * m["lower_bound"] * s * (1 - s)
+            dx = dz * a if a is not None else dz
+            dA = (dz * z).sum((0, 1, 3))
+        grads["dg"] = dx
+        grads["ddt_bias"] = dx.sum((0, 1)).reshape(t["dt_bias"].shape)
+        if a is not None:
+            grads["dA_log"] = dA
+    if m["beta_is_logits"]:
+        s = sigmoid(braw)
+        dbeta = dbeta * (2 if m["allow_neg_eigval"] else 1) * s * (1 - s)
+    grads["dbeta"] = dbeta
+    if "initial_state" in t:
+        grads["dh0"] = dh0 if m["state_v_first"] else dh0.transpose(0, 1, 3, 2)
+    for name, value in grads.items():
+        if name in m["outputs"]:
+            write_output(directory, m, name, value)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,10 @@
 #include <random>
 #include <string>
 
-#include "api/validate.h"
 #include "common/cases.h"
+#include "common/backward_cases.h"
 #include "common/compare.h"
 #include "common/device.h"
-#include "reference/backward.h"
 
 namespace kda::testing {
 namespace {
@@ -37,104 +36,13 @@ struct BwdCase {
 };
 void PrintTo(const BwdCase& c, std::ostream* os) { *os << c.s.name; }
 
-// Device buffers freed at scope exit.
-struct DeviceBuffers {
-  std::vector<void*> ptrs;
-  ~DeviceBuffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-  void* alloc(size_t bytes) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess);
-    ptrs.push_back(p);
-    return p;
-  }
-  kda_tensor_t upload(const HostTensor& t) {
-    if (!t.present()) return kda_tensor_none();
-    void* p = alloc(t.bytes.size());
-    EXPECT_EQ(cudaMemcpy(p, t.data(), t.bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    return t.view(p, KDA_DEVICE_CUDA);
-  }
-  // A gradient tensor, NaN-poisoned (0xFF bytes) so an unwritten element fails.
-  kda_tensor_t output(const HostTensor& t) {
-    if (!t.present()) return kda_tensor_none();
-    void* p = alloc(t.bytes.size());
-    EXPECT_EQ(cudaMemset(p, 0xFF, t.bytes.size()), cudaSuccess);
-    return t.view(p, KDA_DEVICE_CUDA);
-  }
-};
-
-void download(HostTensor& t, const kda_tensor_t& d) {
-  if (t.present()) {
-    ASSERT_EQ(cudaMemcpy(t.data(), d.data, t.bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-}
-
-struct Grads {
-  HostTensor dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
-};
-
-// Runs the CUDA backward of case c with upstream gradients dout / dfinal; returns the status.
+// Runs the CUDA backward (tools/common/device.h: NaN-poisoned gradient tensors and workspace) into fresh gradient
+// buffers: fp32, or the inputs' dtypes.
 kda_status_t run_device(Case& c, const HostTensor& dout, const HostTensor& dfinal, kda_backend_t be, bool input_dtype,
                         Grads* g) {
-  auto like = [&](const HostTensor& x, kda_dtype_t own) {
-    return x.present() ? make_tensor(input_dtype ? own : KDA_DTYPE_FLOAT32, x.shape) : HostTensor{};
-  };
-  g->dq = like(c.q, c.q.dtype); g->dk = like(c.k, c.k.dtype); g->dv = like(c.v, c.v.dtype);
-  g->dg = like(c.g, c.g.dtype); g->dbeta = like(c.beta, c.beta.dtype);
-  g->dA_log = like(c.A_log, KDA_DTYPE_FLOAT32); g->ddt_bias = like(c.dt_bias, KDA_DTYPE_FLOAT32);
-  g->dh0 = like(c.h0, KDA_DTYPE_FLOAT32);
-  DeviceBuffers buf;
-  Outputs unused = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
-  kda_backward_args_t a;
-  kda_backward_args_init(&a);
-  a.forward = host_args(c, unused, be);
-  kda_forward_args_t& f = a.forward;
-  f.q = buf.upload(c.q); f.k = buf.upload(c.k); f.v = buf.upload(c.v); f.g = buf.upload(c.g);
-  f.beta = buf.upload(c.beta); f.A_log = buf.upload(c.A_log); f.dt_bias = buf.upload(c.dt_bias);
-  f.initial_state = buf.upload(c.h0); f.cu_seqlens = buf.upload(c.cu_seqlens);
-  f.out = kda_tensor_none();
-  f.final_state = kda_tensor_none();
-  a.dout = buf.upload(dout);
-  a.dfinal_state = buf.upload(dfinal);
-  a.dq = buf.output(g->dq); a.dk = buf.output(g->dk); a.dv = buf.output(g->dv); a.dg = buf.output(g->dg);
-  a.dbeta = buf.output(g->dbeta); a.dA_log = buf.output(g->dA_log); a.ddt_bias = buf.output(g->ddt_bias);
-  a.dh0 = buf.output(g->dh0);
-  size_t ws_bytes = 0;
-  kda_status_t st = kda_backward_workspace_size(&a, &ws_bytes);
-  if (st != KDA_STATUS_SUCCESS) return st;
-  void* ws = ws_bytes ? buf.alloc(ws_bytes) : nullptr;
-  if (ws) {
-    EXPECT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
-  }  // no reliance on a zeroed workspace
-  cudaStream_t stream = nullptr;
-  EXPECT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  st = kda_backward(&a, ws, ws_bytes, stream);
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaStreamDestroy(stream);
-  if (st != KDA_STATUS_SUCCESS) return st;
-  download(g->dq, a.dq); download(g->dk, a.dk); download(g->dv, a.dv); download(g->dg, a.dg);
-  download(g->dbeta, a.dbeta); download(g->dA_log, a.dA_log); download(g->ddt_bias, a.ddt_bias);
-  download(g->dh0, a.dh0);
-  return st;
-}
-
-struct Upstream {
-  HostTensor dout, dfinal;
-};
-
-Upstream make_upstream(const Case& c, bool with_dfinal, uint64_t seed) {
-  std::mt19937_64 rng(seed + 101);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  Upstream u;
-  u.dout = make_tensor(c.spec.in_dtype, {c.spec.B, c.spec.T, c.spec.HV, c.spec.V});
-  for (int64_t i = 0; i < u.dout.numel(); ++i) u.dout.set(i, normal(rng));  // rounded to its dtype by set()
-  if (with_dfinal) {
-    const int64_t r2 = c.spec.v_first ? c.spec.V : c.spec.K, r3 = c.spec.v_first ? c.spec.K : c.spec.V;
-    u.dfinal = make_tensor(KDA_DTYPE_FLOAT32, {c.N, c.spec.HV, r2, r3});
-    for (int64_t i = 0; i < u.dfinal.numel(); ++i) u.dfinal.set(i, 0.1 * normal(rng));
-  }
-  return u;
+  *g = make_grads(c, input_dtype);
+  Upstream up{dout, dfinal};
+  return run_backward_device(c, up, be, g);
 }
 
 void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be) {
@@ -145,42 +53,19 @@ void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be) {
   Upstream up = make_upstream(c, bc.dfinal, seed);
 
   // The oracle: the float64 reverse recurrence on the same rounded inputs and upstream gradients.
-  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
-  kda_forward_args_t fa = host_args(c, unused, KDA_BACKEND_REFERENCE);
-  ForwardParams p;
-  ASSERT_TRUE(validate_forward(&fa, &p).ok());
-  std::vector<double> dout(static_cast<size_t>(up.dout.numel())), dfinal(static_cast<size_t>(up.dfinal.numel()));
-  for (size_t i = 0; i < dout.size(); ++i) dout[i] = up.dout.at(static_cast<int64_t>(i));
-  for (size_t i = 0; i < dfinal.size(); ++i) dfinal[i] = up.dfinal.at(static_cast<int64_t>(i));
-  reference::Gradients ref;
-  ASSERT_TRUE(reference::backward<double>(p, dout.data(), dfinal.empty() ? nullptr : dfinal.data(), &ref).ok());
+  const reference::Gradients ref = backward_oracle(c, up);
 
   Grads g;
   ASSERT_EQ(run_device(c, up.dout, up.dfinal, be, bc.grads_in_input_dtype, &g), KDA_STATUS_SUCCESS) << kda_last_error();
 
   const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kFp32, longest_sequence(s));
-  const int64_t H = s.H, HV = s.HV, K = s.K, V = s.V;
-  struct Item {
-    const char* name;
-    const HostTensor* got;
-    const std::vector<double>* ref;
-    const std::vector<double>* mag;
-    GradLayout layout;
-  };
-  std::vector<Item> items = {{"dq", &g.dq, &ref.dq, nullptr, {H, K, 64}},
-                             {"dk", &g.dk, &ref.dk, nullptr, {H, K, 64}},
-                             {"dv", &g.dv, &ref.dv, nullptr, {HV, V, 64}},
-                             {"dg", &g.dg, &ref.dg, &ref.mag_dg, {HV, K, 64}},
-                             {"dbeta", &g.dbeta, &ref.dbeta, &ref.mag_dbeta, {HV, 1, 64}}};
-  if (g.dA_log.present()) items.push_back({"dA_log", &g.dA_log, &ref.dA_log, &ref.mag_dA_log, {1, HV, 1}});
-  if (g.ddt_bias.present()) items.push_back({"ddt_bias", &g.ddt_bias, &ref.ddt_bias, &ref.mag_ddt_bias, {HV, K, 1}});
-  if (g.dh0.present()) items.push_back({"dh0", &g.dh0, &ref.dh0, nullptr, {HV, V * K, 1}});
+  const std::vector<GradItem> items = grad_items(s, g, ref);
   std::printf("  %s\n", s.name.c_str());
-  for (const Item& it : items) {
+  for (const GradItem& it : items) {
     const ErrorStats e = compare_grad(*it.got, *it.ref, it.mag, tol, it.layout);
     EXPECT_TRUE(e.pass) << it.name << ": " << e.summary() << " [" << tol.describe() << "]";
     ::testing::Test::RecordProperty(it.name, e.summary());
-    std::printf("    %-9s %s\n", it.name, e.summary().c_str());
+    std::printf("    %-9s %s\n", it.name.c_str(), e.summary().c_str());
   }
 }
 

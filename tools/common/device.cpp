@@ -359,6 +359,68 @@ double measure_bf16_matmul_rate(std::string* library) {
   return rate;
 }
 
+kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g) {
+  std::vector<void*> ptrs;
+  struct Free {
+    std::vector<void*>& p;
+    ~Free() {
+      for (void* x : p) cudaFree(x);
+    }
+  } free_all{ptrs};
+  auto alloc = [&](size_t bytes) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
+    ptrs.push_back(p);
+    return p;
+  };
+  auto upload = [&](const HostTensor& t) {
+    if (!t.present()) return kda_tensor_none();
+    void* p = alloc(t.bytes.size());
+    check(cudaMemcpy(p, t.data(), t.bytes.size(), cudaMemcpyHostToDevice), "upload");
+    return t.view(p, KDA_DEVICE_CUDA);
+  };
+  auto output = [&](const HostTensor& t) {
+    if (!t.present()) return kda_tensor_none();
+    void* p = alloc(t.bytes.size());
+    check(cudaMemset(p, 0xFF, t.bytes.size()), "poison");
+    return t.view(p, KDA_DEVICE_CUDA);
+  };
+  Outputs unused = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
+  kda_backward_args_t a;
+  kda_backward_args_init(&a);
+  a.forward = host_args(c, unused, be);
+  kda_forward_args_t& f = a.forward;
+  f.q = upload(c.q); f.k = upload(c.k); f.v = upload(c.v); f.g = upload(c.g);
+  f.beta = upload(c.beta); f.A_log = upload(c.A_log); f.dt_bias = upload(c.dt_bias);
+  f.initial_state = upload(c.h0); f.cu_seqlens = upload(c.cu_seqlens);
+  f.out = kda_tensor_none();
+  f.final_state = kda_tensor_none();
+  a.dout = upload(up.dout);
+  a.dfinal_state = upload(up.dfinal);
+  a.dq = output(g->dq); a.dk = output(g->dk); a.dv = output(g->dv); a.dg = output(g->dg);
+  a.dbeta = output(g->dbeta); a.dA_log = output(g->dA_log); a.ddt_bias = output(g->ddt_bias);
+  a.dh0 = output(g->dh0);
+  size_t ws_bytes = 0;
+  kda_status_t st = kda_backward_workspace_size(&a, &ws_bytes);
+  if (st != KDA_STATUS_SUCCESS) return st;
+  void* ws = ws_bytes ? alloc(ws_bytes) : nullptr;
+  if (ws) check(cudaMemset(ws, 0xFF, ws_bytes), "poison workspace");  // no reliance on a zeroed workspace
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreate(&stream), "stream");
+  st = kda_backward(&a, ws, ws_bytes, stream);
+  const cudaError_t sync = cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  check(sync, "backward");
+  if (st != KDA_STATUS_SUCCESS) return st;
+  auto download = [&](HostTensor& t, const kda_tensor_t& d) {
+    if (t.present()) check(cudaMemcpy(t.data(), d.data, t.bytes.size(), cudaMemcpyDeviceToHost), "download");
+  };
+  download(g->dq, a.dq); download(g->dk, a.dk); download(g->dv, a.dv); download(g->dg, a.dg);
+  download(g->dbeta, a.dbeta); download(g->dA_log, a.dA_log); download(g->ddt_bias, a.ddt_bias);
+  download(g->dh0, a.dh0);
+  return st;
+}
+
 #else  // no CUDA in this build
 
 int cuda_device_count() { return 0; }
@@ -384,6 +446,9 @@ kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILAB
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
 double measure_bf16_matmul_rate(std::string*) { return 0.0; }
+kda_status_t run_backward_device(Case&, const Upstream&, kda_backend_t, Grads*) {
+  return KDA_STATUS_BACKEND_UNAVAILABLE;
+}
 
 #endif
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/backward_cases.h"
 #include "common/cases.h"
 #include "common/decode_cases.h"
 
@@ -81,6 +82,12 @@ class DeviceDecodeProblem : public DeviceCall {
   std::vector<void*> allocations_;
   void* stream_ = nullptr;
 };
+
+// kda_backward with backend be on device copies of case c and its upstream gradients: the gradient tensors (made
+// by make_grads, shapes and dtypes taken from *g) and the workspace are NaN-poisoned (0xFF bytes) on the device
+// before the call, so an unwritten element or a read of unset workspace shows; results downloaded into *g. Without
+// CUDA: KDA_STATUS_BACKEND_UNAVAILABLE.
+kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g);
 
 // Device-to-device copy bandwidth in bytes/s (read + written), measured with a large cudaMemcpy.
 double measure_copy_bandwidth();

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/host_access.h"
 
@@ -45,21 +47,30 @@ bool read_file(const std::string& path, HostTensor& t, std::string* error) {
 
 }  // namespace
 
-kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::string* error) {
+namespace {
+
+std::string make_dir(std::string* error) {
   char tmpl[] = "/tmp/kda-verify-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) {
     *error = "cannot create a temporary directory";
-    return KDA_STATUS_INTERNAL_ERROR;
+    return "";
   }
-  const std::string dir = tmpl;
+  return tmpl;
+}
+
+// Writes the case's inputs (plus `extra` tensors) into dir and case.json with the given request and outputs.
+void write_request(const std::string& dir, const Case& c, const char* request,
+                   const std::vector<std::pair<const char*, const HostTensor*>>& extra,
+                   const std::vector<std::pair<const char*, const HostTensor*>>& outputs) {
   const CaseSpec& s = c.spec;
   std::ostringstream j;
   j.precision(17);
   const char* gate = s.gate == KDA_GATE_SOFTPLUS ? "softplus" : s.gate == KDA_GATE_BOUNDED ? "bounded" : "log_decay";
   const double scale = s.default_scale ? 1.0 / std::sqrt(static_cast<double>(s.K)) : s.scale;
-  j << "{\n  \"B\": " << s.B << ", \"T\": " << s.T << ", \"H\": " << s.H << ", \"HV\": " << s.HV << ", \"K\": " << s.K
-    << ", \"V\": " << s.V << ", \"N\": " << c.N << ",\n  \"gate\": \"" << gate << "\", \"lower_bound\": "
-    << s.lower_bound << ", \"scale\": " << scale << ",\n  \"use_qk_l2norm\": " << (s.l2norm ? "true" : "false")
+  j << "{\n  \"request\": \"" << request << "\",\n  \"B\": " << s.B << ", \"T\": " << s.T << ", \"H\": " << s.H
+    << ", \"HV\": " << s.HV << ", \"K\": " << s.K << ", \"V\": " << s.V << ", \"N\": " << c.N
+    << ",\n  \"gate\": \"" << gate << "\", \"lower_bound\": " << s.lower_bound << ", \"scale\": " << scale
+    << ",\n  \"use_qk_l2norm\": " << (s.l2norm ? "true" : "false")
     << ", \"beta_is_logits\": " << (s.beta_logits ? "true" : "false")
     << ", \"allow_neg_eigval\": " << (s.neg_eigval ? "true" : "false")
     << ", \"state_v_first\": " << (s.v_first ? "true" : "false")
@@ -81,25 +92,64 @@ kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::
   put("dt_bias", c.dt_bias);
   put("initial_state", c.h0);
   put("cu_seqlens", c.cu_seqlens);
-  j << "\n  },\n  \"outputs\": {\"out\": {\"dtype\": \"" << dtype_name(o.out.dtype) << "\", \"shape\": "
-    << shape_json(o.out.shape) << "}";
-  if (o.final_state.present())
-    j << ", \"final_state\": {\"dtype\": \"float32\", \"shape\": " << shape_json(o.final_state.shape) << "}";
+  for (const auto& [name, t] : extra) put(name, *t);
+  j << "\n  },\n  \"outputs\": {";
+  first = true;
+  for (const auto& [name, t] : outputs) {
+    if (!t->present()) continue;
+    j << (first ? "" : ",\n              ") << "\"" << name << "\": {\"dtype\": \"" << dtype_name(t->dtype)
+      << "\", \"shape\": " << shape_json(t->shape) << "}";
+    first = false;
+  }
   j << "}\n}\n";
   std::ofstream(dir + "/case.json") << j.str();
+}
 
+// Runs `command dir`; false (with the log's tail in *error) if it exits non-zero.
+bool run_command(const std::string& command, const std::string& dir, std::string* error) {
   const std::string cmd = command + " " + dir + " > " + dir + "/log.txt 2>&1";
   const int rc = std::system(cmd.c_str());
+  if (rc == 0) return true;
+  std::ifstream lf(dir + "/log.txt");
+  std::string log((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
+  if (log.size() > 400) log = "..." + log.substr(log.size() - 400);
+  *error = "command exited with " + std::to_string(rc) + ": " + log;
+  return false;
+}
+
+}  // namespace
+
+kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::string* error) {
+  const std::string dir = make_dir(error);
+  if (dir.empty()) return KDA_STATUS_INTERNAL_ERROR;
+  write_request(dir, c, "forward", {}, {{"out", &o.out}, {"final_state", &o.final_state}});
   kda_status_t st = KDA_STATUS_SUCCESS;
-  if (rc != 0) {
-    std::ifstream lf(dir + "/log.txt");
-    std::string log((std::istreambuf_iterator<char>(lf)), std::istreambuf_iterator<char>());
-    if (log.size() > 400) log = "..." + log.substr(log.size() - 400);
-    *error = "command exited with " + std::to_string(rc) + ": " + log;
+  if (!run_command(command, dir, error) || !read_file(dir + "/out.bin", o.out, error) ||
+      (o.final_state.present() && !read_file(dir + "/final_state.bin", o.final_state, error)))
     st = KDA_STATUS_INTERNAL_ERROR;
-  } else if (!read_file(dir + "/out.bin", o.out, error) ||
-             (o.final_state.present() && !read_file(dir + "/final_state.bin", o.final_state, error))) {
-    st = KDA_STATUS_INTERNAL_ERROR;
+  std::system(("rm -rf " + dir).c_str());
+  return st;
+}
+
+kda_status_t run_external_backward(const std::string& command, Case& c, const Upstream& up, Grads* g,
+                                   std::string* error) {
+  const std::string dir = make_dir(error);
+  if (dir.empty()) return KDA_STATUS_INTERNAL_ERROR;
+  const std::vector<std::pair<const char*, HostTensor*>> grads = {
+      {"dq", &g->dq},       {"dk", &g->dk},         {"dv", &g->dv},         {"dg", &g->dg},
+      {"dbeta", &g->dbeta}, {"dA_log", &g->dA_log}, {"ddt_bias", &g->ddt_bias}, {"dh0", &g->dh0}};
+  std::vector<std::pair<const char*, const HostTensor*>> outs(grads.begin(), grads.end());
+  write_request(dir, c, "backward", {{"dout", &up.dout}, {"dfinal_state", &up.dfinal}}, outs);
+  kda_status_t st = KDA_STATUS_SUCCESS;
+  if (!run_command(command, dir, error)) st = KDA_STATUS_INTERNAL_ERROR;
+  for (const auto& [name, t] : grads) {
+    if (st != KDA_STATUS_SUCCESS || !t->present()) continue;
+    const std::string path = dir + "/" + name + ".bin";
+    if (!std::ifstream(path)) {
+      g->missing.push_back(name);
+      continue;
+    }
+    if (!read_file(path, *t, error)) st = KDA_STATUS_INTERNAL_ERROR;
   }
   std::system(("rm -rf " + dir).c_str());
   return st;

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "common/backward_cases.h"
 #include "common/cases.h"
 
 namespace kda::testing {
@@ -14,5 +15,12 @@ namespace kda::testing {
 // DIR/final_state.bin (float32, state layout). KDA_STATUS_INTERNAL_ERROR (with kda_last_error-style text in
 // *error) if the command fails or its outputs are missing or the wrong size.
 kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::string* error);
+
+// A backward request (case.json "request": "backward"): DIR also holds dout.bin and, when up.dfinal is present,
+// dfinal_state.bin; case.json's "outputs" lists every gradient of *g (its dtype and shape). The command writes
+// DIR/NAME.bin for each gradient it computes; a gradient without a file is recorded in g->missing (not provided).
+// A file of the wrong size fails the call.
+kda_status_t run_external_backward(const std::string& command, Case& c, const Upstream& up, Grads* g,
+                                   std::string* error);
 
 }  // namespace kda::testing

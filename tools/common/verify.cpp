@@ -1,6 +1,7 @@
 // verify.cpp: the suites, implementations and verdicts of verify.h.
 #include "common/verify.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/backward_cases.h"
 #include "common/device.h"
 #include "common/external_impl.h"
 #include "common/suites.h"
@@ -191,9 +193,13 @@ Implementation implementation_by_name(const std::string& name) {
   impl.name = name;
   if (name == "cpu") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_CPU); };
+    impl.backward = [](Case& c, const Upstream& up, Grads& g) { return run_backward_host(c, up, KDA_BACKEND_CPU, &g); };
     impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) { return decode_host(d, o, p, KDA_BACKEND_CPU); };
   } else if (name == "reference") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_REFERENCE); };
+    impl.backward = [](Case& c, const Upstream& up, Grads& g) {
+      return run_backward_host(c, up, KDA_BACKEND_REFERENCE, &g);
+    };
     impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
       return decode_host(d, o, p, KDA_BACKEND_REFERENCE);
     };
@@ -204,6 +210,10 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
+    // The exact token-recurrent reverse in fp32: fp32 class with the sqrt(L) growth.
+    impl.backward = [](Case& c, const Upstream& up, Grads& g) {
+      return run_backward_device(c, up, KDA_BACKEND_CUDA_GENERIC, &g);
+    };
   } else if (name == "cuda-recurrent") {  // the exact token-recurrent kernel: fp32 class
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_RECURRENT); };
     impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
@@ -220,6 +230,14 @@ Implementation implementation_by_name(const std::string& name) {
     impl.run = [command](Case& c, Outputs& o) {
       std::string error;
       const kda_status_t st = run_external(command, c, o, &error);
+      if (st != KDA_STATUS_SUCCESS) std::fprintf(stderr, "kda-verify: %s\n", error.c_str());
+      return st;
+    };
+    impl.backward_cls = ComputeClass::kTensorCore;
+    impl.backward_grads_in_input_dtype = true;  // as autograd returns them (FLA: dq.to(q))
+    impl.backward = [command](Case& c, const Upstream& up, Grads& g) {
+      std::string error;
+      const kda_status_t st = run_external_backward(command, c, up, &g, &error);
       if (st != KDA_STATUS_SUCCESS) std::fprintf(stderr, "kda-verify: %s\n", error.c_str());
       return st;
     };
@@ -327,6 +345,206 @@ VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint6
   return r;
 }
 
+namespace {
+
+// The backward cases on two bases: `work` for the three input families of the workloads spec, `probe` for the
+// hostile and layout cases. full: the packed layouts at full length.
+std::vector<BackwardCase> backward_cases(const CaseSpec& work, const CaseSpec& probe, bool full_size,
+                                         std::mt19937_64& rng) {
+  std::vector<BackwardCase> v;
+  auto add = [&](const char* family, const CaseSpec& base, const std::string& name, auto&& f) {
+    BackwardCase bc{family, base};
+    bc.spec.name = "bwd_" + name;
+    f(bc, bc.spec);
+    v.push_back(bc);
+  };
+  const std::string h = "_h" + std::to_string(work.H);
+  // The three input families of the workloads spec, bounded gate (lower bound -5).
+  add("workload", work, "standard_recipe" + h, [](BackwardCase&, CaseSpec&) {});
+  add("workload", work, "half_channels_near_bound" + h, [](BackwardCase&, CaseSpec& s) {
+    s.recipe.g_bimodal = 6;
+    s.recipe.g_std = 1;
+  });
+  add("workload", work, "every_channel_0.5_to_1.2_nats" + h, [](BackwardCase&, CaseSpec& s) {
+    s.recipe.A_log_fixed = -2;
+    s.recipe.g_mean = -8;
+    s.recipe.g_std = 1;
+  });
+  // Gates: unbounded softplus (over 1000 bits per 64 tokens, single-token spikes), saturated bounded gates,
+  // gates exactly 0, dead and immortal channels.
+  add("stress", probe, "softplus_unbounded_spikes", [](BackwardCase&, CaseSpec& s) {
+    s.gate = KDA_GATE_SOFTPLUS;
+    s.recipe.A_log_fixed = std::log(4.0);
+    s.recipe.g_mean = 3;
+    s.recipe.g_std = 2;
+    s.recipe.g_spike_prob = 0.02;
+    s.recipe.g_spike = 40;
+  });
+  add("stress", probe, "saturated_gates_at_the_bound", [](BackwardCase&, CaseSpec& s) { s.recipe.g_mean = 40; });
+  add("stress", probe, "gates_exactly_zero", [](BackwardCase&, CaseSpec& s) {
+    s.gate = KDA_GATE_LOG_DECAY;
+    s.recipe.g_zero = true;
+  });
+  add("stress", probe, "dead_and_immortal_channels_softplus", [](BackwardCase&, CaseSpec& s) {
+    s.gate = KDA_GATE_SOFTPLUS;
+    s.recipe.g_bimodal = 12;
+  });
+  // Keys and beta: the cancelling dbeta / dg sums (mag_dbeta, mag_dg carry the bound there).
+  add("stress", probe, "near_identical_keys_beta_near_1", [](BackwardCase&, CaseSpec& s) {
+    s.recipe.key_jitter = 1e-3;
+    s.recipe.beta_mean = 12;
+  });
+  add("stress", probe, "near_identical_keys_beta_at_2", [](BackwardCase&, CaseSpec& s) {
+    s.recipe.key_jitter = 1e-3;
+    s.recipe.beta_mean = 12;
+    s.neg_eigval = true;
+  });
+  add("stress", probe, "beta_near_0", [](BackwardCase&, CaseSpec& s) { s.recipe.beta_mean = -12; });
+  add("stress", probe, "h0_up_to_1e4", [](BackwardCase&, CaseSpec& s) { s.recipe.h0_std = 3000; });
+  // Layouts: packed batches with empty and length-1 sequences, grouped heads, both state layouts, with and
+  // without dS_final and h0.
+  const std::vector<int64_t> packed = full_size ? std::vector<int64_t>{0, 1, 1300, 0, 2048, 1, 963, 65, 0, 271}
+                                                : std::vector<int64_t>{0, 1, 70, 0, 130, 1, 64, 0};
+  add("layout", probe, "packed_empty_and_length_1", [&](BackwardCase&, CaseSpec& s) { s.seqlens = packed; });
+  add("layout", probe, "packed_grouped_heads_k_first_state", [&](BackwardCase&, CaseSpec& s) {
+    s.seqlens = packed;
+    s.HV = 2 * s.H;
+    s.v_first = false;
+    s.cu_dtype = KDA_DTYPE_INT64;
+  });
+  add("layout", probe, "grouped_heads_4_per_qk_head_no_dfinal", [](BackwardCase& b, CaseSpec& s) {
+    s.HV = 4 * s.H;
+    b.dfinal = false;
+  });
+  add("layout", probe, "k_first_state_no_h0_no_dfinal", [](BackwardCase& b, CaseSpec& s) {
+    s.v_first = false;
+    s.has_h0 = false;
+    b.dfinal = false;
+  });
+  add("layout", probe, "h0_without_dfinal", [](BackwardCase& b, CaseSpec&) { b.dfinal = false; });
+  add("layout", probe, "random_packed_layout", [&](BackwardCase&, CaseSpec& s) {
+    s.seqlens = random_layout(rng, s.T, full_size ? 1500 : 120);
+  });
+  // Flags and dtypes: log-decay gate with beta as probabilities and no L2 norm (fp32 inputs); fp16 inputs with a
+  // bounded gate without A_log and a custom scale; gradients in the inputs' dtype; K != V.
+  add("variant", probe, "log_decay_beta_probs_no_l2norm_fp32", [](BackwardCase&, CaseSpec& s) {
+    s.gate = KDA_GATE_LOG_DECAY;
+    s.beta_logits = false;
+    s.l2norm = false;
+    s.in_dtype = s.g_dtype = s.beta_dtype = KDA_DTYPE_FLOAT32;
+    s.recipe.qkv_std = 0.2;
+  });
+  add("variant", probe, "fp16_bounded_no_A_log_scale_0.3_fp16_grads", [](BackwardCase& b, CaseSpec& s) {
+    s.in_dtype = s.g_dtype = s.beta_dtype = KDA_DTYPE_FLOAT16;
+    s.has_A_log = false;
+    s.default_scale = false;
+    s.scale = 0.3f;
+    b.grads_in_input_dtype = true;
+  });
+  add("variant", probe, "softplus_bf16_grads", [](BackwardCase& b, CaseSpec& s) {
+    s.gate = KDA_GATE_SOFTPLUS;
+    b.grads_in_input_dtype = true;
+  });
+  add("variant", probe, "k128_v64_heavy_tail", [](BackwardCase&, CaseSpec& s) {
+    s.K = 128;
+    s.V = 64;
+    s.recipe.dist = Dist::kHeavyTail;
+  });
+  return v;
+}
+
+}  // namespace
+
+std::vector<BackwardCase> verify_backward_suite(const std::string& suite, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x5bd1e9955bd1e995ull);
+  if (suite == "backward-quick") {
+    CaseSpec work = small("", 192);  // three 64-token blocks
+    CaseSpec probe = small("", 128);
+    return backward_cases(work, probe, false, rng);
+  }
+  if (suite == "backward-full") {
+    // Sized so the float64 oracle backward of the whole suite takes a few minutes on 16 cores (its cost is
+    // T HV K V per call, threaded over q/k heads): H = 64 at 8192 tokens for the workload families, H = 16 at 4096
+    // tokens for the rest (packed layouts: 4650 tokens).
+    CaseSpec work = full("", 64, 8192);
+    CaseSpec probe = full("", 16, 4096);
+    return backward_cases(work, probe, true, rng);
+  }
+  return {};
+}
+
+VerifyResult verify_backward_case(const BackwardCase& bc, const Implementation& impl, uint64_t seed,
+                                  const Implementation* baseline) {
+  VerifyResult r;
+  r.name = bc.spec.name;
+  r.family = bc.family;
+  r.seed = seed;
+  if (!impl.backward) {
+    r.skipped = r.pass = true;
+    r.error = "not applicable: " + impl.name + " has no backward";
+    return r;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, impl.backward_cls, longest_sequence(bc.spec));
+  Case c = make_case(bc.spec, seed);
+  const Upstream up = make_upstream(c, bc.dfinal, seed);
+  Grads g = make_grads(c, impl.backward_grads_in_input_dtype || bc.grads_in_input_dtype);
+  if (impl.backward(c, up, g) != KDA_STATUS_SUCCESS) {
+    r.error = std::string("call failed: ") + kda_last_error();
+    return r;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  const reference::Gradients ref = backward_oracle(c, up);
+  r.oracle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  auto missing = [](const Grads& gr, const std::string& n) {
+    return std::find(gr.missing.begin(), gr.missing.end(), n) != gr.missing.end();
+  };
+  r.pass = true;
+  std::string not_provided;
+  for (const GradItem& it : grad_items(bc.spec, g, ref)) {
+    GradVerdict v;
+    v.name = it.name;
+    if (missing(g, it.name)) {
+      // Parameter gradients an outside implementation cannot return are reported; the token gradients are required.
+      v.provided = false;
+      v.e.pass = false;
+      not_provided += " " + it.name;
+      if (it.name != "dA_log" && it.name != "ddt_bias" && it.name != "dh0") r.pass = false;
+    } else {
+      v.e = compare_grad(*it.got, *it.ref, it.mag, tol, it.layout);
+      r.pass = r.pass && v.e.pass;
+    }
+    r.grads.push_back(v);
+  }
+  if (!not_provided.empty()) r.error = "not provided:" + not_provided;
+  if (baseline && baseline->backward) {
+    // The same inputs and upstream gradients through the baseline; each gradient's relative RMSE must be no worse.
+    Grads bg = make_grads(c, baseline->backward_grads_in_input_dtype);
+    if (baseline->backward(c, up, bg) != KDA_STATUS_SUCCESS) {
+      r.pass = false;
+      r.error += std::string(r.error.empty() ? "" : "; ") + "baseline call failed";
+    } else {
+      const Tolerance btol = tolerance_for(KDA_DTYPE_FLOAT32, baseline->backward_cls, longest_sequence(bc.spec));
+      std::vector<GradItem> bitems = grad_items(bc.spec, bg, ref);
+      for (size_t i = 0; i < bitems.size() && i < r.grads.size(); ++i) {
+        GradVerdict& v = r.grads[i];
+        if (!v.provided || missing(bg, bitems[i].name)) continue;
+        const ErrorStats be = compare_grad(*bitems[i].got, *bitems[i].ref, bitems[i].mag, btol, bitems[i].layout);
+        v.baseline_rel_rmse = be.rel_rmse;
+        if (!(v.e.rel_rmse <= be.rel_rmse)) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "%s%s rel RMSE %.3e worse than the baseline's %.3e",
+                        r.error.empty() ? "" : "; ", v.name.c_str(), v.e.rel_rmse, be.rel_rmse);
+          r.error += buf;
+          r.pass = false;
+        }
+      }
+    }
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 std::vector<DecodeSpec> verify_decode_suite(const std::string& suite) {
   if (suite == "decode-quick") return decode_cases();
   if (suite != "decode-full") return {};
@@ -410,6 +628,24 @@ std::string verify_row(const VerifyResult& r) {
                   static_cast<unsigned long long>(r.seed), r.error.c_str());
     return buf;
   }
+  if (!r.grads.empty()) {  // backward: the worst gradient (by its share of either bound); all of them in the JSON
+    const GradVerdict* w = nullptr;
+    double worst = -1;
+    for (const GradVerdict& v : r.grads) {
+      if (!v.provided) continue;
+      const double share = std::max(v.e.worst_ratio, v.e.rmse_bound > 0 ? v.e.rel_rmse / v.e.rmse_bound : 0.0);
+      if (!(share <= worst)) {
+        worst = share;
+        w = &v;
+      }
+    }
+    std::snprintf(buf, sizeof buf, "%-46s %-9s %20llu  %s  worst %-8s rmse %.3e (%5.3f of bound)  elem %6.3f  %5.1fs (oracle %.1fs)%s%s",
+                  r.name.c_str(), r.family.c_str(), static_cast<unsigned long long>(r.seed), r.pass ? "PASS" : "FAIL",
+                  w ? w->name.c_str() : "-", w ? w->e.rel_rmse : 0.0,
+                  w && w->e.rmse_bound > 0 ? w->e.rel_rmse / w->e.rmse_bound : 0.0, w ? w->e.worst_ratio : 0.0,
+                  r.seconds, r.oracle_seconds, r.error.empty() ? "" : "  ", r.error.c_str());
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "%-46s %-9s %20llu  %s  out %.3e (%6.3f)  state %.3e (%6.3f)  %5.1fs%s%s",
                 r.name.c_str(), r.family.c_str(), static_cast<unsigned long long>(r.seed), r.pass ? "PASS" : "FAIL",
                 r.out.rel_rmse, r.out.worst_ratio, r.state.rel_rmse, r.state.worst_ratio, r.seconds,
@@ -420,11 +656,24 @@ std::string verify_row(const VerifyResult& r) {
 std::string verify_json(const std::vector<VerifyResult>& results, const std::string& suite, const std::string& impl,
                         uint64_t seed, const std::string& command) {
   std::ostringstream f;
-  auto num = [](double x) { return std::isfinite(x) ? std::to_string(x) : std::string("null"); };
+  auto num = [](double x) {  // %.6g: small errors (1e-8) keep their digits
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6g", x);
+    return std::isfinite(x) ? std::string(b) : std::string("null");
+  };
+  auto esc = [](const std::string& x) {  // a JSON string body: commands and messages may hold quotes
+    std::string o;
+    for (char ch : x) {
+      if (ch == '"' || ch == '\\') o += '\\';
+      if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
+      o += ch;
+    }
+    return o;
+  };
   int failed = 0;
   for (const VerifyResult& r : results) failed += !r.pass;
-  f << "{\n  \"tool\": \"kda-verify\",\n  \"suite\": \"" << suite << "\",\n  \"impl\": \"" << impl
-    << "\",\n  \"seed\": " << seed << ",\n  \"command\": \"" << command << "\",\n  \"failed\": " << failed
+  f << "{\n  \"tool\": \"kda-verify\",\n  \"suite\": \"" << suite << "\",\n  \"impl\": \"" << esc(impl)
+    << "\",\n  \"seed\": " << seed << ",\n  \"command\": \"" << esc(command) << "\",\n  \"failed\": " << failed
     << ",\n  \"cases\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const VerifyResult& r = results[i];
@@ -432,7 +681,22 @@ std::string verify_json(const std::vector<VerifyResult>& results, const std::str
       << ", \"pass\": " << (r.pass ? "true" : "false") << ", \"skipped\": " << (r.skipped ? "true" : "false")
       << ", \"out_rel_rmse\": " << num(r.out.rel_rmse) << ", \"out_worst_ratio\": " << num(r.out.worst_ratio)
       << ", \"state_rel_rmse\": " << num(r.state.rel_rmse) << ", \"state_worst_ratio\": " << num(r.state.worst_ratio)
-      << ", \"seconds\": " << num(r.seconds) << ", \"error\": \"" << r.error << "\"}"
+      << ", \"seconds\": " << num(r.seconds);
+    if (!r.grads.empty()) {
+      f << ", \"oracle_seconds\": " << num(r.oracle_seconds) << ", \"grads\": {";
+      for (size_t k = 0; k < r.grads.size(); ++k) {
+        const GradVerdict& v = r.grads[k];
+        f << (k ? ", " : "") << "\"" << v.name << "\": {\"provided\": " << (v.provided ? "true" : "false");
+        if (v.provided)
+          f << ", \"pass\": " << (v.e.pass ? "true" : "false") << ", \"rel_rmse\": " << num(v.e.rel_rmse)
+            << ", \"rmse_bound\": " << num(v.e.rmse_bound) << ", \"worst_ratio\": " << num(v.e.worst_ratio)
+            << ", \"worst_index\": " << v.e.worst_index << ", \"nonfinite\": " << v.e.nonfinite
+            << ", \"baseline_rel_rmse\": " << num(v.baseline_rel_rmse);
+        f << "}";
+      }
+      f << "}";
+    }
+    f << ", \"error\": \"" << esc(r.error) << "\"}"
       << (i + 1 < results.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";

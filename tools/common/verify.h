@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "common/backward_cases.h"
 #include "common/cases.h"
 #include "common/compare.h"
 #include "common/decode_cases.h"
@@ -25,6 +27,11 @@ struct Implementation {
   std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
   // Decode against the case's pool: out and pool (a copy of d.pool) are filled in place.
   std::function<kda_status_t(DecodeCase& d, HostTensor& out, HostTensor& pool)> decode;
+  // Backward: fills g (made by make_grads; NaN-poisoned) from the case and its upstream gradients. Gradients an
+  // outside implementation does not return are listed in g.missing ("not provided").
+  ComputeClass backward_cls = ComputeClass::kFp32;
+  bool backward_grads_in_input_dtype = false;  // ask for dq..dbeta in their inputs' dtypes (else fp32)
+  std::function<kda_status_t(Case& c, const Upstream& up, Grads& g)> backward;
 };
 
 // "cpu", "reference", "cuda-generic", "cuda-chunked", "cuda-recurrent" (the CUDA ones need a device), or "cmd:COMMAND" for an
@@ -53,14 +60,38 @@ std::vector<VerifyCase> verify_suite(const std::string& suite, uint64_t seed);
 // speculative verify with num_accepted_tokens, padding, both pool layouts, hostile gates and states).
 std::vector<DecodeSpec> verify_decode_suite(const std::string& suite);
 
+// A backward case: the forward case, whether a final-state gradient flows back, and whether our own
+// implementations are asked for gradients in the inputs' dtypes (bf16/fp16) instead of fp32.
+struct BackwardCase {
+  std::string family;
+  CaseSpec spec;
+  bool dfinal = true;
+  bool grads_in_input_dtype = false;
+};
+
+// "backward-quick" (CPU-sized, CI: seconds) and "backward-full" (full-size, the GPU machine: the float64 oracle
+// backward takes minutes for the whole suite on 16 cores). Empty for other names.
+std::vector<BackwardCase> verify_backward_suite(const std::string& suite, uint64_t seed);
+
+// One gradient's verdict: judged by compare_grad, or not provided by the implementation (an outside one may not
+// compute every gradient: that is reported, never passed silently).
+struct GradVerdict {
+  std::string name;
+  bool provided = true;
+  ErrorStats e;
+  double baseline_rel_rmse = std::numeric_limits<double>::quiet_NaN();  // with --baseline
+};
+
 struct VerifyResult {
   std::string name, family;
   uint64_t seed = 0;
   bool pass = false;
   bool skipped = false;  // probe not applicable to this implementation (graph replay on the CPU)
   ErrorStats out, state;
+  std::vector<GradVerdict> grads;  // backward cases: every gradient of the case
   std::string error;     // status message, or what a behaviour probe found
   double seconds = 0;
+  double oracle_seconds = 0;  // backward cases: the float64 oracle backward's share of seconds
 };
 
 // Judges implementation impl on case vc with inputs drawn from seed.
@@ -68,6 +99,12 @@ VerifyResult verify_case(const VerifyCase& vc, const Implementation& impl, uint6
 
 // Judges impl's decode on case s (outputs, written slots, untouched slots bit for bit).
 VerifyResult verify_decode_case(const DecodeSpec& s, const Implementation& impl, uint64_t seed);
+
+// Judges impl's backward on case bc with inputs and upstream gradients drawn from seed: every gradient by
+// compare_grad under tolerance_for(impl.backward_cls, longest sequence). With a baseline (e.g. FLA through the
+// file protocol), each gradient's relative RMSE must also be no worse than the baseline's on the same inputs.
+VerifyResult verify_backward_case(const BackwardCase& bc, const Implementation& impl, uint64_t seed,
+                                  const Implementation* baseline = nullptr);
 
 // One printed row per result, and the JSON report.
 std::string verify_row(const VerifyResult& r);
