@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# gpu_ab.sh: an A/B of two or more builds in ONE GPU lease, interleaved so clock or thermal drift hits every build
+# alike. Each build is a binary archive made by scripts/gpu_build.sh in its own checkout and copied to
+# .carry/ab/NAME.tar.xz here (the device call carries the checkout the session started in, so every archive must
+# sit in this checkout's .carry). Runs, per build: the GPU tests named by --tests (a gtest filter), then --rounds
+# rounds of kda-bench on the given workloads, every build once per round; logs and JSON go to $OUT/results.tar.
+#
+# usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
+#                   --workload decode-h32-b1 --workload decode-h32-b256 ...
+# usage (here):   (cd OTHER_CHECKOUT && scripts/gpu_build.sh) && mkdir -p .carry/ab &&
+#                   cp OTHER_CHECKOUT/.carry/bin.tar.xz .carry/ab/NAME.tar.xz   (once per build, this one too)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kda-gpu-out}
+mkdir -p "$OUT"
+impl=cuda-generic tests="" rounds=2 w=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --impl) impl=$2; shift 2 ;;
+    --tests) tests=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --workload) w+=(--workload "$2"); shift 2 ;;
+    *) echo "gpu_ab.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+builds=()
+for a in .carry/ab/*.tar.xz; do
+  [ -f "$a" ] || continue
+  n=$(basename "$a" .tar.xz)
+  mkdir -p "/tmp/ab/$n" && tar -xJf "$a" -C "/tmp/ab/$n" && builds+=("$n")
+done
+[ ${#builds[@]} -ge 2 ] || { echo "gpu_ab.sh: need at least two archives in .carry/ab" >&2; exit 2; }
+W=$(mktemp -d)
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$W/gpu.txt"
+(cd "$W" && tar -rf "$OUT/results.tar" gpu.txt)
+rc=0
+if [ -n "$tests" ]; then
+  for b in "${builds[@]}"; do
+    LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda_gpu_tests" --gtest_filter="$tests" > "$W/tests-$b.log" 2>&1 || rc=1
+    echo "== $b tests: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests-$b.log" | tr '\n' ' ')"
+    (cd "$W" && tar -rf "$OUT/results.tar" "tests-$b.log")
+  done
+fi
+if [ ${#w[@]} -gt 0 ]; then
+  for r in $(seq 1 "$rounds"); do
+    for b in "${builds[@]}"; do
+      LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-bench" --commit "$b" --impl "$impl" --iters 100 "${w[@]}" \
+        --json "$W/bench-$b-$r.json" > "$W/bench-$b-$r.log" 2>&1 || rc=1
+      echo "== $b round $r"
+      grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/bench-$b-$r.log" | sed 's/ (seed.*//'
+      (cd "$W" && tar -rf "$OUT/results.tar" "bench-$b-$r.json" "bench-$b-$r.log")
+    done
+  done
+fi
+exit "$rc"
