@@ -22,37 +22,13 @@ import time
 
 import torch
 
-WORKLOADS = {
-    "h96-fixed": (96, [8192]),
-    "h96-mixed": (96, [1300, 547, 2048, 963, 271, 3063]),
-    "h96-uniform": (96, [1024] * 8),
-    "h64-fixed": (64, [8192]),
-    "h64-mixed": (64, [1300, 547, 2048, 963, 271, 3063]),
-    "h64-uniform": (64, [1024] * 8),
-    "cpu-smoke": (2, [200, 57]),
-}
+import bench_common
+from bench_common import make_inputs, time_graph
+
+# The standard prefill workloads, and a small one for the CPU smoke run.
+WORKLOADS = dict(bench_common.WORKLOADS, **{"cpu-smoke": (2, [200, 57])})
 OUT_BOUND = 2.0 ** -8 / math.sqrt(3.0) + 2.0 ** -9  # tensor-core class, bf16 output
 STATE_BOUND = 2.0 ** -9
-
-
-def make_inputs(H, seqlens, gen, dev):
-    """The standard recipe: q, k, v, g, beta ~ N(0, 0.5^2) bf16; A_log = log U(1, 16); dt log-uniform in
-    [1e-3, 0.1], dt_bias = softplus^-1(dt); h0 ~ N(0, 0.25^2) fp32 in FLA's key-first layout [N, H, K, V]."""
-    T, K = sum(seqlens), 128
-
-    def n(*shape, std=0.5, dtype=torch.bfloat16):
-        return (torch.randn(*shape, generator=gen, device=dev) * std).to(dtype)
-
-    q, k, v, g = (n(1, T, H, K) for _ in range(4))
-    beta = n(1, T, H)
-    A_log = torch.log(1 + 15 * torch.rand(H, generator=gen, device=dev))
-    dt = torch.exp(math.log(1e-3) + (math.log(0.1) - math.log(1e-3)) * torch.rand(H * K, generator=gen, device=dev))
-    dt_bias = torch.log(torch.expm1(dt))
-    h0 = n(len(seqlens), H, K, K, std=0.25, dtype=torch.float32)
-    cu = None
-    if len(seqlens) > 1:
-        cu = torch.tensor([0] + list(torch.tensor(seqlens).cumsum(0)), dtype=torch.int64, device=dev)
-    return dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=h0, cu_seqlens=cu)
 
 
 FLAGS = dict(output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
@@ -62,29 +38,6 @@ FLAGS = dict(output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_
 def rel_rmse(x, ref):
     x, ref = x.double().cpu(), ref.double().cpu()
     return ((x - ref).pow(2).sum() / ref.pow(2).sum().clamp_min(1e-300)).sqrt().item()
-
-
-def time_graph(call, iters):
-    """Median / mean / min / max in us of `iters` CUDA-graph replays of call, after warm-up."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            call()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        call()
-    for _ in range(20):
-        graph.replay()
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-    ev[0].record()
-    for i in range(iters):
-        graph.replay()
-        ev[i + 1].record()
-    torch.cuda.synchronize()
-    us = sorted(ev[i].elapsed_time(ev[i + 1]) * 1000 for i in range(iters))
-    return us
 
 
 def time_host(call, iters):
@@ -152,7 +105,7 @@ def main():
                 print(f"  {impl:5s} WRONG: out {eo:.2e} state {es:.2e}{note}")
                 records.append(rec)
                 continue
-            us = time_graph(call, args.iters) if cuda else time_host(call, max(3, args.iters // 20))
+            us = time_graph([call], args.iters) if cuda else time_host(call, max(3, args.iters // 20))
             rec.update({"timing": "graph" if cuda else "host", "median_us": us[len(us) // 2],
                         "mean_us": statistics.fmean(us), "min_us": us[0], "max_us": us[-1], "iters": len(us)})
             times[impl] = rec["median_us"]

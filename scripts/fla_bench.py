@@ -18,34 +18,7 @@ import sys
 
 import torch
 
-WORKLOADS = {
-    "h96-fixed": (96, [8192]),
-    "h96-mixed": (96, [1300, 547, 2048, 963, 271, 3063]),
-    "h96-uniform": (96, [1024] * 8),
-    "h64-fixed": (64, [8192]),
-    "h64-mixed": (64, [1300, 547, 2048, 963, 271, 3063]),
-    "h64-uniform": (64, [1024] * 8),
-}
-
-
-def make_inputs(H, seqlens, gen):
-    """The standard recipe: q, k, v, g, beta ~ N(0, 0.5^2) bf16; A_log = log U(1, 16); dt log-uniform in
-    [1e-3, 0.1], dt_bias = softplus^-1(dt); h0 ~ N(0, 0.25^2) fp32 (FLA's layout [N, H, K, V])."""
-    T, K, dev = sum(seqlens), 128, "cuda"
-    def n(*shape, std=0.5, dtype=torch.bfloat16):
-        return (torch.randn(*shape, generator=gen, device=dev) * std).to(dtype)
-    q, k, v, g = (n(1, T, H, K) for _ in range(4))
-    beta = n(1, T, H)
-    A_log = torch.log(1 + 15 * torch.rand(H, generator=gen, device=dev))
-    dt = torch.exp(math.log(1e-3) + (math.log(0.1) - math.log(1e-3)) * torch.rand(H * K, generator=gen, device=dev))
-    dt_bias = torch.log(torch.expm1(dt))
-    N = len(seqlens)
-    h0 = n(N, H, K, K, std=0.25, dtype=torch.float32)
-    cu = None
-    if N > 1:
-        cu = torch.tensor([0] + list(torch.tensor(seqlens).cumsum(0)), dtype=torch.int64, device=dev)
-    return q, k, v, g, beta, A_log, dt_bias, h0, cu
-
+from bench_common import WORKLOADS, capture, make_inputs, time_events, time_graph
 
 DECODE = [(32, b) for b in (1, 8, 32, 128, 256, 512)] + [(12, b) for b in (1, 32, 256)]
 
@@ -66,29 +39,6 @@ def decode_inputs(H, B, gen):
     idx = torch.randperm(slots, generator=gen, device=dev)[:B].to(torch.int32)
     cu = torch.arange(B + 1, dtype=torch.int64, device=dev)
     return q, k, v, g, beta, A_log, dt_bias, pool, idx, cu
-
-
-def time_graph(calls, iters):
-    """One graph holding every call (rotated input sets); per-call times of iters replays."""
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for c in calls:
-            c()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for c in calls:
-            c()
-    for _ in range(20):
-        graph.replay()
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-    ev[0].record()
-    for i in range(iters):
-        graph.replay()
-        ev[i + 1].record()
-    torch.cuda.synchronize()
-    return sorted(ev[i].elapsed_time(ev[i + 1]) * 1000 / len(calls) for i in range(iters))
 
 
 def bench_decode(args, gen, gpu, seed, records, t0):
@@ -146,43 +96,25 @@ def main():
             print(f"  decode: FAILED {type(e).__name__}: {e}")
         dump()
     for name, (H, seqlens) in (WORKLOADS.items() if args.part in ("all", "prefill") else []):
-        q, k, v, g, beta, A_log, dt_bias, h0, cu = make_inputs(H, seqlens, gen)
+        x = make_inputs(H, seqlens, gen, "cuda")
 
         def call():
-            return chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                             use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-                             use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0,
-                             cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias)
+            return chunk_kda(**x, output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                             use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
 
         for _ in range(5):
             call()
         torch.cuda.synchronize()
-        stream = torch.cuda.Stream()
         graph = None
         try:
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    call()
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
-                call()
+            graph = capture([call])
             run = graph.replay
             method = "graph"
         except Exception as e:  # FLA's varlen path may read cu_seqlens on the host: fall back to events
             print(f"  {name}: graph capture failed ({type(e).__name__}); timing eager calls")
             run = call
             method = "eager"
-        for _ in range(20):
-            run()
-        torch.cuda.synchronize()
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters + 1)]
-        ev[0].record()
-        for i in range(args.iters):
-            run()
-            ev[i + 1].record()
-        torch.cuda.synchronize()
-        us = sorted(ev[i].elapsed_time(ev[i + 1]) * 1000 for i in range(args.iters))
+        us = time_events(run, args.iters)
         mean = statistics.fmean(us)
         rec = {"workload": name, "impl": "fla-chunk_kda", "gpu": gpu, "commit": args.commit, "seed": seed,
                "timing": method, "mean_us": mean, "median_us": us[len(us) // 2], "min_us": us[0],

@@ -18,16 +18,11 @@
 #include "common/backward_cases.h"
 #include "common/compare.h"
 #include "common/device.h"
+#include "gpu/gpu_test.h"
 
 namespace kda::testing {
 namespace {
 
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-};
 
 struct BwdCase {
   CaseSpec s;

@@ -5,6 +5,7 @@
 
 #include "common/decode_cases.h"
 #include "common/device.h"
+#include "gpu/gpu_test.h"
 
 namespace kda::testing {
 namespace {
@@ -36,12 +37,7 @@ std::vector<DecodeSpec> gpu_decode_cases() {
   return v;
 }
 
-class CudaDecode : public ::testing::TestWithParam<DecodeSpec> {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class CudaDecode : public GpuTest, public ::testing::WithParamInterface<DecodeSpec> {};
 
 TEST_P(CudaDecode, MatchesReference) {
   const DecodeSpec& s = GetParam();

@@ -6,22 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "common/cases.h"
 #include "common/compare.h"
 #include "common/device.h"
 #include "common/suites.h"
+#include "gpu/gpu_test.h"
 
 namespace kda::testing {
 namespace {
 
-// Every GPU test skips (in SetUp, so the body never runs) where no CUDA device is present.
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
-};
 
 // Runs case c on the device with backend be (outputs poisoned first) and judges the result.
 void expect_matches_reference(const CaseSpec& s, kda_backend_t be, ComputeClass cls) {
@@ -101,39 +96,25 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaChunked, ::testing::ValuesIn(correctness_cas
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 INSTANTIATE_TEST_SUITE_P(Large, CudaChunked, ::testing::ValuesIn(large_cases()), large_name);
 
-// The chunked kernel's own hostile cases at K = V = 128 (the correctness suite is mostly K = V = 64): the
-// ill-conditioned T (near-identical keys with beta near 1, beta = 2), the unbounded softplus gate decaying over 1000
-// bits per 64 tokens with 130-nat spikes, 1e4-nat single-token spikes, grouped value heads with a packed layout of
+// The chunked kernel's own hostile cases at K = V = 128 (the correctness suite is mostly K = V = 64): the suite's
+// ill-conditioned T (near-identical keys with beta near 1, beta = 2), unbounded softplus gate decaying over 1000 bits
+// per 64 tokens and 1e4-nat single-token spikes, at K = V = 128; then grouped value heads with a packed layout of
 // empty, length-1 and off-grid sequences (int64 offsets), the key-first state layout, fp16, K != V.
 std::vector<CaseSpec> chunked_cases() {
   std::vector<CaseSpec> v;
+  for (CaseSpec s : correctness_cases())
+    if (s.name == "near_identical_keys_beta_near_1" || s.name == "negative_eigenvalues_beta_near_2" ||
+        s.name == "softplus_over_1000_bits_per_64_tokens" || s.name == "log_decay_single_token_spikes_1e4_nats") {
+      s.name = "k128_" + s.name;
+      s.K = s.V = 128;
+      v.push_back(s);
+    }
+  if (v.size() != 4) throw std::logic_error("chunked_cases: a correctness case it picks by name was renamed");
   auto base = [](const std::string& name) {
     CaseSpec s = correctness_case_base(name);
     s.K = s.V = 128;
     return s;
   };
-  { CaseSpec s = base("k128_near_identical_keys_beta_near_1"); s.recipe.key_jitter = 1e-3; s.recipe.beta_mean = 12; v.push_back(s); }
-  { CaseSpec s = base("k128_negative_eigenvalues_beta_near_2"); s.neg_eigval = true; s.recipe.beta_mean = 8; v.push_back(s); }
-  {
-    CaseSpec s = base("k128_softplus_over_1000_bits_per_64_tokens");
-    s.gate = KDA_GATE_SOFTPLUS;
-    s.recipe.A_log_fixed = std::log(4.0);
-    s.recipe.g_mean = 3.0;
-    s.recipe.g_std = 2.0;
-    s.recipe.g_spike_prob = 0.05;
-    s.recipe.g_spike = 30.0;
-    v.push_back(s);
-  }
-  {
-    CaseSpec s = base("k128_log_decay_spikes_1e4_nats");
-    s.gate = KDA_GATE_LOG_DECAY;
-    s.g_dtype = KDA_DTYPE_FLOAT32;
-    s.recipe.g_mean = 0.3;
-    s.recipe.g_std = 0.2;
-    s.recipe.g_spike_prob = 0.02;
-    s.recipe.g_spike = 1e4;
-    v.push_back(s);
-  }
   {
     CaseSpec s = base("k128_grouped_packed_off_grid");
     s.H = 2;
@@ -151,8 +132,8 @@ std::vector<CaseSpec> chunked_cases() {
 INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 
-// The workspace query returns the two-phase path's size where GENERIC runs it, and 0 where it runs the recurrent
-// kernel (K = 16); both calls then succeed with exactly that workspace.
+// The workspace query returns 0 for GENERIC (the token-recurrent kernel) and the two-phase path's size for CHUNKED;
+// both calls then succeed with exactly that workspace.
 TEST_F(CudaBehaviour, WorkspaceQueryPerPath) {
   // GENERIC (the token-recurrent kernel) needs none; CHUNKED needs its chunk list and tiles.
   for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
