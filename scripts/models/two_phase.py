@@ -24,7 +24,7 @@ two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand
             av   A_qk V_new  in o                   (default 3xtf32)
             upd  V_new^T Kd  in S = S decay + ...   (default 3xtf32)
 
-usage: two_phase.py [--precision SPEC] DIR   (or KDA_MODEL_PRECISION=SPEC in the environment)"""
+usage: two_phase.py [--precision SPEC] DIR"""
 import argparse
 import os
 import sys
@@ -278,7 +278,7 @@ def run(m, t, prec):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--precision", default=os.environ.get("KDA_MODEL_PRECISION", ""))
+    ap.add_argument("--precision", default="")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     prec = parse_precision(a.precision)
