@@ -98,9 +98,28 @@ ErrorStats judge(int64_t n, F&& element, double rmse_bound) {
   st.pass = st.nonfinite == 0 && st.worst_ratio <= 1.0 && st.rel_rmse <= rmse_bound;
   return st;
 }
+// The relative RMSE that rounding each element x_i to a format of unit roundoff u can reach. Each error e_i is
+// at most u |x_i| and, for round-to-nearest, averages e_i^2 <= u^2 x_i^2 / 3; Hoeffding's inequality on the
+// bounded terms e_i^2 gives sum e_i^2 <= u^2 (sum x^2 / 3 + sqrt(sum x^4 ln(1/delta) / 2)) but with probability
+// delta, that is rel RMSE^2 <= u^2 (1/3 + sqrt(ln(1/delta) / (2 n_eff))) with n_eff = (sum x^2)^2 / sum x^4 the
+// effective number of elements. It never exceeds u (every e_i <= u |x_i|). For large tensors this is u/sqrt(3);
+// a small one dominated by a few elements (a gated RMSNorm output of 768 values measured n_eff = 8.8, its exact
+// bf16 rounding 2.58e-3 > 2^-8/sqrt(3)) gets up to u. delta = 1e-9.
+double rounding_rms(double u, double sum2, double sum4) {
+  if (u == 0 || sum2 <= 0 || sum4 <= 0) return u / std::sqrt(3.0);
+  const double n_eff = sum2 * sum2 / sum4;
+  const double f2 = 1.0 / 3.0 + std::sqrt(std::log(1e9) / (2.0 * n_eff));
+  return u * std::sqrt(std::min(1.0, f2));
+}
 }  // namespace
 
 ErrorStats compare_out(const HostTensor& got, const Oracle& o, const Tolerance& tol) {
+  double sum2 = 0, sum4 = 0;
+  for (int64_t i = 0; i < o.out.numel(); ++i) {
+    const double r2 = o.out.at(i) * o.out.at(i);
+    sum2 += r2;
+    sum4 += r2 * r2;
+  }
   return judge(
       got.numel(),
       [&](int64_t i, double* x, double* ref, double* bound) {
@@ -108,7 +127,7 @@ ErrorStats compare_out(const HostTensor& got, const Oracle& o, const Tolerance& 
         *ref = o.out.at(i);
         *bound = tol.u_out * std::fabs(*ref) + (tol.u_out + tol.c_elem) * o.out_mag[i] + 1e-30;
       },
-      tol.u_out / std::sqrt(3.0) + tol.c_rms);
+      rounding_rms(tol.u_out, sum2, sum4) + tol.c_rms);
 }
 
 ErrorStats compare_state(const HostTensor& got, const Oracle& o, const Tolerance& tol, int64_t block) {
@@ -149,6 +168,12 @@ ErrorStats compare_grad(const HostTensor& got, const std::vector<double>& ref, c
     cnt[block_of(i)] += 1;
   }
   for (size_t b = 0; b < rms.size(); ++b) rms[b] = cnt[b] > 0 ? std::sqrt(rms[b] / cnt[b]) : 0.0;
+  double sum2 = 0, sum4 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double r2 = ref[i] * ref[i];
+    sum2 += r2;
+    sum4 += r2 * r2;
+  }
   ErrorStats st = judge(
       n,
       [&](int64_t i, double* x, double* r, double* bound) {
@@ -157,7 +182,7 @@ ErrorStats compare_grad(const HostTensor& got, const std::vector<double>& ref, c
         const double m = mag ? (*mag)[i] : 0.0;
         *bound = u_g * std::fabs(*r) + tol.c_elem * (std::fabs(*r) + rms[block_of(i)] + m) + 1e-30;
       },
-      tol.c_rms + u_g / std::sqrt(3.0));
+      tol.c_rms + rounding_rms(u_g, sum2, sum4));
   if (mag) {  // RMSE relative to the sizes of the sums: ||x - ref|| / ||max(|ref|, mag)||
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; ++i) {

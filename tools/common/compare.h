@@ -45,7 +45,9 @@ struct ErrorStats {
   std::string summary() const;
 };
 
-// Output: |x - ref| <= u_out |ref| + (u_out + c_elem) mag  on every element; rel RMSE <= u_out / sqrt(3) + c_rms.
+// Output: |x - ref| <= u_out |ref| + (u_out + c_elem) mag  on every element; rel RMSE <= r(u_out) + c_rms, where
+// r(u) = u sqrt(min(1, 1/3 + sqrt(ln(1e9) / (2 n_eff)))) is what rounding alone can reach on a tensor of
+// n_eff = (sum ref^2)^2 / sum ref^4 effective elements (u / sqrt(3) for large tensors; docs/numerics.md).
 ErrorStats compare_out(const HostTensor& got, const Oracle& o, const Tolerance& tol);
 // Final state (fp32): |x - ref| <= c_elem (|ref| + rms of ref over its (sequence, head) block); rel RMSE <= c_rms.
 ErrorStats compare_state(const HostTensor& got, const Oracle& o, const Tolerance& tol, int64_t block);
@@ -58,7 +60,7 @@ struct GradLayout {
 // Gradient (docs/numerics.md, "Gradients"): every element
 //   |x - ref| <= u_g |ref| + c_elem (|ref| + rms of ref over its block + mag)
 // with u_g the unit roundoff of the gradient tensor's dtype and mag (optional, else 0) the size of the sum behind
-// the element (reference::GradientsT::mag_*); relative RMSE ||x - ref|| / ||max(|ref|, mag)|| <= c_rms + u_g/sqrt(3).
+// the element (reference::GradientsT::mag_*); relative RMSE ||x - ref|| / ||max(|ref|, mag)|| <= c_rms + r(u_g).
 ErrorStats compare_grad(const HostTensor& got, const std::vector<double>& ref, const std::vector<double>* mag,
                         const Tolerance& tol, const GradLayout& layout);
 
