@@ -4,21 +4,27 @@
 # .carry/ab/NAME.tar.xz here (the device call carries the checkout the session started in, so every archive must
 # sit in this checkout's .carry). Runs, per build: the GPU tests named by --tests (a gtest filter), then --rounds
 # rounds of kda-bench on the given workloads, every build once per round; logs and JSON go to $OUT/results.tar.
+# --builds a,b,c picks archives (default: every one in .carry/ab); --verify SUITE runs kda-verify --suite SUITE
+# --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it).
 #
 # usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
 #                   --workload decode-h32-b1 --workload decode-h32-b256 ...
+#                 bash scripts/gpu_ab.sh --builds main,prep2 --impl cuda-chunked --verify full --workload h64-fixed
 # usage (here):   (cd OTHER_CHECKOUT && scripts/gpu_build.sh) && mkdir -p .carry/ab &&
 #                   cp OTHER_CHECKOUT/.carry/bin.tar.xz .carry/ab/NAME.tar.xz   (once per build, this one too)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kda-gpu-out}
 mkdir -p "$OUT"
-impl=cuda-generic tests="" rounds=2 w=()
+impl=cuda-generic tests="" rounds=2 w=() pick="" verify="" vfilter=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --impl) impl=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --builds) pick=$2; shift 2 ;;
+    --verify) verify=$2; shift 2 ;;
+    --verify-filter) vfilter=$2; shift 2 ;;
     --workload) w+=(--workload "$2"); shift 2 ;;
     *) echo "gpu_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -27,6 +33,7 @@ builds=()
 for a in .carry/ab/*.tar.xz; do
   [ -f "$a" ] || continue
   n=$(basename "$a" .tar.xz)
+  [ -z "$pick" ] || [[ ",$pick," == *",$n,"* ]] || continue
   mkdir -p "/tmp/ab/$n" && tar -xJf "$a" -C "/tmp/ab/$n" && builds+=("$n")
 done
 [ ${#builds[@]} -ge 2 ] || { echo "gpu_ab.sh: need at least two archives in .carry/ab" >&2; exit 2; }
@@ -39,6 +46,15 @@ if [ -n "$tests" ]; then
     LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda_gpu_tests" --gtest_filter="$tests" > "$W/tests-$b.log" 2>&1 || rc=1
     echo "== $b tests: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests-$b.log" | tr '\n' ' ')"
     (cd "$W" && tar -rf "$OUT/results.tar" "tests-$b.log")
+  done
+fi
+if [ -n "$verify" ]; then
+  for b in "${builds[@]}"; do
+    LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-verify" --suite "$verify" --impl "$impl" ${vfilter:+--filter "$vfilter"} \
+      --json "$W/verify-$b.json" > "$W/verify-$b.log" 2>&1 || rc=1
+    echo "== $b verify $verify: $(tail -1 "$W/verify-$b.log")"
+    grep FAIL "$W/verify-$b.log" | cut -c1-160
+    (cd "$W" && tar -rf "$OUT/results.tar" "verify-$b.log" "verify-$b.json")
   done
 fi
 if [ ${#w[@]} -gt 0 ]; then
