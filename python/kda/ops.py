@@ -135,12 +135,13 @@ torch.library.register_autograd("kda::chunk_fwd", _backward, setup_context=_setu
 
 
 # ------------------------------------------------------------------------------------------------- FLA's API
-def _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, like):
-    """FLA's gate selection: (gate_mode, lower_bound, A_log, dt_bias) for the op."""
+def _gate_selection(use_gate_in_kernel, A_log, lower_bound, safe_gate):
+    """FLA's gate selection, framework-free (kda.jax uses it too): (gate_mode, lower_bound, whether the gate is
+    activated in the kernel, i.e. takes A_log and dt_bias)."""
     if not use_gate_in_kernel:
         # g is the pre-computed log-decay; FLA ignores A_log / dt_bias / lower_bound here (safe_gate only
         # promises the caller's gates are already bounded).
-        return _GATE_LOG_DECAY, -5.0, None, None
+        return _GATE_LOG_DECAY, -5.0, False
     if safe_gate:
         if lower_bound is None:
             raise ValueError("kda: lower_bound: must be specified when safe_gate=True and use_gate_in_kernel=True")
@@ -148,19 +149,27 @@ def _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, like)
             raise ValueError(f"kda: lower_bound: must be in the safe range [-5, 0), got {lower_bound}")
     if lower_bound is None and A_log is None:
         raise ValueError("kda: A_log: must be provided when use_gate_in_kernel=True and lower_bound is not set")
+    if lower_bound is not None:
+        return _GATE_BOUNDED, float(lower_bound), True
+    return _GATE_SOFTPLUS, -5.0, True
+
+
+def _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, like):
+    """FLA's gate selection: (gate_mode, lower_bound, A_log, dt_bias) for the op."""
+    gate_mode, lb, in_kernel = _gate_selection(use_gate_in_kernel, A_log, lower_bound, safe_gate)
+    if not in_kernel:
+        return gate_mode, lb, None, None
     if dt_bias is None:
         # FLA's dt_bias is optional (no bias): the same as a zero bias, which the kda kernels take explicitly.
         HV, K = like.shape[2], like.shape[3]
         dt_bias = torch.zeros(HV * K, dtype=torch.float32, device=like.device)
-    if lower_bound is not None:
-        return _GATE_BOUNDED, float(lower_bound), A_log, dt_bias
-    return _GATE_SOFTPLUS, -5.0, A_log, dt_bias
+    return gate_mode, lb, A_log, dt_bias
 
 
 def _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v):
     if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
         raise ValueError("kda: allow_neg_eigval: allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
-    if beta.dim() == v.dim():
+    if beta.ndim == v.ndim:  # .ndim: torch tensors and JAX arrays alike
         raise NotImplementedError(
             "kda: beta: head-wise beta [B, T, HV, V] is not supported; beta must be [B, T, HV]"
         )
