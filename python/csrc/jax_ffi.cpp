@@ -1,0 +1,247 @@
+// jax_ffi.cpp: owns kda's XLA FFI handlers, the C++ half of the JAX binding (python/kda/jax.py): the chunked
+// forward and the backward over kda's C ABI (include/kda/kda.h), for XLA's CPU platform and, when kda is built
+// with CUDA (KDA_WITH_CUDA), its CUDA platform, plus the workspace query the Python side sizes the calls with.
+//
+// The calls (operands -> results). Every buffer is row-major (ffi_call's default layout), so each becomes a
+// contiguous kda_tensor_t; a buffer whose bit in the `present` attribute is clear is a [0] placeholder for an
+// absent optional tensor:
+//   kda_forward:   q k v g beta A_log dt_bias initial_state cu_seqlens -> out final_state workspace
+//   kda_backward:  q k v g beta A_log dt_bias initial_state cu_seqlens dout dfinal_state
+//                  -> dq dk dv dg dbeta dA_log ddt_bias dh0 workspace
+//
+// The workspace: kda never allocates and XLA allocates every buffer of a call, so the workspace is the call's
+// last result, a uint8 buffer of the bytes kda's workspace query asks for. Its size must be fixed when the call
+// is traced, and the ABI gives no formula for it (the CUDA backward's is "about"), so the Python side asks kda
+// itself: kda_jax_workspace_size() below builds the same kda arguments the handler builds, from the shapes and
+// dtypes of the call's buffers (the query reads no data), and calls kda_{forward,backward}_workspace_size. That is
+// the simplest way that is exactly right, and it also validates every argument when the call is traced, so the
+// Python caller gets kda's message naming the argument before anything runs.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "kda/kda.h"
+#include "xla/ffi/api/ffi.h"
+
+#ifdef KDA_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+// The calls' attributes (ffi_call keyword arguments), decoded by name; kda/jax.py's _Attrs mirrors the struct for
+// the workspace query. Flags are int32 (0/1) so the ctypes mirror is plain.
+struct KdaJaxAttrs {
+  float scale;
+  int32_t gate_mode;  // kda_gate_mode_t
+  float lower_bound;
+  int32_t use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first, chunk_size;
+  int32_t backend;  // kda_backend_t
+  int32_t present;  // bit i: buffer i of the call (operands, then results but the workspace) is given
+};
+
+XLA_FFI_REGISTER_STRUCT_ATTR_DECODING(KdaJaxAttrs, xla::ffi::StructMember<float>("scale"),
+                                      xla::ffi::StructMember<int32_t>("gate_mode"),
+                                      xla::ffi::StructMember<float>("lower_bound"),
+                                      xla::ffi::StructMember<int32_t>("use_qk_l2norm"),
+                                      xla::ffi::StructMember<int32_t>("beta_is_logits"),
+                                      xla::ffi::StructMember<int32_t>("allow_neg_eigval"),
+                                      xla::ffi::StructMember<int32_t>("state_v_first"),
+                                      xla::ffi::StructMember<int32_t>("chunk_size"),
+                                      xla::ffi::StructMember<int32_t>("backend"),
+                                      xla::ffi::StructMember<int32_t>("present"));
+
+namespace {
+
+namespace ffi = xla::ffi;
+
+// Buffer counts of the calls, the workspace not included.
+constexpr int kForwardBuffers = 11;   // 9 operands, out, final_state
+constexpr int kBackwardBuffers = 19;  // 11 operands, 8 gradients
+using Tensors = std::array<kda_tensor_t, kBackwardBuffers>;
+
+struct Device {
+  kda_device_type_t type;
+  int32_t id;
+};
+
+// Buffer i of a call as a kda descriptor (absent when its `present` bit is clear).
+kda_tensor_t tensor(const KdaJaxAttrs& a, int i, void* data, kda_dtype_t dtype, int32_t ndim, const int64_t* dims,
+                    Device dev) {
+  if (!(a.present & (1 << i))) return kda_tensor_none();
+  // XLA may give a zero-sized buffer a null pointer, which kda reads as "absent".
+  static char empty_sentinel;
+  return kda_tensor_contiguous(data ? data : &empty_sentinel, dtype, ndim, dims, dev.type, dev.id);
+}
+
+// The forward's arguments, mapped as python/csrc/torch_op.cpp's fill_forward maps the same flags.
+kda_forward_args_t forward_args(const Tensors& t, const KdaJaxAttrs& a) {
+  kda_forward_args_t f;
+  kda_forward_args_init(&f);
+  f.q = t[0];
+  f.k = t[1];
+  f.v = t[2];
+  f.g = t[3];
+  f.beta = t[4];
+  f.A_log = t[5];
+  f.dt_bias = t[6];
+  f.initial_state = t[7];
+  f.cu_seqlens = t[8];
+  f.use_default_scale = 0;
+  f.scale = a.scale;
+  f.gate_mode = static_cast<kda_gate_mode_t>(a.gate_mode);
+  f.lower_bound = a.lower_bound;
+  f.use_qk_l2norm = a.use_qk_l2norm;
+  f.beta_is_logits = a.beta_is_logits;
+  f.allow_neg_eigval = a.allow_neg_eigval;
+  f.state_v_first = a.state_v_first;
+  f.chunk_size = a.chunk_size;
+  f.backend = static_cast<kda_backend_t>(a.backend);
+  return f;
+}
+
+kda_backward_args_t backward_args(const Tensors& t, const KdaJaxAttrs& a) {
+  kda_backward_args_t b;
+  kda_backward_args_init(&b);
+  b.forward = forward_args(t, a);
+  b.dout = t[9];
+  b.dfinal_state = t[10];
+  b.dq = t[11];
+  b.dk = t[12];
+  b.dv = t[13];
+  b.dg = t[14];
+  b.dbeta = t[15];
+  b.dA_log = t[16];
+  b.ddt_bias = t[17];
+  b.dh0 = t[18];
+  return b;
+}
+
+kda_status_t workspace_size(bool backward, const Tensors& t, const KdaJaxAttrs& a, size_t* bytes) {
+  if (backward) {
+    const kda_backward_args_t b = backward_args(t, a);
+    return kda_backward_workspace_size(&b, bytes);
+  }
+  kda_forward_args_t f = forward_args(t, a);
+  f.out = t[9];
+  f.final_state = t[10];
+  return kda_forward_workspace_size(&f, bytes);
+}
+
+kda_status_t run(bool backward, const Tensors& t, const KdaJaxAttrs& a, void* workspace, size_t bytes,
+                 void* stream) {
+  if (backward) {
+    const kda_backward_args_t b = backward_args(t, a);
+    return kda_backward(&b, workspace, bytes, stream);
+  }
+  kda_forward_args_t f = forward_args(t, a);
+  f.out = t[9];
+  f.final_state = t[10];
+  return kda_forward(&f, workspace, bytes, stream);
+}
+
+// A failing kda status as an XLA error carrying kda_last_error() (which names the argument).
+ffi::Error error(kda_status_t s, const char* call) {
+  const std::string msg = std::string(call) + ": " + kda_last_error();
+  switch (s) {
+    case KDA_STATUS_INVALID_ARGUMENT: return ffi::Error(ffi::ErrorCode::kInvalidArgument, msg);
+    case KDA_STATUS_NOT_SUPPORTED:
+    case KDA_STATUS_BACKEND_UNAVAILABLE: return ffi::Error(ffi::ErrorCode::kUnimplemented, msg);
+    default: return ffi::Error(ffi::ErrorCode::kInternal, msg);
+  }
+}
+
+bool kda_dtype(ffi::DataType t, kda_dtype_t* out) {
+  switch (t) {
+    case ffi::DataType::F32: *out = KDA_DTYPE_FLOAT32; return true;
+    case ffi::DataType::F16: *out = KDA_DTYPE_FLOAT16; return true;
+    case ffi::DataType::BF16: *out = KDA_DTYPE_BFLOAT16; return true;
+    case ffi::DataType::F64: *out = KDA_DTYPE_FLOAT64; return true;
+    case ffi::DataType::S32: *out = KDA_DTYPE_INT32; return true;
+    case ffi::DataType::S64: *out = KDA_DTYPE_INT64; return true;
+    default: return false;
+  }
+}
+
+// One call: the operands and results (the workspace last) as kda descriptors, then kda on `stream`.
+ffi::Error execute(bool backward, Device dev, void* stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   const KdaJaxAttrs& a) {
+  const char* call = backward ? "kda_backward" : "kda_forward";
+  const size_t n = backward ? kBackwardBuffers : kForwardBuffers;
+  if (args.size() + rets.size() != n + 1)
+    return ffi::Error::InvalidArgument(std::string(call) + ": expected " + std::to_string(n + 1) + " buffers, got " +
+                                       std::to_string(args.size() + rets.size()));
+  Tensors t{};
+  for (size_t i = 0; i < n; ++i) {
+    ffi::AnyBuffer b = i < args.size() ? args.get<ffi::AnyBuffer>(i).value()
+                                       : *rets.get<ffi::AnyBuffer>(i - args.size()).value();
+    kda_dtype_t dtype;
+    if (!kda_dtype(b.element_type(), &dtype))
+      return ffi::Error::InvalidArgument(std::string(call) + ": buffer " + std::to_string(i) + ": unsupported dtype");
+    t[i] = tensor(a, static_cast<int>(i), b.untyped_data(), dtype, static_cast<int32_t>(b.dimensions().size()),
+                  b.dimensions().begin(), dev);
+  }
+  ffi::AnyBuffer ws = *rets.get<ffi::AnyBuffer>(rets.size() - 1).value();
+  const kda_status_t s = run(backward, t, a, ws.size_bytes() ? ws.untyped_data() : nullptr, ws.size_bytes(), stream);
+  return s == KDA_STATUS_SUCCESS ? ffi::Error::Success() : error(s, call);
+}
+
+// CPU: host pointers, KDA_BACKEND_AUTO picks the CPU backend; no stream.
+ffi::Error forward_cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, KdaJaxAttrs a) {
+  return execute(false, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
+}
+ffi::Error backward_cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, KdaJaxAttrs a) {
+  return execute(true, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
+}
+
+#ifdef KDA_WITH_CUDA
+// CUDA: device pointers on XLA's stream for this call and its device.
+ffi::Error forward_cuda(cudaStream_t stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                        KdaJaxAttrs a) {
+  return execute(false, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
+}
+ffi::Error backward_cuda(cudaStream_t stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                         KdaJaxAttrs a) {
+  return execute(true, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
+}
+#endif
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCpu, forward_cpu,
+                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs<KdaJaxAttrs>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCpu, backward_cpu,
+                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs<KdaJaxAttrs>());
+
+#ifdef KDA_WITH_CUDA
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCuda, forward_cuda,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Ctx<ffi::DeviceOrdinal>()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attrs<KdaJaxAttrs>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCuda, backward_cuda,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Ctx<ffi::DeviceOrdinal>()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attrs<KdaJaxAttrs>());
+#endif
+
+// The workspace bytes of a call, asked by kda/jax.py (ctypes) when the call is traced. Buffer i of the call (the
+// workspace excluded; kForwardBuffers or kBackwardBuffers of them) has kda dtype dtypes[i], ndims[i] dims and
+// shape dims[i * KDA_MAX_DIMS ...]; `cuda` says which platform the call is for (device 0). Returns a kda_status_t;
+// on failure kda_last_error() says why, naming the argument.
+extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t backward, int32_t cuda, const int32_t* dtypes,
+                                                  const int32_t* ndims, const int64_t* dims, const KdaJaxAttrs* attrs,
+                                                  uint64_t* bytes) {
+  const Device dev{cuda ? KDA_DEVICE_CUDA : KDA_DEVICE_CPU, 0};
+  static char no_data;  // the query reads no data; a non-null pointer marks the tensor present
+  Tensors t{};
+  for (int i = 0; i < (backward ? kBackwardBuffers : kForwardBuffers); ++i)
+    t[i] = tensor(*attrs, i, &no_data, static_cast<kda_dtype_t>(dtypes[i]), ndims[i], dims + i * KDA_MAX_DIMS, dev);
+  size_t ws = 0;
+  const kda_status_t s = workspace_size(backward != 0, t, *attrs, &ws);
+  *bytes = ws;
+  return s;
+}
