@@ -28,4 +28,10 @@ if ! python3 -c "import torch" 2>/dev/null; then
   echo "setup: installing torch from PyPI"
   pip_install torch
 fi
+# jax (PyPI's CPU build: jax, jaxlib and their scipy / ml_dtypes / opt_einsum, about 15 s and 0.5 GB here): the JAX
+# binding (python/kda/jax.py) and its tests; jaxlib ships the XLA FFI headers the binding is built against.
+if ! python3 -c "import jax" 2>/dev/null; then
+  echo "setup: installing jax from PyPI"
+  pip_install jax
+fi
 python3 -c "import pytest" 2>/dev/null || pip_install pytest
