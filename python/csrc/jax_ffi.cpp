@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kda/kda.h"
 #include "xla/ffi/api/ffi.h"
@@ -236,10 +237,28 @@ extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t backward, int32_t cuda
                                                   const int32_t* ndims, const int64_t* dims, const KdaJaxAttrs* attrs,
                                                   uint64_t* bytes) {
   const Device dev{cuda ? KDA_DEVICE_CUDA : KDA_DEVICE_CPU, 0};
-  static char no_data;  // the query reads no data; a non-null pointer marks the tensor present
+  static char no_data;  // the query reads no tensor data but cu_seqlens'; a non-null pointer marks a tensor present
   Tensors t{};
   for (int i = 0; i < (backward ? kBackwardBuffers : kForwardBuffers); ++i)
     t[i] = tensor(*attrs, i, &no_data, static_cast<kda_dtype_t>(dtypes[i]), ndims[i], dims + i * KDA_MAX_DIMS, dev);
+  // kda's validation reads host-resident cu_seqlens in full, but the offsets are data, unknown when the call is
+  // traced: the query sees valid offsets of the same shape and dtype, [0, T, .., T]; the handler's kda call checks
+  // the real ones when the call runs.
+  kda_tensor_t& cu = t[8];
+  std::vector<int64_t> offsets64;
+  std::vector<int32_t> offsets32;
+  if (cu.data && cu.device_type == KDA_DEVICE_CPU && cu.ndim == 1 && cu.shape[0] >= 1 && t[0].ndim >= 2) {
+    const int64_t T = t[0].shape[1];
+    if (cu.dtype == KDA_DTYPE_INT64) {
+      offsets64.assign(cu.shape[0], T);
+      offsets64[0] = 0;
+      cu.data = offsets64.data();
+    } else if (cu.dtype == KDA_DTYPE_INT32) {
+      offsets32.assign(cu.shape[0], static_cast<int32_t>(T));
+      offsets32[0] = 0;
+      cu.data = offsets32.data();
+    }
+  }
   size_t ws = 0;
   const kda_status_t s = workspace_size(backward != 0, t, *attrs, &ws);
   *bytes = ws;
