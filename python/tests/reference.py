@@ -8,7 +8,12 @@ import torch
 
 
 def _np(t):
-    return None if t is None else t.detach().cpu().double().numpy()
+    """float64 numpy of a torch tensor or of any array (numpy, JAX)."""
+    if t is None:
+        return None
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().double().numpy()
+    return np.asarray(t).astype(np.float64)
 
 
 def softplus(x):
@@ -71,7 +76,7 @@ def kda_reference(q, k, v, g, beta, *, scale=None, initial_state=None, cu_seqlen
 
 def assert_close(name, got, ref, atol, rtol, seed):
     """Element-wise |got - ref| <= atol + rtol * |ref| on every element, plus no NaN/Inf."""
-    got = got.detach().cpu().double().numpy() if isinstance(got, torch.Tensor) else got
+    got = _np(got)
     assert got.shape == ref.shape, f"{name}: shape {got.shape} != reference {ref.shape} (seed {seed})"
     assert np.isfinite(got).all(), f"{name}: non-finite values (seed {seed})"
     err = np.abs(got - ref)
