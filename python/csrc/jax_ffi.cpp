@@ -186,47 +186,36 @@ ffi::Error execute(bool backward, Device dev, void* stream, ffi::RemainingArgs a
 }
 
 // CPU: host pointers, KDA_BACKEND_AUTO picks the CPU backend; no stream.
-ffi::Error forward_cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, KdaJaxAttrs a) {
-  return execute(false, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
+template <bool kBackward>
+ffi::Error on_cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, KdaJaxAttrs a) {
+  return execute(kBackward, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
 }
-ffi::Error backward_cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, KdaJaxAttrs a) {
-  return execute(true, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
-}
+auto cpu_binding() { return ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs<KdaJaxAttrs>(); }
 
 #ifdef KDA_WITH_CUDA
 // CUDA: device pointers on XLA's stream for this call and its device.
-ffi::Error forward_cuda(cudaStream_t stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                        KdaJaxAttrs a) {
-  return execute(false, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
+template <bool kBackward>
+ffi::Error on_cuda(cudaStream_t stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
+                   KdaJaxAttrs a) {
+  return execute(kBackward, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
 }
-ffi::Error backward_cuda(cudaStream_t stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
-                         KdaJaxAttrs a) {
-  return execute(true, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
+auto cuda_binding() {
+  return ffi::Ffi::Bind()
+      .Ctx<ffi::PlatformStream<cudaStream_t>>()
+      .Ctx<ffi::DeviceOrdinal>()
+      .RemainingArgs()
+      .RemainingRets()
+      .Attrs<KdaJaxAttrs>();
 }
 #endif
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCpu, forward_cpu,
-                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs<KdaJaxAttrs>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCpu, backward_cpu,
-                              ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs<KdaJaxAttrs>());
-
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCpu, on_cpu<false>, cpu_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCpu, on_cpu<true>, cpu_binding());
 #ifdef KDA_WITH_CUDA
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCuda, forward_cuda,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<ffi::DeviceOrdinal>()
-                                  .RemainingArgs()
-                                  .RemainingRets()
-                                  .Attrs<KdaJaxAttrs>());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCuda, backward_cuda,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Ctx<ffi::DeviceOrdinal>()
-                                  .RemainingArgs()
-                                  .RemainingRets()
-                                  .Attrs<KdaJaxAttrs>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCuda, on_cuda<false>, cuda_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCuda, on_cuda<true>, cuda_binding());
 #endif
 
 // The workspace bytes of a call, asked by kda/jax.py (ctypes) when the call is traced. Buffer i of the call (the

@@ -15,7 +15,8 @@ import torch  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
 import kda  # noqa: E402
-from reference import assert_close, kda_reference  # noqa: E402
+from reference import assert_close  # noqa: E402
+from test_ops import reference_of  # noqa: E402
 
 GATES = ["log_decay", "softplus", "bounded", "bounded_no_A"]
 GRAD_NAMES = ["q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state"]
@@ -47,18 +48,6 @@ def make_case(rng, B=2, T=37, H=2, HV=4, K=16, V=32, dtype=jnp.float32, gate="so
     return t, kw
 
 
-def reference_of(t, kw):
-    """The fp64 oracle on the very values kda sees (bf16 inputs rounded as given)."""
-    return kda_reference(t["q"], t["k"], t["v"], t["g"], t["beta"], scale=kw.get("scale"),
-                         initial_state=kw.get("initial_state"), cu_seqlens=kw.get("cu_seqlens"),
-                         use_qk_l2norm=kw.get("use_qk_l2norm_in_kernel", False),
-                         use_gate_in_kernel=kw.get("use_gate_in_kernel", False), A_log=kw.get("A_log"),
-                         dt_bias=kw.get("dt_bias"), lower_bound=kw.get("lower_bound"),
-                         beta_sigmoid=kw.get("use_beta_sigmoid_in_kernel", False),
-                         allow_neg_eigval=kw.get("allow_neg_eigval", False),
-                         state_v_first=kw.get("state_v_first", False))
-
-
 def tol(dtype):
     """test_ops.tol: the output's bound for inputs of `dtype`."""
     return (1e-2, 1.6e-2) if dtype in (jnp.bfloat16, jnp.float16) else (1e-4, 1e-3)
@@ -67,7 +56,7 @@ def tol(dtype):
 def check_forward(t, kw, seed, dtype=jnp.float32, jit=False):
     fn = lambda t: kj.chunk_kda(**t, **kw, output_final_state=True)  # noqa: E731
     o, ht = jax.jit(fn)(t) if jit else fn(t)
-    ro, rh = reference_of(t, kw)
+    ro, rh = reference_of(t, kw, cu_seqlens=kw.get("cu_seqlens"))
     assert o.dtype == dtype and ht.dtype == jnp.float32
     assert_close("o", o, ro, *tol(dtype), seed)
     assert_close("final_state", ht, rh, 1e-4, 1e-3, seed)
