@@ -162,6 +162,14 @@ bool kda_dtype(ffi::DataType t, kda_dtype_t* out) {
   }
 }
 
+// Buffer i of a call: its operands, then its results.
+ffi::ErrorOr<ffi::AnyBuffer> buffer(const ffi::RemainingArgs& args, const ffi::RemainingRets& rets, size_t i) {
+  if (i < args.size()) return args.get<ffi::AnyBuffer>(i);
+  ffi::ErrorOr<ffi::Result<ffi::AnyBuffer>> r = rets.get<ffi::AnyBuffer>(i - args.size());
+  if (!r) return ffi::Unexpected<ffi::Error>(r.error());
+  return **r;
+}
+
 // One call: the operands and results (the workspace last) as kda descriptors, then kda on `stream`.
 ffi::Error execute(bool backward, Device dev, void* stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    const KdaJaxAttrs& a) {
@@ -172,16 +180,18 @@ ffi::Error execute(bool backward, Device dev, void* stream, ffi::RemainingArgs a
                                        std::to_string(args.size() + rets.size()));
   Tensors t{};
   for (size_t i = 0; i < n; ++i) {
-    ffi::AnyBuffer b = i < args.size() ? args.get<ffi::AnyBuffer>(i).value()
-                                       : *rets.get<ffi::AnyBuffer>(i - args.size()).value();
+    ffi::ErrorOr<ffi::AnyBuffer> b = buffer(args, rets, i);
+    if (!b) return b.error();
     kda_dtype_t dtype;
-    if (!kda_dtype(b.element_type(), &dtype))
+    if (!kda_dtype(b->element_type(), &dtype))
       return ffi::Error::InvalidArgument(std::string(call) + ": buffer " + std::to_string(i) + ": unsupported dtype");
-    t[i] = tensor(a, static_cast<int>(i), b.untyped_data(), dtype, static_cast<int32_t>(b.dimensions().size()),
-                  b.dimensions().begin(), dev);
+    t[i] = tensor(a, static_cast<int>(i), b->untyped_data(), dtype, static_cast<int32_t>(b->dimensions().size()),
+                  b->dimensions().begin(), dev);
   }
-  ffi::AnyBuffer ws = *rets.get<ffi::AnyBuffer>(rets.size() - 1).value();
-  const kda_status_t s = run(backward, t, a, ws.size_bytes() ? ws.untyped_data() : nullptr, ws.size_bytes(), stream);
+  ffi::ErrorOr<ffi::AnyBuffer> ws = buffer(args, rets, n);
+  if (!ws) return ws.error();
+  const kda_status_t s =
+      run(backward, t, a, ws->size_bytes() ? ws->untyped_data() : nullptr, ws->size_bytes(), stream);
   return s == KDA_STATUS_SUCCESS ? ffi::Error::Success() : error(s, call);
 }
 
