@@ -254,7 +254,8 @@ KDA_API kda_tensor_t kda_tensor_contiguous(void* data, kda_dtype_t dtype, int32_
  * state_v_first = 1, chunk_size 0, cpu_threads 0, KDA_BACKEND_AUTO. */
 KDA_API void kda_forward_args_init(kda_forward_args_t* args);
 
-/* Validates args (no data is read) and returns the workspace bytes the call needs on the tensors' device. */
+/* Validates args and returns the workspace bytes the call needs on the tensors' device. No tensor data is read
+ * except host-resident cu_seqlens, whose offsets are checked here (device-resident ones cannot be). */
 KDA_API kda_status_t kda_forward_workspace_size(const kda_forward_args_t* args, size_t* workspace_bytes);
 
 /* Runs the forward. workspace: caller-owned memory on the tensors' device of at least the queried size
@@ -266,8 +267,8 @@ KDA_API kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace
 /* Decode defaults: as kda_forward_args_init; fusions off, out_norm_eps 1e-5, KDA_OUT_GATE_SIGMOID. */
 KDA_API void kda_decode_args_init(kda_decode_args_t* args);
 
-/* Validates args (no data is read) and returns the workspace bytes decode needs (0 today; kept so callers size
- * it the same way as the forward). */
+/* Validates args (as kda_forward_workspace_size: only host-resident cu_seqlens are read) and returns the workspace
+ * bytes decode needs (0 today; kept so callers size it the same way as the forward). */
 KDA_API kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* workspace_bytes);
 
 /* Runs decode, updating state_pool in place. Asynchronous on stream for CUDA tensors, no host sync. */
