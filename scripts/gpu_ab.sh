@@ -5,7 +5,9 @@
 # sit in this checkout's .carry). Runs, per build: the GPU tests named by --tests (a gtest filter), then --rounds
 # rounds of kda-bench on the given workloads, every build once per round; logs and JSON go to $OUT/results.tar.
 # --builds a,b,c picks archives (default: every one in .carry/ab); --verify SUITE runs kda-verify --suite SUITE
-# --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it).
+# --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it); --ncu REGEX profiles
+# the kernels matching REGEX on the first workload per build (Nsight Compute, full set with source, clocks as they
+# are): the details page as text and the per-SASS-instruction source page as gzipped CSV, to read here offline.
 #
 # usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
 #                   --workload decode-h32-b1 --workload decode-h32-b256 ...
@@ -16,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kda-gpu-out}
 mkdir -p "$OUT"
-impl=cuda-generic tests="" rounds=2 w=() pick="" verify="" vfilter=""
+impl=cuda-generic tests="" rounds=2 w=() pick="" verify="" vfilter="" ncu_re=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --impl) impl=$2; shift 2 ;;
@@ -25,6 +27,7 @@ while [ $# -gt 0 ]; do
     --builds) pick=$2; shift 2 ;;
     --verify) verify=$2; shift 2 ;;
     --verify-filter) vfilter=$2; shift 2 ;;
+    --ncu) ncu_re=$2; shift 2 ;;
     --workload) w+=(--workload "$2"); shift 2 ;;
     *) echo "gpu_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -55,6 +58,18 @@ if [ -n "$verify" ]; then
     echo "== $b verify $verify: $(tail -1 "$W/verify-$b.log")"
     grep FAIL "$W/verify-$b.log" | cut -c1-160
     (cd "$W" && tar -rf "$OUT/results.tar" "verify-$b.log" "verify-$b.json")
+  done
+fi
+if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
+  for b in "${builds[@]}"; do
+    LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 ncu --clock-control none --set full --import-source yes -k "regex:$ncu_re" \
+      -c 2 -f -o "$W/ncu-$b" "/tmp/ab/$b/kda-bench" --impl "$impl" "${w[@]:0:2}" --no-verify --iters 1 --warmup 0 \
+      > "$W/ncu-run-$b.log" 2>&1 || rc=1
+    ncu --import "$W/ncu-$b.ncu-rep" --page details > "$W/ncu-$b.txt" 2>&1
+    ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$W/ncu-src-$b.csv.gz"
+    echo "== $b ncu"
+    grep -E "^  [a-z_ ]*void|Duration|Registers Per Thread|Achieved Occupancy|Executed Instructions  " "$W/ncu-$b.txt" | cut -c1-150
+    (cd "$W" && tar -rf "$OUT/results.tar" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz")
   done
 fi
 if [ ${#w[@]} -gt 0 ]; then
