@@ -67,12 +67,40 @@ def bench_decode(args, gen, gpu, seed, records, t0):
         print(f"  {name:16s} median {rec['median_us']:9.2f} us  ({R} input sets, {time.time() - t0:.0f} s in)")
 
 
+def bench_train(args, gen, gpu, seed, records, t0, chunk_kda, dump):
+    """train-NAME: FLA's chunk_kda forward + backward (every input a leaf, upstream gradients for the output and the
+    final state), timed eagerly between CUDA events; the gradients are reset (not accumulated) before each step."""
+    import fla
+    for name, (H, seqlens) in WORKLOADS.items():
+        x = make_inputs(H, seqlens, gen, "cuda")
+        leaves = [t.requires_grad_() for key, t in x.items() if key != "cu_seqlens" and t is not None]
+        do = torch.randn(x["v"].shape, generator=gen, device="cuda").to(x["v"].dtype)
+        dht = 0.1 * torch.randn(x["initial_state"].shape, generator=gen, device="cuda")
+
+        def step():
+            for t in leaves:
+                t.grad = None
+            o, ht = chunk_kda(**x, output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                              use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
+            torch.autograd.backward([o, ht], [do, dht])
+
+        us = time_events(step, max(20, args.iters // 4))
+        mean = statistics.fmean(us)
+        rec = {"workload": "train-" + name, "impl": "fla-chunk_kda", "gpu": gpu, "commit": args.commit, "seed": seed,
+               "timing": "eager", "mean_us": mean, "median_us": us[len(us) // 2], "min_us": us[0], "max_us": us[-1],
+               "iters": len(us), "fla_version": fla.__version__}
+        records.append(rec)
+        print(f"  train-{name:12s} median {rec['median_us']:9.1f} us  mean {mean:9.1f} us  (forward + backward, eager, "
+              f"{time.time() - t0:.0f} s in)")
+        dump()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--json", default="")
     ap.add_argument("--commit", default="unknown")
-    ap.add_argument("--part", choices=["all", "prefill", "decode"], default="all")
+    ap.add_argument("--part", choices=["all", "prefill", "decode", "train"], default="all")
     args = ap.parse_args()
     from fla.ops.kda import chunk_kda
     import fla
@@ -95,6 +123,8 @@ def main():
         except Exception as e:  # untested on a GPU before its first lease: keep the prefill figures coming
             print(f"  decode: FAILED {type(e).__name__}: {e}")
         dump()
+    if args.part in ("all", "train"):
+        bench_train(args, gen, gpu, seed, records, t0, chunk_kda, dump)
     for name, (H, seqlens) in (WORKLOADS.items() if args.part in ("all", "prefill") else []):
         x = make_inputs(H, seqlens, gen, "cuda")
 

@@ -4,6 +4,8 @@
 #   verify  kda-verify --suite full, --suite decode-full and --suite backward-full on the CUDA path
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
+#   train   training steps: kda-bench train-* (the six standard workloads' forward + the CUDA backward, gradients
+#           verified against the fp64 reference backward, then timed) and FLA's forward + backward on the same six
 #   flaverify  kda-verify --suite full and --suite backward-full judging FLA's chunk_kda through the external
 #           protocol, then backward-full on cuda-generic with FLA as --baseline (each gradient no worse than FLA's)
 #   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
@@ -75,6 +77,21 @@ if want bench; then
     > "$W/bench.log" 2>&1 || rc=1
   grep -E "^[a-z0-9-]+:|median|WRONG|ERROR|copy" "$W/bench.log" | sed 's/ (seed.*//'
   done_step bench bench.json bench.log
+fi
+if want train; then
+  echo "== training steps"
+  w=()
+  for x in h96-fixed h96-mixed h96-uniform h64-fixed h64-mixed h64-uniform; do w+=(--workload "train-$x"); done
+  "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 20 "${w[@]}" --json "$W/train.json" \
+    > "$W/train.log" 2>&1 || rc=1
+  grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/train.log" | sed 's/ (seed.*//'
+  if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --part train --iters 80 --commit "$COMMIT" \
+      --json "$W/fla_train.json" > "$W/fla_train.log" 2>&1
+    grep -h -E "median|FAILED|Error" "$W/fla_train.log"
+  fi
+  done_step train train.json train.log fla_train.json fla_train.log
 fi
 if { want fla || want flaverify; } && [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -1,7 +1,8 @@
 // kda_bench.cpp: kda-bench, the benchmark driver. For each (workload, implementation): draw inputs from the
 // workload's recipe with a fresh seed, verify the result against the fp64 oracle (a wrong answer gets no time),
 // then time it (CUDA: graph replay between events; CPU: wall clock), and print it against the floor measured in
-// the same run. Writes every figure to --json for bench/results/.
+// the same run. train-* workloads also verify the backward's gradients against the fp64 reference backward and time
+// it. Writes every figure to --json for bench/results/.
 #include <omp.h>
 
 #include <Eigen/Dense>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/backward_cases.h"
 #include "common/cases.h"
 #include "common/compare.h"
 #include "common/device.h"
@@ -104,10 +106,67 @@ struct Record {
   bool verified = false;
   ErrorStats out_err, state_err;
   TimingStats t;
+  // train-* workloads: the backward's time and its gradients' verdict (worst rel RMSE / bound over the gradients).
+  bool has_bwd = false, grads_verified = false;
+  double grad_worst_rmse_ratio = 0;
+  TimingStats bwd;
   double bytes = 0, flops = 0, floor_us = 0;
   double tokens_per_s = 0;
   int rotate = 1;
 };
+
+// The backward of a train-* workload for one implementation (the CUDA backward for CUDA forwards; the host
+// backends' own), on upstream gradients for the output and the final state: gradients verified against the fp64
+// reference backward (*oracle, when verifying) by the backward verifier's rule, then timed. False if it failed.
+bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients* oracle, kda_backend_t be, bool on_gpu,
+                    const Options& opt, Record* r) {
+  const kda_backend_t bbe = on_gpu ? KDA_BACKEND_CUDA_GENERIC : be;
+  Grads g = make_grads(c, false);
+  std::unique_ptr<DeviceBackwardProblem> dp;
+  kda_status_t st;
+  if (on_gpu) {
+    dp = std::make_unique<DeviceBackwardProblem>(c, up, bbe, g);
+    st = dp->run();
+    if (st == KDA_STATUS_SUCCESS) dp->download(&g);
+  } else {
+    st = run_backward_host(c, up, bbe, &g);
+  }
+  if (st != KDA_STATUS_SUCCESS) {
+    std::printf("  %-14s backward ERROR %s\n", r->impl.c_str(), kda_last_error());
+    return false;
+  }
+  r->has_bwd = true;
+  if (oracle) {
+    const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kFp32, longest_sequence(c.spec));
+    std::string worst;
+    r->grads_verified = true;
+    for (const GradItem& it : grad_items(c.spec, g, *oracle)) {
+      const ErrorStats e = compare_grad(*it.got, *it.ref, it.mag, tol, it.layout);
+      const double ratio = e.rel_rmse / e.rmse_bound;
+      if (ratio > r->grad_worst_rmse_ratio || !e.pass) {
+        r->grad_worst_rmse_ratio = std::max(r->grad_worst_rmse_ratio, ratio);
+        worst = it.name + " " + e.summary();
+      }
+      r->grads_verified = r->grads_verified && e.pass;
+    }
+    if (!r->grads_verified) {
+      std::printf("  %-14s backward WRONG: %s  (no time given)\n", r->impl.c_str(), worst.c_str());
+      return false;
+    }
+    std::printf("  %-14s backward verified: every gradient passes, worst rel RMSE %.2f of its bound (%s)\n", "",
+                r->grad_worst_rmse_ratio, worst.substr(0, worst.find(' ')).c_str());
+  }
+  if (on_gpu) {
+    std::vector<DeviceCall*> calls = {dp.get()};
+    time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 50, &r->bwd);
+  } else {
+    r->bwd = time_host(opt.iters > 0 ? opt.iters : 3, [&] { run_backward_host(c, up, bbe, &g); });
+  }
+  std::printf("  %-14s backward median %10.1f us (min %.1f, max %.1f, n=%d)  training step (forward + backward) %.1f us\n",
+              r->impl.c_str(), r->bwd.median_us, r->bwd.min_us, r->bwd.max_us, r->bwd.iters,
+              r->t.median_us + r->bwd.median_us);
+  return true;
+}
 
 // Decode: verify once against the oracle (a wrong answer gets no time), then time graph replays (CUDA) or
 // wall-clock calls (CPU). The pool is updated in place on every call, as in serving. Returns failures.
@@ -264,6 +323,13 @@ int main(int argc, char** argv) {
     std::printf("\n%s: %s  (seed %llu)\n", w->name.c_str(), w->description.c_str(), static_cast<unsigned long long>(seed));
     Oracle oracle;
     if (opt.verify) oracle = run_oracle(c);
+    // A training step's upstream gradients (output and final state) and, when verifying, the fp64 reference backward.
+    Upstream up;
+    kda::reference::Gradients grad_oracle;
+    if (w->backward) {
+      up = make_upstream(c, true, seed + 1);
+      if (opt.verify) grad_oracle = backward_oracle(c, up);
+    }
     for (const std::string& impl : opt.impls) {
       const kda_backend_t be = backend_of(impl);
       if (be == KDA_BACKEND_AUTO) {
@@ -349,6 +415,7 @@ int main(int argc, char** argv) {
       if (opt.verify)
         std::printf("  %-14s verified: out rel_rmse %.3e (worst %.2f of bound)  state rel_rmse %.3e (worst %.2f)\n", "",
                     r.out_err.rel_rmse, r.out_err.worst_ratio, r.state_err.rel_rmse, r.state_err.worst_ratio);
+      if (w->backward && !bench_backward(c, up, opt.verify ? &grad_oracle : nullptr, be, on_gpu, opt, &r)) ++failures;
       records.push_back(r);
     }
   }
@@ -372,6 +439,14 @@ int main(int argc, char** argv) {
       if (opt.verify)
         f << ", \"out_rel_rmse\": " << r.out_err.rel_rmse << ", \"state_rel_rmse\": " << r.state_err.rel_rmse
           << ", \"out_worst_ratio\": " << r.out_err.worst_ratio << ", \"state_worst_ratio\": " << r.state_err.worst_ratio;
+      if (r.has_bwd) {
+        f << ", \"bwd_median_us\": " << r.bwd.median_us << ", \"bwd_mean_us\": " << r.bwd.mean_us
+          << ", \"bwd_min_us\": " << r.bwd.min_us << ", \"bwd_max_us\": " << r.bwd.max_us
+          << ", \"train_median_us\": " << r.t.median_us + r.bwd.median_us;
+        if (opt.verify)
+          f << ", \"grads_verified\": " << (r.grads_verified ? "true" : "false")
+            << ", \"grad_worst_rmse_ratio\": " << r.grad_worst_rmse_ratio;
+      }
       f << "}" << (i + 1 < records.size() ? "," : "") << "\n";
     }
     f << "  ]\n}\n";

@@ -359,18 +359,14 @@ double measure_bf16_matmul_rate(std::string* library) {
   return rate;
 }
 
-kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g) {
-  std::vector<void*> ptrs;
-  struct Free {
-    std::vector<void*>& p;
-    ~Free() {
-      for (void* x : p) cudaFree(x);
-    }
-  } free_all{ptrs};
+DeviceBackwardProblem::DeviceBackwardProblem(Case& c, const Upstream& up, kda_backend_t be, const Grads& shapes) {
+  cudaStream_t s;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  stream_ = s;
   auto alloc = [&](size_t bytes) {
     void* p = nullptr;
     check(cudaMalloc(&p, std::max<size_t>(bytes, 16)), "cudaMalloc");
-    ptrs.push_back(p);
+    allocations_.push_back(p);
     return p;
   };
   auto upload = [&](const HostTensor& t) {
@@ -386,38 +382,55 @@ kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, 
     return t.view(p, KDA_DEVICE_CUDA);
   };
   Outputs unused = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
-  kda_backward_args_t a;
-  kda_backward_args_init(&a);
-  a.forward = host_args(c, unused, be);
-  kda_forward_args_t& f = a.forward;
+  kda_backward_args_init(&args);
+  args.forward = host_args(c, unused, be);
+  kda_forward_args_t& f = args.forward;
   f.q = upload(c.q); f.k = upload(c.k); f.v = upload(c.v); f.g = upload(c.g);
   f.beta = upload(c.beta); f.A_log = upload(c.A_log); f.dt_bias = upload(c.dt_bias);
   f.initial_state = upload(c.h0); f.cu_seqlens = upload(c.cu_seqlens);
   f.out = kda_tensor_none();
   f.final_state = kda_tensor_none();
-  a.dout = upload(up.dout);
-  a.dfinal_state = upload(up.dfinal);
-  a.dq = output(g->dq); a.dk = output(g->dk); a.dv = output(g->dv); a.dg = output(g->dg);
-  a.dbeta = output(g->dbeta); a.dA_log = output(g->dA_log); a.ddt_bias = output(g->ddt_bias);
-  a.dh0 = output(g->dh0);
-  size_t ws_bytes = 0;
-  kda_status_t st = kda_backward_workspace_size(&a, &ws_bytes);
-  if (st != KDA_STATUS_SUCCESS) return st;
-  void* ws = ws_bytes ? alloc(ws_bytes) : nullptr;
-  if (ws) check(cudaMemset(ws, 0xFF, ws_bytes), "poison workspace");  // no reliance on a zeroed workspace
-  cudaStream_t stream = nullptr;
-  check(cudaStreamCreate(&stream), "stream");
-  st = kda_backward(&a, ws, ws_bytes, stream);
-  const cudaError_t sync = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  check(sync, "backward");
-  if (st != KDA_STATUS_SUCCESS) return st;
-  auto download = [&](HostTensor& t, const kda_tensor_t& d) {
+  args.dout = upload(up.dout);
+  args.dfinal_state = upload(up.dfinal);
+  args.dq = output(shapes.dq); args.dk = output(shapes.dk); args.dv = output(shapes.dv); args.dg = output(shapes.dg);
+  args.dbeta = output(shapes.dbeta); args.dA_log = output(shapes.dA_log); args.ddt_bias = output(shapes.ddt_bias);
+  args.dh0 = output(shapes.dh0);
+  setup_ = kda_backward_workspace_size(&args, &workspace_bytes_);
+  if (setup_ == KDA_STATUS_SUCCESS && workspace_bytes_ > 0) {
+    workspace_ = alloc(workspace_bytes_);
+    check(cudaMemset(workspace_, 0xFF, workspace_bytes_), "poison workspace");
+  }
+}
+
+DeviceBackwardProblem::~DeviceBackwardProblem() {
+  for (void* p : allocations_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+kda_status_t DeviceBackwardProblem::enqueue(void* stream) {
+  if (setup_ != KDA_STATUS_SUCCESS) return setup_;
+  return kda_backward(&args, workspace_, workspace_bytes_, stream);
+}
+
+kda_status_t DeviceBackwardProblem::run() {
+  const kda_status_t st = enqueue(stream_);
+  if (st == KDA_STATUS_SUCCESS) check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "backward");
+  return st;
+}
+
+void DeviceBackwardProblem::download(Grads* g) const {
+  auto get = [&](HostTensor& t, const kda_tensor_t& d) {
     if (t.present()) check(cudaMemcpy(t.data(), d.data, t.bytes.size(), cudaMemcpyDeviceToHost), "download");
   };
-  download(g->dq, a.dq); download(g->dk, a.dk); download(g->dv, a.dv); download(g->dg, a.dg);
-  download(g->dbeta, a.dbeta); download(g->dA_log, a.dA_log); download(g->ddt_bias, a.ddt_bias);
-  download(g->dh0, a.dh0);
+  get(g->dq, args.dq); get(g->dk, args.dk); get(g->dv, args.dv); get(g->dg, args.dg);
+  get(g->dbeta, args.dbeta); get(g->dA_log, args.dA_log); get(g->ddt_bias, args.ddt_bias);
+  get(g->dh0, args.dh0);
+}
+
+kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g) {
+  DeviceBackwardProblem p(c, up, be, *g);
+  const kda_status_t st = p.run();
+  if (st == KDA_STATUS_SUCCESS) p.download(g);
   return st;
 }
 
@@ -446,6 +459,13 @@ kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILAB
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
 double measure_bf16_matmul_rate(std::string*) { return 0.0; }
+DeviceBackwardProblem::DeviceBackwardProblem(Case&, const Upstream&, kda_backend_t, const Grads&) {
+  throw std::runtime_error("this kda build has no CUDA");
+}
+DeviceBackwardProblem::~DeviceBackwardProblem() = default;
+kda_status_t DeviceBackwardProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
+void DeviceBackwardProblem::download(Grads*) const {}
+kda_status_t DeviceBackwardProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 kda_status_t run_backward_device(Case&, const Upstream&, kda_backend_t, Grads*) {
   return KDA_STATUS_BACKEND_UNAVAILABLE;
 }

@@ -83,6 +83,28 @@ class DeviceDecodeProblem : public DeviceCall {
   void* stream_ = nullptr;
 };
 
+// A backward problem on the device: the case's inputs and upstream gradients, NaN-poisoned (0xFF bytes) gradient
+// tensors shaped like *shapes (made by make_grads) and the workspace kda_backward_workspace_size asks for (poisoned
+// too, so nothing relies on a zeroed workspace). enqueue() is one kda_backward call, for timing by graph replay.
+class DeviceBackwardProblem : public DeviceCall {
+ public:
+  DeviceBackwardProblem(Case& c, const Upstream& up, kda_backend_t backend, const Grads& shapes);
+  ~DeviceBackwardProblem();
+  DeviceBackwardProblem(const DeviceBackwardProblem&) = delete;
+  DeviceBackwardProblem& operator=(const DeviceBackwardProblem&) = delete;
+  kda_status_t run();                 // one call, then a sync
+  void download(Grads* g) const;      // device gradients -> *g (same shapes)
+  kda_status_t enqueue(void* stream) override;
+  kda_backward_args_t args{};
+
+ private:
+  std::vector<void*> allocations_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  kda_status_t setup_ = KDA_STATUS_SUCCESS;  // the workspace query's status, returned by run() / enqueue()
+  void* stream_ = nullptr;
+};
+
 // kda_backward with backend be on device copies of case c and its upstream gradients: the gradient tensors (made
 // by make_grads, shapes and dtypes taken from *g) and the workspace are NaN-poisoned (0xFF bytes) on the device
 // before the call, so an unwritten element or a read of unset workspace shows; results downloaded into *g. Without

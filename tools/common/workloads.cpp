@@ -49,6 +49,17 @@ std::vector<Workload> make() {
       {"cpu-8k-h8", "CPU default: H=8, one 8192-token sequence (the CPU backend's throughput figure)",
        [] { CaseSpec s = standard(8, {}); return s; }()},
   };
+  // Training steps of the six standard workloads and the CPU default.
+  const size_t n = w.size();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string base = w[i].name;
+    if (base.rfind("h96-", 0) != 0 && base.rfind("h64-", 0) != 0 && base != "cpu-8k-h8") continue;
+    Workload t = w[i];
+    t.name = "train-" + base;
+    t.description = "forward + backward of " + base;
+    t.backward = true;
+    w.push_back(t);
+  }
   for (Workload& x : w) x.spec.name = x.name;
   return w;
 }

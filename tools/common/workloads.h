@@ -14,9 +14,11 @@ struct Workload {
   std::string name;
   std::string description;
   CaseSpec spec;
+  bool backward = false;  // a training step: the forward, then the backward (gradients of every input) timed too
 };
 
-// Every named workload, in --list order.
+// Every named workload, in --list order. train-NAME: NAME's forward and backward (upstream gradients for the output
+// and the final state), for each of the six standard workloads and the CPU default.
 const std::vector<Workload>& workloads();
 const Workload* find_workload(const std::string& name);
 
