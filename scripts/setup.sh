@@ -35,3 +35,9 @@ if ! python3 -c "import jax" 2>/dev/null; then
   pip_install jax
 fi
 python3 -c "import pytest" 2>/dev/null || pip_install pytest
+# CUTLASS / CuTe headers (the nvidia-cutlass wheel, headers only; its Python dependencies are not needed) for the
+# CUDA build's Hopper code, when nvcc is there.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  python3 -c "import importlib.util as u; assert u.find_spec('cutlass_library')" 2>/dev/null ||
+    pip_install --no-deps nvidia-cutlass==4.2.0.0
+fi

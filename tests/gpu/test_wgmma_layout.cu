@@ -1,0 +1,185 @@
+// test_wgmma_layout.cu: the Hopper building block the sm_90a path rests on (docs/hopper.md), checked on the GPU
+// before any kernel depends on it: one warpgroup's wgmma through CuTe's SM90 GMMA atoms (bf16 in, fp32 accumulate)
+// from shared-memory tiles in CuTe's 128-byte-swizzled GMMA layouts, with each operand K-major or MN-major (the
+// state pass needs the transposed ones: S^T, V_new^T), and the bf16x3 split product (three wgmma on hi / lo
+// planes) against the fp64 product. A layout that feeds the wrong elements fails the single-product check, whose
+// bound is fp32 summation only. Skips itself without an sm_90 GPU.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_types.h>
+
+#include "common/cases.h"  // run_seed
+#include "gpu/gpu_test.h"
+
+namespace kda::testing {
+namespace {
+
+using namespace cute;
+using bf16 = cutlass::bfloat16_t;
+constexpr int kM = 64, kN = 64, kK = 64;  // one m64n64 tile, four k-blocks of 16
+
+template <GMMA::Major Major>
+using SwizzleAtom = std::conditional_t<Major == GMMA::Major::K, GMMA::Layout_K_SW128_Atom<bf16>,
+                                       GMMA::Layout_MN_SW128_Atom<bf16>>;
+
+template <GMMA::Major MA, GMMA::Major MB>
+struct Config {
+  using SmemA = decltype(tile_to_shape(SwizzleAtom<MA>{}, Shape<Int<kM>, Int<kK>>{}));  // (M, K)
+  using SmemB = decltype(tile_to_shape(SwizzleAtom<MB>{}, Shape<Int<kN>, Int<kK>>{}));  // (N, K)
+  using Mma = decltype(make_tiled_mma(SM90_64x64x16_F32BF16BF16_SS<MA, MB>{}));
+  static constexpr int kTile = kM * kK;  // elements of one operand plane (kM == kN)
+};
+
+// C[m][n] = sum_k A[m][k] B[n][k] (A, B row-major [64][64] in global memory, hi then lo plane each). Split: the
+// bf16x3 product al bh + ah bl + ah bh, else ah bh.
+template <GMMA::Major MA, GMMA::Major MB, bool Split>
+__global__ void __launch_bounds__(128) wgmma_probe(const bf16* A, const bf16* B, float* C) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Cf = Config<MA, MB>;
+  __shared__ alignas(1024) bf16 smem[4 * Cf::kTile];  // A hi, A lo, B hi, B lo (1024-byte aligned for the swizzle)
+  Tensor sAh = make_tensor(make_smem_ptr(smem), typename Cf::SmemA{});
+  Tensor sAl = make_tensor(make_smem_ptr(smem + Cf::kTile), typename Cf::SmemA{});
+  Tensor sBh = make_tensor(make_smem_ptr(smem + 2 * Cf::kTile), typename Cf::SmemB{});
+  Tensor sBl = make_tensor(make_smem_ptr(smem + 3 * Cf::kTile), typename Cf::SmemB{});
+  for (int i = threadIdx.x; i < Cf::kTile; i += blockDim.x) {
+    const int r = i / kK, k = i % kK;
+    sAh(r, k) = A[i];
+    sAl(r, k) = A[Cf::kTile + i];
+    sBh(r, k) = B[i];
+    sBl(r, k) = B[Cf::kTile + i];
+  }
+  __syncthreads();
+  cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the async proxy wgmma reads through
+
+  typename Cf::Mma mma;
+  auto thr = mma.get_thread_slice(threadIdx.x);
+  Tensor tAh = thr.make_fragment_A(thr.partition_A(sAh));
+  Tensor tAl = thr.make_fragment_A(thr.partition_A(sAl));
+  Tensor tBh = thr.make_fragment_B(thr.partition_B(sBh));
+  Tensor tBl = thr.make_fragment_B(thr.partition_B(sBl));
+  Tensor acc = partition_fragment_C(mma, Shape<Int<kM>, Int<kN>>{});
+  clear(acc);
+  mma.accumulate_ = GMMA::ScaleOut::One;
+  warpgroup_fence_operand(acc);
+  warpgroup_arrive();
+  CUTE_UNROLL
+  for (int kb = 0; kb < size<2>(tAh); ++kb) {
+    if constexpr (Split) {
+      gemm(mma, tAl(_, _, kb), tBh(_, _, kb), acc);
+      gemm(mma, tAh(_, _, kb), tBl(_, _, kb), acc);
+    }
+    gemm(mma, tAh(_, _, kb), tBh(_, _, kb), acc);
+  }
+  warpgroup_commit_batch();
+  warpgroup_wait<0>();
+  warpgroup_fence_operand(acc);
+
+  Tensor gC = make_tensor(make_gmem_ptr(C), make_layout(Shape<Int<kM>, Int<kN>>{}, LayoutRight{}));
+  Tensor tC = thr.partition_C(gC);
+  for (int i = 0; i < size(acc); ++i) tC(i) = acc(i);
+#endif
+}
+
+uint16_t bf16_bits_rne(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_value(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// x split into hi = bf16(x) and lo = bf16(x - hi), as hi plane then lo plane.
+std::vector<uint16_t> split_planes(const std::vector<float>& x) {
+  std::vector<uint16_t> p(2 * x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    p[i] = bf16_bits_rne(x[i]);
+    p[x.size() + i] = bf16_bits_rne(x[i] - bf16_value(p[i]));
+  }
+  return p;
+}
+
+class WgmmaLayout : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (major != 9) GTEST_SKIP() << "wgmma needs sm_90";
+  }
+};
+
+template <GMMA::Major MA, GMMA::Major MB>
+void check(const char* name) {
+  SCOPED_TRACE(name);
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> a(kM * kK), b(kN * kK);
+  for (float& x : a) x = nd(rng);
+  for (float& x : b) x = nd(rng);
+  const std::vector<uint16_t> pa = split_planes(a), pb = split_planes(b);
+  void *dA, *dB, *dC;
+  ASSERT_EQ(cudaMalloc(&dA, pa.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dB, pb.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dC, kM * kN * 4), cudaSuccess);
+  cudaMemcpy(dA, pa.data(), pa.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dB, pb.data(), pb.size() * 2, cudaMemcpyHostToDevice);
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "bf16x3" : "single bf16");
+    std::vector<float> c(kM * kN);
+    if (split)
+      wgmma_probe<MA, MB, true><<<1, 128>>>(static_cast<const bf16*>(dA), static_cast<const bf16*>(dB), static_cast<float*>(dC));
+    else
+      wgmma_probe<MA, MB, false><<<1, 128>>>(static_cast<const bf16*>(dA), static_cast<const bf16*>(dB), static_cast<float*>(dC));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cudaMemcpy(c.data(), dC, c.size() * 4, cudaMemcpyDeviceToHost);
+    double worst = 0, worst_single_vs_exact = 0;
+    for (int m = 0; m < kM; ++m)
+      for (int n = 0; n < kN; ++n) {
+        double exact = 0, hi = 0, mag = 0;
+        for (int k = 0; k < kK; ++k) {
+          exact += double{a[m * kK + k]} * b[n * kK + k];
+          hi += double{bf16_value(pa[m * kK + k])} * bf16_value(pb[n * kK + k]);
+          mag += std::fabs(double{a[m * kK + k]} * b[n * kK + k]);
+        }
+        // single: the exact product of the bf16 operands up to fp32 summation (64 terms); bf16x3: the fp32 operands'
+        // product up to the dropped al bl and the lo parts' rounding (~2^-16 of the magnitude) plus summation.
+        const double want = split ? exact : hi;
+        const double bound = (split ? std::ldexp(1.0, -14) : 64 * std::ldexp(1.0, -24)) * mag;
+        worst = std::max(worst, std::fabs(c[m * kN + n] - want) / bound);
+        worst_single_vs_exact = std::max(worst_single_vs_exact, std::fabs(hi - exact) / (std::ldexp(1.0, -14) * mag));
+      }
+    EXPECT_LE(worst, 1.0) << "worst element error / bound";
+    if (split) EXPECT_GT(worst_single_vs_exact, 1.0) << "one bf16 rounding should miss the bf16x3 bound";
+    std::printf("  %-10s %-12s worst error %.3f of its bound\n", name, split ? "bf16x3" : "single bf16", worst);
+  }
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dC);
+}
+
+TEST_F(WgmmaLayout, BothOperandsKMajor) { check<GMMA::Major::K, GMMA::Major::K>("A K, B K"); }
+TEST_F(WgmmaLayout, AKMajorBMNMajor) { check<GMMA::Major::K, GMMA::Major::MN>("A K, B MN"); }
+TEST_F(WgmmaLayout, AMNMajorBKMajor) { check<GMMA::Major::MN, GMMA::Major::K>("A MN, B K"); }
+TEST_F(WgmmaLayout, BothOperandsMNMajor) { check<GMMA::Major::MN, GMMA::Major::MN>("A MN, B MN"); }
+
+}  // namespace
+}  // namespace kda::testing
