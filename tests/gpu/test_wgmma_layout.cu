@@ -160,10 +160,11 @@ void check(const char* name) {
           hi += double{bf16_value(pa[m * kK + k])} * bf16_value(pb[n * kK + k]);
           mag += std::fabs(double{a[m * kK + k]} * b[n * kK + k]);
         }
-        // single: the exact product of the bf16 operands up to fp32 summation (64 terms); bf16x3: the fp32 operands'
-        // product up to the dropped al bl and the lo parts' rounding (~2^-16 of the magnitude) plus summation.
+        // single: the exact product of the bf16 operands up to fp32 summation (64 terms, 2 ulp each to allow for a
+        // truncating accumulator); bf16x3: the fp32 operands' product up to the dropped al bl and the lo parts'
+        // rounding (~2^-16 of the magnitude) plus summation. A misplaced element is off by O(1) of the magnitude.
         const double want = split ? exact : hi;
-        const double bound = (split ? std::ldexp(1.0, -14) : 64 * std::ldexp(1.0, -24)) * mag;
+        const double bound = (split ? std::ldexp(1.0, -14) : 128 * std::ldexp(1.0, -24)) * mag;
         worst = std::max(worst, std::fabs(c[m * kN + n] - want) / bound);
         worst_single_vs_exact = std::max(worst_single_vs_exact, std::fabs(hi - exact) / (std::ldexp(1.0, -14) * mag));
       }
