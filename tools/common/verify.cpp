@@ -275,6 +275,18 @@ std::vector<VerifyCase> verify_suite(const std::string& suite, uint64_t seed) {
       u.seqlens = std::vector<int64_t>(8, 1024);
       out.push_back({"workload", u});
     }
+    // The other two input families of the workloads spec's accuracy table at its size (8192 tokens, H = 64, bounded
+    // gate; the standard recipe is workload_h64_fixed): half the channels near the -5 bound and half near 0, and
+    // every channel at 0.5-1.2 nats per token.
+    CaseSpec half = full("workload_h64_half_channels_near_bound", 64, 8192);
+    half.recipe.g_bimodal = 6;
+    half.recipe.g_std = 1;
+    out.push_back({"workload", half});
+    CaseSpec fast = full("workload_h64_every_channel_0.5_to_1.2_nats", 64, 8192);
+    fast.recipe.A_log_fixed = -2;
+    fast.recipe.g_mean = -8;
+    fast.recipe.g_std = 1;
+    out.push_back({"workload", fast});
     CaseSpec kimi = full("workload_kimi_linear_h32_softplus", 32, 8192);
     kimi.gate = KDA_GATE_SOFTPLUS;
     out.push_back({"workload", kimi});
