@@ -24,7 +24,11 @@ OUT=${OUT:-/tmp/kda-gpu-out}
 mkdir -p "$OUT"
 W=$(mktemp -d)  # step outputs, archived per step by done_step
 BIN=.carry/bin
-[ -f .carry/bin.tar.xz ] && mkdir -p "$BIN" && tar -xJf .carry/bin.tar.xz -C "$BIN"
+# The binaries: .carry/bin.tar.xz (gpu_build.sh), or the A/B set's main.tar.xz when only .carry/ab was carried
+# (a call carries at most 64 MiB: the A/B archives and .whl fit, a second copy of main's does not).
+bins=.carry/bin.tar.xz
+[ -f "$bins" ] || bins=.carry/ab/main.tar.xz
+[ -f "$bins" ] && mkdir -p "$BIN" && tar -xJf "$bins" -C "$BIN"
 COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
