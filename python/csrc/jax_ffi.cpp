@@ -1,6 +1,7 @@
 // jax_ffi.cpp: owns kda's XLA FFI handlers, the C++ half of the JAX binding (python/kda/jax.py): the chunked
-// forward and the backward over kda's C ABI (include/kda/kda.h), for XLA's CPU platform and, when kda is built
-// with CUDA (KDA_WITH_CUDA), its CUDA platform, plus the workspace query the Python side sizes the calls with.
+// forward, the backward and the state-pool decode over kda's C ABI (include/kda/kda.h), for XLA's CPU platform and,
+// when kda is built with CUDA (KDA_WITH_CUDA), its CUDA platform, plus the workspace query the Python side sizes the
+// calls with.
 //
 // The calls (operands -> results). Every buffer is row-major (ffi_call's default layout), so each becomes a
 // contiguous kda_tensor_t; a buffer whose bit in the `present` attribute is clear is a [0] placeholder for an
@@ -8,16 +9,23 @@
 //   kda_forward:   q k v g beta A_log dt_bias initial_state cu_seqlens -> out final_state workspace
 //   kda_backward:  q k v g beta A_log dt_bias initial_state cu_seqlens dout dfinal_state
 //                  -> dq dk dv dg dbeta dA_log ddt_bias dh0 workspace
+//   kda_decode:    q k v g beta A_log dt_bias state_pool state_indices num_accepted_tokens -> out state_pool workspace
+//
+// Decode updates the pool in place: its state_pool result is aliased to its state_pool operand (ffi_call's
+// input_output_aliases), so XLA hands the handler the operand's buffer as the result and kda writes through it. A
+// caller that donates the pool gets it updated without a copy; otherwise XLA copies the operand first, as aliasing
+// a live buffer requires.
 //
 // The workspace: kda never allocates and XLA allocates every buffer of a call, so the workspace is the call's
 // last result, a uint8 buffer of the bytes kda's workspace query asks for. Its size must be fixed when the call
 // is traced, and the ABI gives no formula for it (the CUDA backward's is "about"), so the Python side asks kda
 // itself: kda_jax_workspace_size() below builds the same kda arguments the handler builds, from the shapes and
-// dtypes of the call's buffers (the query reads no data), and calls kda_{forward,backward}_workspace_size. That is
-// the simplest way that is exactly right, and it also validates every argument when the call is traced, so the
-// Python caller gets kda's message naming the argument before anything runs.
+// dtypes of the call's buffers (the query reads no data), and calls kda_{forward,backward,decode}_workspace_size.
+// That is the simplest way that is exactly right, and it also validates every argument when the call is traced, so
+// the Python caller gets kda's message naming the argument before anything runs.
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -54,10 +62,18 @@ namespace {
 
 namespace ffi = xla::ffi;
 
+// The calls; kda/jax.py passes the same numbers to the workspace query.
+enum class Call : int32_t { kForward = 0, kBackward = 1, kDecode = 2 };
+constexpr const char* kCallNames[] = {"kda_forward", "kda_backward", "kda_decode"};
+
 // Buffer counts of the calls, the workspace not included.
-constexpr int kForwardBuffers = 11;   // 9 operands, out, final_state
-constexpr int kBackwardBuffers = 19;  // 11 operands, 8 gradients
-using Tensors = std::array<kda_tensor_t, kBackwardBuffers>;
+constexpr int kBuffers[] = {
+    11,  // forward: 9 operands, out, final_state
+    19,  // backward: 11 operands, 8 gradients
+    12,  // decode: 10 operands, out, state_pool
+};
+constexpr int kDecodePoolOperand = 7, kDecodePoolResult = 11;  // decode's state_pool, aliased
+using Tensors = std::array<kda_tensor_t, kBuffers[static_cast<int>(Call::kBackward)]>;  // the most buffers
 
 struct Device {
   kda_device_type_t type;
@@ -73,29 +89,35 @@ kda_tensor_t tensor(const KdaJaxAttrs& a, int i, void* data, kda_dtype_t dtype, 
   return kda_tensor_contiguous(data ? data : &empty_sentinel, dtype, ndim, dims, dev.type, dev.id);
 }
 
-// The forward's arguments, mapped as python/csrc/torch_op.cpp's fill_forward maps the same flags.
+// The inputs and flags the forward and decode share (buffers 0-6 of either call), mapped as
+// python/csrc/torch_op.cpp maps the same flags.
+template <typename Args>
+void set_common(Args* x, const Tensors& t, const KdaJaxAttrs& a) {
+  x->q = t[0];
+  x->k = t[1];
+  x->v = t[2];
+  x->g = t[3];
+  x->beta = t[4];
+  x->A_log = t[5];
+  x->dt_bias = t[6];
+  x->use_default_scale = 0;
+  x->scale = a.scale;
+  x->gate_mode = static_cast<kda_gate_mode_t>(a.gate_mode);
+  x->lower_bound = a.lower_bound;
+  x->use_qk_l2norm = a.use_qk_l2norm;
+  x->beta_is_logits = a.beta_is_logits;
+  x->allow_neg_eigval = a.allow_neg_eigval;
+  x->state_v_first = a.state_v_first;
+  x->backend = static_cast<kda_backend_t>(a.backend);
+}
+
 kda_forward_args_t forward_args(const Tensors& t, const KdaJaxAttrs& a) {
   kda_forward_args_t f;
   kda_forward_args_init(&f);
-  f.q = t[0];
-  f.k = t[1];
-  f.v = t[2];
-  f.g = t[3];
-  f.beta = t[4];
-  f.A_log = t[5];
-  f.dt_bias = t[6];
+  set_common(&f, t, a);
   f.initial_state = t[7];
   f.cu_seqlens = t[8];
-  f.use_default_scale = 0;
-  f.scale = a.scale;
-  f.gate_mode = static_cast<kda_gate_mode_t>(a.gate_mode);
-  f.lower_bound = a.lower_bound;
-  f.use_qk_l2norm = a.use_qk_l2norm;
-  f.beta_is_logits = a.beta_is_logits;
-  f.allow_neg_eigval = a.allow_neg_eigval;
-  f.state_v_first = a.state_v_first;
   f.chunk_size = a.chunk_size;
-  f.backend = static_cast<kda_backend_t>(a.backend);
   return f;
 }
 
@@ -116,27 +138,58 @@ kda_backward_args_t backward_args(const Tensors& t, const KdaJaxAttrs& a) {
   return b;
 }
 
-kda_status_t workspace_size(bool backward, const Tensors& t, const KdaJaxAttrs& a, size_t* bytes) {
-  if (backward) {
-    const kda_backward_args_t b = backward_args(t, a);
-    return kda_backward_workspace_size(&b, bytes);
-  }
-  kda_forward_args_t f = forward_args(t, a);
-  f.out = t[9];
-  f.final_state = t[10];
-  return kda_forward_workspace_size(&f, bytes);
+// Decode reads and writes the pool through its result buffer (the operand's, when aliased).
+kda_decode_args_t decode_args(const Tensors& t, const KdaJaxAttrs& a) {
+  kda_decode_args_t d;
+  kda_decode_args_init(&d);
+  set_common(&d, t, a);
+  d.state_pool = t[kDecodePoolResult];
+  d.state_indices = t[8];
+  d.num_accepted_tokens = t[9];
+  d.out = t[10];
+  return d;
 }
 
-kda_status_t run(bool backward, const Tensors& t, const KdaJaxAttrs& a, void* workspace, size_t bytes,
-                 void* stream) {
-  if (backward) {
-    const kda_backward_args_t b = backward_args(t, a);
-    return kda_backward(&b, workspace, bytes, stream);
-  }
+// The forward call's arguments: the forward's inputs (as the backward's) and its results.
+kda_forward_args_t forward_call_args(const Tensors& t, const KdaJaxAttrs& a) {
   kda_forward_args_t f = forward_args(t, a);
   f.out = t[9];
   f.final_state = t[10];
-  return kda_forward(&f, workspace, bytes, stream);
+  return f;
+}
+
+kda_status_t workspace_size(Call call, const Tensors& t, const KdaJaxAttrs& a, size_t* bytes) {
+  switch (call) {
+    case Call::kBackward: {
+      const kda_backward_args_t b = backward_args(t, a);
+      return kda_backward_workspace_size(&b, bytes);
+    }
+    case Call::kDecode: {
+      const kda_decode_args_t d = decode_args(t, a);
+      return kda_decode_workspace_size(&d, bytes);
+    }
+    default: {
+      const kda_forward_args_t f = forward_call_args(t, a);
+      return kda_forward_workspace_size(&f, bytes);
+    }
+  }
+}
+
+kda_status_t run(Call call, const Tensors& t, const KdaJaxAttrs& a, void* workspace, size_t bytes, void* stream) {
+  switch (call) {
+    case Call::kBackward: {
+      const kda_backward_args_t b = backward_args(t, a);
+      return kda_backward(&b, workspace, bytes, stream);
+    }
+    case Call::kDecode: {
+      const kda_decode_args_t d = decode_args(t, a);
+      return kda_decode(&d, workspace, bytes, stream);
+    }
+    default: {
+      const kda_forward_args_t f = forward_call_args(t, a);
+      return kda_forward(&f, workspace, bytes, stream);
+    }
+  }
 }
 
 // A failing kda status as an XLA error carrying kda_last_error() (which names the argument).
@@ -170,11 +223,31 @@ ffi::ErrorOr<ffi::AnyBuffer> buffer(const ffi::RemainingArgs& args, const ffi::R
   return **r;
 }
 
+// Decode's pool result holds the pool kda updates. It is the operand's own buffer when XLA honours the alias; should
+// it ever be a buffer of its own, the operand is copied into it first (on the call's stream), so the result is the
+// updated pool either way.
+ffi::Error prepare_pool(Device dev, void* stream, ffi::AnyBuffer operand, ffi::AnyBuffer result) {
+  if (operand.untyped_data() == result.untyped_data()) return ffi::Error::Success();
+  if (operand.size_bytes() != result.size_bytes())
+    return ffi::Error::InvalidArgument("kda_decode: state_pool: the result and the operand differ in size");
+#ifdef KDA_WITH_CUDA
+  if (dev.type == KDA_DEVICE_CUDA) {
+    const cudaError_t e = cudaMemcpyAsync(result.untyped_data(), operand.untyped_data(), operand.size_bytes(),
+                                          cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
+    return e == cudaSuccess ? ffi::Error::Success()
+                            : ffi::Error(ffi::ErrorCode::kInternal,
+                                         std::string("kda_decode: state_pool: copy: ") + cudaGetErrorString(e));
+  }
+#endif
+  if (operand.size_bytes()) std::memcpy(result.untyped_data(), operand.untyped_data(), operand.size_bytes());
+  return ffi::Error::Success();
+}
+
 // One call: the operands and results (the workspace last) as kda descriptors, then kda on `stream`.
-ffi::Error execute(bool backward, Device dev, void* stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
+ffi::Error execute(Call c, Device dev, void* stream, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    const KdaJaxAttrs& a) {
-  const char* call = backward ? "kda_backward" : "kda_forward";
-  const size_t n = backward ? kBackwardBuffers : kForwardBuffers;
+  const char* call = kCallNames[static_cast<int>(c)];
+  const size_t n = kBuffers[static_cast<int>(c)];
   if (args.size() + rets.size() != n + 1)
     return ffi::Error::InvalidArgument(std::string(call) + ": expected " + std::to_string(n + 1) + " buffers, got " +
                                        std::to_string(args.size() + rets.size()));
@@ -188,26 +261,32 @@ ffi::Error execute(bool backward, Device dev, void* stream, ffi::RemainingArgs a
     t[i] = tensor(a, static_cast<int>(i), b->untyped_data(), dtype, static_cast<int32_t>(b->dimensions().size()),
                   b->dimensions().begin(), dev);
   }
+  if (c == Call::kDecode) {
+    ffi::ErrorOr<ffi::AnyBuffer> operand = buffer(args, rets, kDecodePoolOperand);
+    ffi::ErrorOr<ffi::AnyBuffer> result = buffer(args, rets, kDecodePoolResult);
+    if (!operand) return operand.error();
+    if (!result) return result.error();
+    if (ffi::Error e = prepare_pool(dev, stream, *operand, *result); e.failure()) return e;
+  }
   ffi::ErrorOr<ffi::AnyBuffer> ws = buffer(args, rets, n);
   if (!ws) return ws.error();
-  const kda_status_t s =
-      run(backward, t, a, ws->size_bytes() ? ws->untyped_data() : nullptr, ws->size_bytes(), stream);
+  const kda_status_t s = run(c, t, a, ws->size_bytes() ? ws->untyped_data() : nullptr, ws->size_bytes(), stream);
   return s == KDA_STATUS_SUCCESS ? ffi::Error::Success() : error(s, call);
 }
 
 // CPU: host pointers, KDA_BACKEND_AUTO picks the CPU backend; no stream.
-template <bool kBackward>
+template <Call kCall>
 ffi::Error on_cpu(ffi::RemainingArgs args, ffi::RemainingRets rets, KdaJaxAttrs a) {
-  return execute(kBackward, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
+  return execute(kCall, {KDA_DEVICE_CPU, 0}, nullptr, args, rets, a);
 }
 auto cpu_binding() { return ffi::Ffi::Bind().RemainingArgs().RemainingRets().Attrs<KdaJaxAttrs>(); }
 
 #ifdef KDA_WITH_CUDA
 // CUDA: device pointers on XLA's stream for this call and its device.
-template <bool kBackward>
+template <Call kCall>
 ffi::Error on_cuda(cudaStream_t stream, int32_t device, ffi::RemainingArgs args, ffi::RemainingRets rets,
                    KdaJaxAttrs a) {
-  return execute(kBackward, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
+  return execute(kCall, {KDA_DEVICE_CUDA, device}, stream, args, rets, a);
 }
 auto cuda_binding() {
   return ffi::Ffi::Bind()
@@ -221,32 +300,36 @@ auto cuda_binding() {
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCpu, on_cpu<false>, cpu_binding());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCpu, on_cpu<true>, cpu_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCpu, on_cpu<Call::kForward>, cpu_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCpu, on_cpu<Call::kBackward>, cpu_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaDecodeCpu, on_cpu<Call::kDecode>, cpu_binding());
 #ifdef KDA_WITH_CUDA
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCuda, on_cuda<false>, cuda_binding());
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCuda, on_cuda<true>, cuda_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaForwardCuda, on_cuda<Call::kForward>, cuda_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaBackwardCuda, on_cuda<Call::kBackward>, cuda_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(KdaDecodeCuda, on_cuda<Call::kDecode>, cuda_binding());
 #endif
 
-// The workspace bytes of a call, asked by kda/jax.py (ctypes) when the call is traced. Buffer i of the call (the
-// workspace excluded; kForwardBuffers or kBackwardBuffers of them) has kda dtype dtypes[i], ndims[i] dims and
-// shape dims[i * KDA_MAX_DIMS ...]; `cuda` says which platform the call is for (device 0). Returns a kda_status_t;
-// on failure kda_last_error() says why, naming the argument.
-extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t backward, int32_t cuda, const int32_t* dtypes,
+// The workspace bytes of a call, asked by kda/jax.py (ctypes) when the call is traced. `call` is a Call (0 forward,
+// 1 backward, 2 decode); buffer i of the call (the workspace excluded; kBuffers[call] of them) has kda dtype
+// dtypes[i], ndims[i] dims and shape dims[i * KDA_MAX_DIMS ...]; `cuda` says which platform the call is for
+// (device 0). Returns a kda_status_t; on failure kda_last_error() says why, naming the argument.
+extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t call, int32_t cuda, const int32_t* dtypes,
                                                   const int32_t* ndims, const int64_t* dims, const KdaJaxAttrs* attrs,
                                                   uint64_t* bytes) {
+  const Call c = static_cast<Call>(call);
   const Device dev{cuda ? KDA_DEVICE_CUDA : KDA_DEVICE_CPU, 0};
   static char no_data;  // the query reads no tensor data but cu_seqlens'; a non-null pointer marks a tensor present
   Tensors t{};
-  for (int i = 0; i < (backward ? kBackwardBuffers : kForwardBuffers); ++i)
+  for (int i = 0; i < kBuffers[call]; ++i)
     t[i] = tensor(*attrs, i, &no_data, static_cast<kda_dtype_t>(dtypes[i]), ndims[i], dims + i * KDA_MAX_DIMS, dev);
-  // kda's validation reads host-resident cu_seqlens in full, but the offsets are data, unknown when the call is
-  // traced: the query sees valid offsets of the same shape and dtype, [0, T, .., T]; the handler's kda call checks
-  // the real ones when the call runs.
+  // kda's validation reads host-resident cu_seqlens (buffer 8 of the forward and the backward; decode has none) in
+  // full, but the offsets are data, unknown when the call is traced: the query sees valid offsets of the same shape
+  // and dtype, [0, T, .., T]; the handler's kda call checks the real ones when the call runs.
   kda_tensor_t& cu = t[8];
   std::vector<int64_t> offsets64;
   std::vector<int32_t> offsets32;
-  if (cu.data && cu.device_type == KDA_DEVICE_CPU && cu.ndim == 1 && cu.shape[0] >= 1 && t[0].ndim >= 2) {
+  if (c != Call::kDecode && cu.data && cu.device_type == KDA_DEVICE_CPU && cu.ndim == 1 && cu.shape[0] >= 1 &&
+      t[0].ndim >= 2) {
     const int64_t T = t[0].shape[1];
     if (cu.dtype == KDA_DTYPE_INT64) {
       offsets64.assign(cu.shape[0], T);
@@ -259,7 +342,7 @@ extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t backward, int32_t cuda
     }
   }
   size_t ws = 0;
-  const kda_status_t s = workspace_size(backward != 0, t, *attrs, &ws);
+  const kda_status_t s = workspace_size(c, t, *attrs, &ws);
   *bytes = ws;
   return s;
 }
