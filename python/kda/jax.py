@@ -1,4 +1,5 @@
-"""kda for JAX: FLA-compatible `chunk_kda` over kda's XLA FFI handlers (python/csrc/jax_ffi.cpp, libkda_jax.so).
+"""kda for JAX: FLA-compatible `chunk_kda` and `fused_recurrent_kda` (the state-pool decode) over kda's XLA FFI
+handlers (python/csrc/jax_ffi.cpp, libkda_jax.so).
 
 `import kda.jax` needs jax; `import kda` does not. The handlers are registered for XLA's CPU platform and, when kda
 was built with CUDA, its CUDA platform; `jax.lax.platform_dependent` stages out the one the computation is lowered
@@ -6,7 +7,8 @@ for. kda never allocates: each call's workspace is an extra result of its ffi_ca
 by kda's own workspace query (kda_jax_workspace_size, through ctypes), which validates every argument at that
 point too, so a bad argument raises ValueError / NotImplementedError (TypeError for a dtype kda does not take)
 naming it before anything runs. Gradients of q, k, v, g, beta, A_log, dt_bias and initial_state come from kda's
-backward (host: the float64 reverse recurrence; CUDA: the exact token-recurrent one) through jax.custom_vjp.
+backward (host: the float64 reverse recurrence; CUDA: the exact token-recurrent one) through jax.custom_vjp. The
+decode updates its state pool in place (its pool result is aliased to its pool operand) and is inference-only.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import numpy as np
 
 from .ops import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _gate_selection
 
-__all__ = ["chunk_kda", "BACKENDS"]
+__all__ = ["chunk_kda", "fused_recurrent_kda", "BACKENDS"]
 
 _path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libkda_jax.so")
 if not os.path.exists(_path):
@@ -33,19 +35,27 @@ _lib = ctypes.CDLL(_path)
 _lib.kda_last_error.restype = ctypes.c_char_p
 
 # XLA FFI targets: (name, CPU handler, CUDA handler); the CUDA ones exist when kda was built with CUDA.
-_TARGETS = (("kda_forward", "KdaForwardCpu", "KdaForwardCuda"), ("kda_backward", "KdaBackwardCpu", "KdaBackwardCuda"))
+_TARGETS = (("kda_forward", "KdaForwardCpu", "KdaForwardCuda"), ("kda_backward", "KdaBackwardCpu", "KdaBackwardCuda"),
+            ("kda_decode", "KdaDecodeCpu", "KdaDecodeCuda"))
+_CALLS = [name for name, _, _ in _TARGETS]  # jax_ffi.cpp's Call: the index is the workspace query's `call`
 _HAS_CUDA = all(hasattr(_lib, cuda) for _, _, cuda in _TARGETS)
 for _name, _cpu, _cuda in _TARGETS:
     jax.ffi.register_ffi_target(_name, jax.ffi.pycapsule(getattr(_lib, _cpu)), platform="cpu")
     if _HAS_CUDA:
         jax.ffi.register_ffi_target(_name, jax.ffi.pycapsule(getattr(_lib, _cuda)), platform="CUDA")
 
-# The buffers of each call in the handlers' order (the workspace, always last, excluded).
+# The buffers of each call in the handlers' order (the workspace, always last, excluded), by their Python names.
 _INPUTS = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state", "cu_seqlens")
 _BUFFERS = {
     "kda_forward": _INPUTS + ("out", "final_state"),
     "kda_backward": _INPUTS + ("dout", "dfinal_state", "dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dh0"),
+    "kda_decode": _INPUTS[:8] + ("ssm_state_indices", "num_accepted_tokens", "out", "initial_state"),
 }
+# kda's names of decode's arguments -> the Python API's (as torch_op.cpp's decode_out renames them).
+_RENAMES = {"kda_decode": (("state_indices", "ssm_state_indices"), ("state_pool", "initial_state (the state pool)"))}
+# The fusions of kda_decode_args_t that kda.jax does not take (yet).
+_DECODE_FUSIONS = ("q_conv_weight", "k_conv_weight", "v_conv_weight", "q_conv_state", "k_conv_state",
+                   "v_conv_state", "out_norm_weight", "out_gate")
 _KDA_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(jnp.bfloat16): 2,
                np.dtype(np.float64): 3, np.dtype(np.int32): 4, np.dtype(np.int64): 5}  # kda_dtype_t
 _MAX_DIMS = 6  # KDA_MAX_DIMS
@@ -78,6 +88,8 @@ def _raise_for(status, call):
     if status == 0:
         return
     msg = f"{call}: {_lib.kda_last_error().decode()}"
+    for c_name, py_name in _RENAMES.get(call, ()):
+        msg = msg.replace(f": {c_name}", f": {py_name}", 1)
     if status == 1:  # KDA_STATUS_INVALID_ARGUMENT
         raise ValueError(msg)
     if status in (2, 4):  # KDA_STATUS_NOT_SUPPORTED, KDA_STATUS_BACKEND_UNAVAILABLE
@@ -85,9 +97,10 @@ def _raise_for(status, call):
     raise RuntimeError(msg)
 
 
-def _call(call, cuda, flags, *buffers, results):
+def _call(call, cuda, flags, *buffers, results, aliases):
     """One ffi_call of `call` on the CPU or the CUDA platform. `buffers` are the operands, `results` the result
-    shapes (jax.ShapeDtypeStruct), both with None for absent tensors; returns the results, None where absent."""
+    shapes (jax.ShapeDtypeStruct), both with None for absent tensors; `aliases` its input_output_aliases ({operand
+    index: result index}). Returns the results, None where absent."""
     names = _BUFFERS[call]
     specs = list(buffers) + list(results)
     attrs = _Attrs(flags.scale, flags.gate_mode, flags.lower_bound, flags.use_qk_l2norm, flags.beta_is_logits,
@@ -105,12 +118,12 @@ def _call(call, cuda, flags, *buffers, results):
         for j, d in enumerate(x.shape[:_MAX_DIMS]):
             dims[i * _MAX_DIMS + j] = d
     nbytes = ctypes.c_uint64()
-    _raise_for(_lib.kda_jax_workspace_size(int(call == "kda_backward"), int(cuda), dtypes, ndims, dims,
+    _raise_for(_lib.kda_jax_workspace_size(_CALLS.index(call), int(cuda), dtypes, ndims, dims,
                                            ctypes.byref(attrs), ctypes.byref(nbytes)), call)
 
     absent = jax.ShapeDtypeStruct((0,), jnp.float32)
     out = jax.ffi.ffi_call(call, [absent if r is None else r for r in results]
-                           + [jax.ShapeDtypeStruct((nbytes.value,), jnp.uint8)])(
+                           + [jax.ShapeDtypeStruct((nbytes.value,), jnp.uint8)], input_output_aliases=aliases)(
         *[jnp.zeros((0,), jnp.float32) if x is None else x for x in buffers],
         **{name: (np.float32 if ctype is ctypes.c_float else np.int32)(getattr(attrs, name))
            for name, ctype in _Attrs._fields_})
@@ -124,11 +137,11 @@ def _cuda_visible():
         return False
 
 
-def _run(call, flags, buffers, results):
+def _run(call, flags, buffers, results, aliases=None):
     """`call` on the platform the computation is lowered for (CUDA only when kda has it and JAX sees a GPU)."""
-    branches = {"cpu": partial(_call, call, False, flags, results=results)}
+    branches = {"cpu": partial(_call, call, False, flags, results=results, aliases=aliases)}
     if _HAS_CUDA and _cuda_visible():
-        branches["cuda"] = partial(_call, call, True, flags, results=results)
+        branches["cuda"] = partial(_call, call, True, flags, results=results, aliases=aliases)
     return jax.lax.platform_dependent(*buffers, **branches)
 
 
@@ -164,6 +177,26 @@ def _chunk_bwd(flags, inputs, cotangents):
 _chunk.defvjp(_chunk_fwd, _chunk_bwd)
 
 
+def _prepare(q, v, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel,
+             allow_neg_eigval, safe_gate, lower_bound, A_log, dt_bias, state_v_first, backend, chunk_size,
+             output_final_state):
+    """The checks and the flags chunk_kda and fused_recurrent_kda share: (flags, A_log, dt_bias), the gate's arrays
+    None when the gate is not activated in the kernel, a missing dt_bias a zero bias."""
+    for name, x in (("q", q), ("v", v)):
+        if x.ndim != 4:
+            raise ValueError(f"kda: {name}: must be 4-D [B, T, heads, dim], got shape {tuple(x.shape)}")
+    _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v)
+    gate_mode, lb, in_kernel = _gate_selection(use_gate_in_kernel, A_log, lower_bound, safe_gate)
+    if not in_kernel:
+        A_log = dt_bias = None
+    elif dt_bias is None:
+        dt_bias = jnp.zeros(v.shape[2] * q.shape[3], jnp.float32)
+    flags = _Flags(float(q.shape[-1] ** -0.5 if scale is None else scale), gate_mode, lb,
+                   bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
+                   bool(state_v_first), chunk_size, _backend_id(backend), bool(output_final_state))
+    return flags, A_log, dt_bias
+
+
 def chunk_kda(
     q,
     k,
@@ -197,18 +230,87 @@ def chunk_kda(
     the backend's choice) and `backend` ("auto", "reference" (the fp64 oracle, CPU), "cpu", "cuda-generic",
     "cuda-chunked", "cuda-recurrent"). Works under jax.jit; differentiable in every array argument but cu_seqlens.
     """
-    for name, x in (("q", q), ("v", v)):
-        if x.ndim != 4:
-            raise ValueError(f"kda: {name}: must be 4-D [B, T, heads, dim], got shape {tuple(x.shape)}")
-    _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v)
     if chunk_size is not None and chunk_size not in (16, 32, 64):
         raise ValueError(f"kda: chunk_size: must be 16, 32 or 64, got {chunk_size}")
-    gate_mode, lb, in_kernel = _gate_selection(use_gate_in_kernel, A_log, lower_bound, safe_gate)
-    if not in_kernel:
-        A_log = dt_bias = None
-    elif dt_bias is None:
-        dt_bias = jnp.zeros(v.shape[2] * q.shape[3], jnp.float32)
-    flags = _Flags(float(q.shape[-1] ** -0.5 if scale is None else scale), gate_mode, lb,
-                   bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
-                   bool(state_v_first), chunk_size or 0, _backend_id(backend), bool(output_final_state))
+    flags, A_log, dt_bias = _prepare(q, v, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
+                                     use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, lower_bound, A_log,
+                                     dt_bias, state_v_first, backend, chunk_size or 0, output_final_state)
     return _chunk(flags, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _decode(flags, q, k, v, g, beta, A_log, dt_bias, pool, indices, num_accepted):
+    # The pool result is aliased to the pool operand (buffer 7 -> result 1): kda updates it in place.
+    results = [jax.ShapeDtypeStruct(v.shape, q.dtype), jax.ShapeDtypeStruct(pool.shape, pool.dtype)]
+    out, new_pool = _run("kda_decode", flags, [q, k, v, g, beta, A_log, dt_bias, pool, indices, num_accepted],
+                         results, aliases={7: 1})
+    return out, new_pool
+
+
+@_decode.defjvp
+def _decode_jvp(flags, primals, tangents):
+    raise NotImplementedError("kda: ssm_state_indices: the state-pool form of fused_recurrent_kda is inference-only "
+                              "(no gradients); differentiate chunk_kda instead")
+
+
+def fused_recurrent_kda(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    *,
+    A_log=None,
+    dt_bias=None,
+    scale: Optional[float] = None,
+    initial_state=None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    lower_bound: Optional[float] = None,
+    state_v_first: bool = False,
+    cu_seqlens=None,
+    ssm_state_indices=None,
+    num_accepted_tokens=None,
+    backend: str = "auto",
+    **kwargs,
+):
+    """`kda.fused_recurrent_kda` for JAX arrays (every argument after beta keyword-only); returns (o, state).
+
+    Without `ssm_state_indices` it is `chunk_kda` (same op, same result). With `ssm_state_indices` (int32, [N], or
+    [N, T] with `num_accepted_tokens` int32 [N] for speculative verify), `initial_state` is the state pool
+    [slots, HV, K, V] fp32 ([slots, HV, V, K] with state_v_first) and q is [N, T, H, K]: sequence n starts from
+    pool[idx[n]] (or pool[idx[n, num_accepted[n] - 1]]) and its state goes back to pool[idx[n]] (or after token t
+    to pool[idx[n, t]]); a negative index marks padding (outputs zero, no slot touched); slots no index names are
+    bitwise unchanged. Returns (o, new_pool). JAX arrays are immutable, so the new pool is a new array; inside
+    jax.jit with the pool donated (`donate_argnums`) XLA updates the pool's buffer in place, without a copy (not
+    donated, XLA copies the pool first). Inference-only: differentiating it raises NotImplementedError. Not taken
+    (yet): packed sequences (`cu_seqlens`; reshape [1, N*T, ...] to [N, T, ...]) and kda's decode fusions (conv and
+    gated RMSNorm).
+    """
+    fusions = sorted(set(kwargs) & set(_DECODE_FUSIONS))
+    if fusions:
+        raise NotImplementedError(f"kda: {', '.join(fusions)}: kda.jax does not take the decode fusions (yet)")
+    if kwargs:
+        raise TypeError(f"kda.fused_recurrent_kda: unsupported argument(s) {sorted(kwargs)}")
+    if ssm_state_indices is None:
+        if num_accepted_tokens is not None:
+            raise ValueError("kda: num_accepted_tokens: needs ssm_state_indices (the state-pool form)")
+        return chunk_kda(q, k, v, g, beta, scale, initial_state, output_final_state,
+                         use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
+                         use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                         lower_bound=lower_bound, A_log=A_log, dt_bias=dt_bias, cu_seqlens=cu_seqlens,
+                         state_v_first=state_v_first, backend=backend)
+
+    if initial_state is None:
+        raise ValueError("kda: initial_state: the state pool is required with ssm_state_indices")
+    if cu_seqlens is not None:
+        raise NotImplementedError("kda: cu_seqlens: the JAX state-pool form takes q as [N, T, H, K] (reshape packed "
+                                  "[1, N*T, ...] inputs), not cu_seqlens")
+    # The pool is always returned (output_final_state does not apply); kda's decode has no chunk size.
+    flags, A_log, dt_bias = _prepare(q, v, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
+                                     use_beta_sigmoid_in_kernel, allow_neg_eigval, False, lower_bound, A_log, dt_bias,
+                                     state_v_first, backend, 0, True)
+    return _decode(flags, q, k, v, g, beta, A_log, dt_bias, initial_state, ssm_state_indices, num_accepted_tokens)
