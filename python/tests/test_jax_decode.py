@@ -1,0 +1,200 @@
+"""kda.jax.fused_recurrent_kda's state-pool form (kda_decode through the XLA FFI) against the fp64 numpy oracle:
+1-D and 2-D (speculative) slot indices, padding, untouched slots, eagerly and under jax.jit with and without the
+pool donated, and its errors. Skipped as test_jax.py is (importing it skips this module too) when jax or kda's JAX
+extension is missing."""
+import numpy as np
+import pytest
+
+from test_jax import GATES, jax, kj, make_case, tol  # skips this module too without jax or the extension
+
+import jax.numpy as jnp  # noqa: E402
+from reference import assert_close  # noqa: E402
+from test_ops import reference_of  # noqa: E402
+
+MODES = ["eager", "jit", "jit_donated"]
+
+
+@pytest.fixture
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def pool_case(rng, N, T, slots, dtype=jnp.float32, gate="softplus", state_v_first=False):
+    """(arrays q k v g beta, keyword arguments, the pool as numpy fp32) for N sequences of T tokens."""
+    t, kw = make_case(rng, B=N, T=T, dtype=dtype, gate=gate, with_h0=False, state_v_first=state_v_first)
+    kw.pop("safe_gate", None)  # chunk_kda's; the bounded gate is selected by lower_bound alone
+    HV, K, V = t["v"].shape[2], t["q"].shape[3], t["v"].shape[3]
+    pool = rng.standard_normal((slots, HV, V, K) if state_v_first else (slots, HV, K, V)).astype(np.float32)
+    return t, kw, pool
+
+
+def decode(mode, t, kw, pool, idx, acc=None):
+    """fused_recurrent_kda on a fresh device copy of `pool` (numpy), run as `mode`; returns (o, new pool). Donated,
+    the compiled computation must copy nothing and the new pool live in the donated buffer: updated in place."""
+    def fn(pool, t):
+        return kj.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx, num_accepted_tokens=acc)
+
+    x = jnp.asarray(pool)
+    if mode == "eager":
+        return fn(x, t)
+    if mode == "jit":
+        o, new = jax.jit(fn)(x, t)
+        np.testing.assert_array_equal(x, pool)  # the caller's pool is not touched
+        return o, new
+    compiled = jax.jit(fn, donate_argnums=0).lower(x, t).compile()
+    assert " copy(" not in compiled.as_text(), "the donated pool is copied"
+    address = x.unsafe_buffer_pointer()
+    o, new = compiled(x, t)
+    assert x.is_deleted() and new.unsafe_buffer_pointer() == address, "the donated pool was copied"
+    return o, new
+
+
+def check_untouched(new, before, written):
+    untouched = [s for s in range(before.shape[0]) if s not in written]
+    np.testing.assert_array_equal(np.asarray(new)[untouched], before[untouched],
+                                  err_msg="slots no index names changed")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+@pytest.mark.parametrize("state_v_first", [False, True])
+@pytest.mark.parametrize("T", [1, 3])
+def test_decode_state_pool(seed, rng, mode, dtype, state_v_first, T):
+    """1-D ssm_state_indices: sequence n starts from pool[idx[n]] and its last state goes back there; negative
+    indices are padding (zero outputs, no slot touched)."""
+    N, slots = 6, 9
+    t, kw, before = pool_case(rng, N, T, slots, dtype, state_v_first=state_v_first)
+    idx = jnp.asarray([3, -1, 0, 7, -5, 5], jnp.int32)
+    o, new = decode(mode, t, kw, before, idx)
+    assert o.dtype == dtype and o.shape == t["v"].shape
+    assert new.dtype == jnp.float32 and new.shape == before.shape
+    for n, i in enumerate(np.asarray(idx).tolist()):
+        if i < 0:
+            assert not np.asarray(o[n]).any(), f"o[{n}]: padding outputs must be zero (seed {seed})"
+            continue
+        ro, rh = reference_of({name: x[n: n + 1] for name, x in t.items()}, dict(kw, initial_state=before[i: i + 1]))
+        assert_close(f"o[{n}]", o[n: n + 1], ro, *tol(dtype), seed)
+        assert_close(f"pool[{i}]", new[i: i + 1], rh, 1e-4, 1e-3, seed)
+    check_untouched(new, before, {i for i in np.asarray(idx).tolist() if i >= 0})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("state_v_first", [False, True])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_decode_speculative(seed, rng, mode, state_v_first, dtype):
+    """2-D ssm_state_indices with num_accepted_tokens: sequence n starts from pool[idx[n, a - 1]] and its state
+    after token t goes to pool[idx[n, t]]; a negative write slot skips that write, a negative start slot pads."""
+    N, T, slots = 4, 3, 14
+    t, kw, before = pool_case(rng, N, T, slots, dtype, state_v_first=state_v_first)
+    idx = rng.permutation(slots)[: N * T].reshape(N, T).astype(np.int32)
+    acc = np.array([1, 3, 2, 2], np.int32)
+    idx[0, 2] = -1  # sequence 0 keeps no state after its token 2
+    idx[3, acc[3] - 1] = -1  # sequence 3 starts from no slot: padding, its other slots untouched too
+    o, new = decode(mode, t, kw, before, jnp.asarray(idx), jnp.asarray(acc))
+    written = set()
+    for n in range(N):
+        start = idx[n, acc[n] - 1]
+        if start < 0:
+            assert not np.asarray(o[n]).any(), f"o[{n}]: padding outputs must be zero (seed {seed})"
+            continue
+        for tt in range(T):
+            tn = {name: x[n: n + 1, : tt + 1] for name, x in t.items()}
+            ro, rh = reference_of(tn, dict(kw, initial_state=before[start: start + 1]))
+            if idx[n, tt] >= 0:
+                written.add(int(idx[n, tt]))
+                assert_close(f"pool[idx[{n}, {tt}]]", new[idx[n, tt]][None], rh, 1e-4, 1e-3, seed)
+        assert_close(f"o[{n}]", o[n: n + 1], ro, *tol(dtype), seed)
+    check_untouched(new, before, written)
+
+
+@pytest.mark.parametrize("gate", GATES)
+@pytest.mark.parametrize("backend", ["auto", "reference"])
+def test_decode_gates_and_backends(seed, rng, gate, backend):
+    N, T, slots = 3, 2, 4
+    t, kw, before = pool_case(rng, N, T, slots, gate=gate)
+    kw["backend"] = backend
+    idx = jnp.asarray([2, 0, 3], jnp.int32)
+    o, new = decode("jit_donated", t, kw, before, idx)
+    exact = (1e-6, 1e-5) if backend == "reference" else (1e-4, 1e-3)
+    for n, i in enumerate(np.asarray(idx).tolist()):
+        ro, rh = reference_of({name: x[n: n + 1] for name, x in t.items()}, dict(kw, initial_state=before[i: i + 1]))
+        assert_close(f"o[{n}]", o[n: n + 1], ro, *exact, seed)
+        assert_close(f"pool[{i}]", new[i: i + 1], rh, *exact, seed)
+    check_untouched(new, before, set(np.asarray(idx).tolist()))
+
+
+def test_decode_jit_matches_eager(seed, rng):
+    t, kw, before = pool_case(rng, 4, 2, 6, jnp.bfloat16, gate="bounded")
+    idx = jnp.asarray([5, 1, -1, 2], jnp.int32)
+    results = [decode(mode, t, kw, before, idx) for mode in MODES]
+    for o, new in results[1:]:
+        np.testing.assert_array_equal(o, results[0][0])
+        np.testing.assert_array_equal(new, results[0][1])
+
+
+def test_unaliased_pool_result_is_copied_first(seed, rng):
+    """Should XLA give the pool result a buffer of its own (here: the ffi_call without input_output_aliases), the
+    handler copies the pool into it before the update, so the result is the same and the operand untouched."""
+    t, kw, before = pool_case(rng, 3, 2, 5)
+    idx = jnp.asarray([4, -1, 1], jnp.int32)
+    o, new = decode("jit", t, kw, before, idx)
+    flags, A_log, dt_bias = kj._prepare(t["q"], t["v"], t["beta"], None, True, True, True, False, False, None,
+                                        kw["A_log"], kw["dt_bias"], False, "auto", 0, True)
+    pool = jnp.asarray(before)
+    results = [jax.ShapeDtypeStruct(t["v"].shape, t["q"].dtype), jax.ShapeDtypeStruct(pool.shape, pool.dtype)]
+    buffers = [t["q"], t["k"], t["v"], t["g"], t["beta"], A_log, dt_bias, pool, idx, None]
+    o2, new2 = jax.jit(lambda b: kj._run("kda_decode", flags, b, results))(buffers)
+    np.testing.assert_array_equal(o2, o)
+    np.testing.assert_array_equal(new2, new)
+    np.testing.assert_array_equal(pool, before)
+
+
+def test_without_indices_is_chunk_kda(seed, rng):
+    t, kw = make_case(rng, gate="softplus")
+    o, ht = kj.fused_recurrent_kda(**t, **kw, output_final_state=True)
+    o2, ht2 = kj.chunk_kda(**t, **kw, output_final_state=True)
+    np.testing.assert_array_equal(o, o2)
+    np.testing.assert_array_equal(ht, ht2)
+
+
+def test_decode_is_not_differentiable(seed, rng):
+    t, kw, before = pool_case(rng, 2, 1, 3)
+    idx = jnp.asarray([0, 2], jnp.int32)
+
+    def loss(q):
+        return kj.fused_recurrent_kda(**dict(t, q=q), **kw, initial_state=jnp.asarray(before),
+                                      ssm_state_indices=idx)[0].sum()
+
+    with pytest.raises(NotImplementedError, match=r"inference-only"):
+        jax.grad(loss)(t["q"])
+
+
+def test_decode_errors_name_the_argument(seed, rng):
+    N, T, slots = 2, 3, 4
+    t, kw, before = pool_case(rng, N, T, slots)
+    pool = jnp.asarray(before)
+    idx1, idx2 = jnp.asarray([0, 1], jnp.int32), jnp.arange(N * T, dtype=jnp.int32).reshape(N, T) % slots
+
+    def expect(exc, match, **changes):
+        args = {**t, **kw, "initial_state": pool, "ssm_state_indices": idx1, **changes}
+        with pytest.raises(exc, match=match):
+            kj.fused_recurrent_kda(**args)
+
+    expect(ValueError, r"initial_state: the state pool is required", initial_state=None)
+    expect(ValueError, r"initial_state \(the state pool\): expected shape", initial_state=pool[:, :, :8])
+    expect(ValueError, r"initial_state \(the state pool\)", initial_state=pool.astype(jnp.bfloat16))
+    expect(ValueError, r"ssm_state_indices: expected shape", ssm_state_indices=jnp.zeros(N + 1, jnp.int32))
+    expect(ValueError, r"ssm_state_indices", ssm_state_indices=idx1.astype(jnp.float32))
+    expect(ValueError, r"num_accepted_tokens: needs 2-D", num_accepted_tokens=jnp.ones(N, jnp.int32))
+    expect(ValueError, r"num_accepted_tokens", ssm_state_indices=idx2, num_accepted_tokens=jnp.ones(N + 1, jnp.int32))
+    expect(ValueError, r"num_accepted_tokens: needs ssm_state_indices", ssm_state_indices=None,
+           num_accepted_tokens=jnp.ones(N, jnp.int32))
+    expect(ValueError, r"v: expected shape", v=t["v"][:, :1])
+    expect(ValueError, r"q: must be 4-D", q=t["q"][0])
+    expect(ValueError, r"A_log", A_log=None)
+    expect(ValueError, r"backend", backend="tpu")
+    expect(NotImplementedError, r"cu_seqlens", cu_seqlens=jnp.asarray([0, T, 2 * T], jnp.int32))
+    expect(NotImplementedError, r"q_conv_weight", q_conv_weight=jnp.zeros((32, 4)))
+    expect(NotImplementedError, r"out_gate, out_norm_weight", out_norm_weight=jnp.ones(32), out_gate=t["v"])
+    expect(TypeError, r"not_an_argument", not_an_argument=1)
+    expect(TypeError, r"ssm_state_indices: unsupported dtype", ssm_state_indices=idx1.astype(jnp.uint8))
