@@ -173,17 +173,23 @@ def test_grads_match_reference_backward(seed, rng, gate, state_v_first, varlen):
 
 
 def test_grads_finite_differences(seed, rng):
-    """jax.test_util.check_grads (a VJP against central differences in a random direction) at float32, through the
-    fp64 reference backend so the forward's only error is the final rounding to float32."""
+    """jax.test_util.check_grads (a VJP against central differences in a random direction) at float64 through the
+    reference backend, on the output (float64 in, float64 out). At float32 the central difference's own error (step
+    1e-2 on a softplus-gated recurrence) reached 0.55% against the check's 0.2% tolerance (CI, seed 672649065): a
+    test of the difference quotient, not of the gradient; at float64 the step is 1e-4 and the tolerance 1e-5. The
+    final state is fp32 in every backend, so its rounding over a 1e-4 step (~6e-4) would swamp that tolerance: it is
+    left out here (its gradient path, dfinal, is checked against the reference backward above)."""
     leaves, rest = _grad_case(rng, "softplus", False, varlen=True)
     # FLA's A_log init (decay up to 16x softplus) leaves almost no gradient in g: milder, as test_gradcheck_cpu.
     leaves["A_log"] = jnp.log(jnp.asarray(rng.uniform(0.05, 0.5, leaves["A_log"].shape), jnp.float32))
     names = list(leaves)
+    with jax.enable_x64(True):
+        xs = tuple(jnp.asarray(np.asarray(x, np.float64)) for x in leaves.values())
 
-    def f(*xs):
-        return kj.chunk_kda(**dict(zip(names, xs)), **rest, output_final_state=True, backend="reference")
+        def f(*xs):
+            return kj.chunk_kda(**dict(zip(names, xs)), **rest, output_final_state=False, backend="reference")[0]
 
-    check_grads(f, tuple(leaves.values()), order=1, modes=["rev"])
+        check_grads(f, xs, order=1, modes=["rev"])
 
 
 def test_grads_bf16_dtypes(seed, rng):
