@@ -5,7 +5,8 @@
 # sit in this checkout's .carry). Runs, per build: the GPU tests named by --tests (a gtest filter), then --rounds
 # rounds of kda-bench on the given workloads, every build once per round; logs and JSON go to $OUT/results.tar.
 # --builds a,b,c picks archives (default: every one in .carry/ab); --verify SUITE runs kda-verify --suite SUITE
-# --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it); --ncu REGEX profiles
+# --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it; --impl a,b runs several
+# implementations of each build side by side, e.g. cuda-chunked,cuda-hopper of one build); --ncu REGEX profiles
 # the kernels matching REGEX on the first workload per build (Nsight Compute, full set with source, clocks as they
 # are): the details page as text and the per-SASS-instruction source page as gzipped CSV, to read here offline.
 #
@@ -39,7 +40,11 @@ for a in .carry/ab/*.tar.xz; do
   [ -z "$pick" ] || [[ ",$pick," == *",$n,"* ]] || continue
   mkdir -p "/tmp/ab/$n" && tar -xJf "$a" -C "/tmp/ab/$n" && builds+=("$n")
 done
-[ ${#builds[@]} -ge 2 ] || { echo "gpu_ab.sh: need at least two archives in .carry/ab" >&2; exit 2; }
+IFS=, read -r -a impls <<< "$impl"
+bench_impls=()
+for i in "${impls[@]}"; do bench_impls+=(--impl "$i"); done
+[ ${#builds[@]} -ge 2 ] || [ ${#impls[@]} -ge 2 ] ||
+  { echo "gpu_ab.sh: need two archives in .carry/ab, or two implementations (--impl a,b)" >&2; exit 2; }
 W=$(mktemp -d)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$W/gpu.txt"
 (cd "$W" && tar -rf "$OUT/results.tar" gpu.txt)
@@ -53,17 +58,19 @@ if [ -n "$tests" ]; then
 fi
 if [ -n "$verify" ]; then
   for b in "${builds[@]}"; do
-    LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-verify" --suite "$verify" --impl "$impl" ${vfilter:+--filter "$vfilter"} \
-      --json "$W/verify-$b.json" > "$W/verify-$b.log" 2>&1 || rc=1
-    echo "== $b verify $verify: $(tail -1 "$W/verify-$b.log")"
-    grep FAIL "$W/verify-$b.log" | cut -c1-160
-    (cd "$W" && tar -rf "$OUT/results.tar" "verify-$b.log" "verify-$b.json")
+    for i in "${impls[@]}"; do
+      LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-verify" --suite "$verify" --impl "$i" ${vfilter:+--filter "$vfilter"} \
+        --json "$W/verify-$b-$i.json" > "$W/verify-$b-$i.log" 2>&1 || rc=1
+      echo "== $b $i verify $verify: $(tail -1 "$W/verify-$b-$i.log")"
+      grep FAIL "$W/verify-$b-$i.log" | cut -c1-160
+      (cd "$W" && tar -rf "$OUT/results.tar" "verify-$b-$i.log" "verify-$b-$i.json")
+    done
   done
 fi
 if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
   for b in "${builds[@]}"; do
     LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 ncu --clock-control none --set full --import-source yes -k "regex:$ncu_re" \
-      -c 2 -f -o "$W/ncu-$b" "/tmp/ab/$b/kda-bench" --impl "$impl" "${w[@]:0:2}" --no-verify --iters 1 --warmup 0 \
+      -c 2 -f -o "$W/ncu-$b" "/tmp/ab/$b/kda-bench" "${bench_impls[@]}" "${w[@]:0:2}" --no-verify --iters 1 --warmup 0 \
       > "$W/ncu-run-$b.log" 2>&1 || rc=1
     ncu --import "$W/ncu-$b.ncu-rep" --page details > "$W/ncu-$b.txt" 2>&1
     ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$W/ncu-src-$b.csv.gz"
@@ -75,7 +82,7 @@ fi
 if [ ${#w[@]} -gt 0 ]; then
   for r in $(seq 1 "$rounds"); do
     for b in "${builds[@]}"; do
-      LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-bench" --commit "$b" --impl "$impl" --iters 100 "${w[@]}" \
+      LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-bench" --commit "$b" "${bench_impls[@]}" --iters 100 "${w[@]}" \
         --json "$W/bench-$b-$r.json" > "$W/bench-$b-$r.log" 2>&1 || rc=1
       echo "== $b round $r"
       grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/bench-$b-$r.log" | sed 's/ (seed.*//'
