@@ -55,7 +55,9 @@ struct PrepLayout {
   static constexpr int kFac = kPre + 4 * K;   // [3][K]: P_1 (blocks 2, 0), P_2 (3, 1), P_1 P_2 (3, 0)
   static constexpr int kBias = kFac + 3 * K;  // [K]: dt_bias
   static constexpr int kBeta = kBias + K;     // [64]
-  static constexpr int kFloats = kBeta + kC;
+  static constexpr int kBsum = kBeta + kC;    // [4][K]: S2's sub-block sums of g (log2 units)
+  static constexpr int kX = kBsum + 4 * K;    // [3][16 x 16]: S4's products sum_K A_IK T_KJ of one round
+  static constexpr int kFloats = kX + 3 * kSub * kSub;
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
 
@@ -75,6 +77,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   float* const fac_s = smem + Ly::kFac;
   float* const bias_s = smem + Ly::kBias;
   float* const beta_s = smem + Ly::kBeta;
+  float* const bsum_s = smem + Ly::kBsum;
+  float* const Xs = smem + Ly::kX;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
   const int64_t ci = blockIdx.x;
@@ -207,44 +211,72 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S2: per channel d (one thread each): the inter-chunk factors to the workspace, the reference-point forms
-  // in place, the block factor tables. g of the channel is held in registers (64 values).
-  if (tid < K) {
-    const int d = tid;
-    float g[kC];
+  // ---- S2: per (channel d, sub-block blk) task (chunk_map.h scan_task; all 256 threads, 16-token chains instead
+  // of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
+  // reference-point forms in place, the block factor tables. S2a: the sub-block sums S_b of g; S2b: the exponents
+  // as (sums over whole sub-blocks) + (a local 16-token scan), every one a sum of g over the tokens it spans.
+  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+    const ScanTask st = scan_task(task, K);
+    float acc = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kC; ++t) g[t] = Gs[t * PK + d];
+    for (int i = 0; i < kSub; ++i) acc += Gs[(kSub * st.blk + i) * PK + st.d];
+    bsum_s[st.blk * K + st.d] = acc;
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+    const ScanTask st = scan_task(task, K);
+    const int d = st.d, blk = st.blk, tb = kSub * blk;
+    float S[kSubBlocks];
+#pragma unroll
+    for (int b2 = 0; b2 < kSubBlocks; ++b2) S[b2] = bsum_s[b2 * K + d];
+    float before = 0.0f, after = 0.0f;  // sums over the sub-blocks before / after blk
+#pragma unroll
+    for (int b2 = 0; b2 < kSubBlocks; ++b2)
+      if (b2 < blk) before += S[b2];
+#pragma unroll
+    for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
+      if (b2 > blk) after += S[b2];
+    float g[kSub];
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) g[i] = Gs[(tb + i) * PK + d];
+    // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
     float* const Kd_g = tile + tl.Kd();
-    float suf = 0.0f, bsuf = 0.0f;  // sums over (t, C - 1] and (t, end of t's block]
+    float bsuf = 0.0f;
 #pragma unroll
-    for (int t = kC - 1; t >= 0; --t) {
+    for (int i = kSub - 1; i >= 0; --i) {
+      const int t = tb + i;
       const float k = Ks[t * PK + d];
-      Kd_g[t * K + d] = k * ex2(suf);
+      Kd_g[t * K + d] = k * ex2(after + bsuf);
       Gs[t * PK + d] = k * ex2(bsuf);  // Ksuf
-      suf += g[t];
-      bsuf = (t & 15) == 0 ? 0.0f : bsuf + g[t];
+      bsuf += g[i];
     }
+    // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
     float* const Qg_g = tile + tl.Qg();
-    float gam = 0.0f, gl = 0.0f, P[4];
+    float gl = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kC; ++t) {
-      gam += g[t];
-      gl = (t & 15) == 0 ? g[t] : gl + g[t];
+    for (int i = 0; i < kSub; ++i) {
+      const int t = tb + i;
+      gl += g[i];
       const float el = ex2(gl);
       const float q = Qs[t * PK + d];
-      Qg_g[t * K + d] = q * ex2(gam);
+      Qg_g[t * K + d] = q * ex2(before + gl);
       Qs[t * PK + d] = q * el;
       Ks[t * PK + d] *= el;
-      if ((t & 15) == 15) P[t >> 4] = el;
     }
-    tile[tl.decay() + d] = ex2(gam);
-    pre_s[d] = 1.0f;
-    pre_s[K + d] = P[0];
-    pre_s[2 * K + d] = P[0] * P[1];
-    pre_s[3 * K + d] = P[0] * P[1] * P[2];
-    fac_s[d] = P[1];
-    fac_s[K + d] = P[2];
-    fac_s[2 * K + d] = P[1] * P[2];
+    if (blk == 0) {
+      float P[kSubBlocks];
+#pragma unroll
+      for (int b2 = 0; b2 < kSubBlocks; ++b2) P[b2] = ex2(S[b2]);
+      tile[tl.decay() + d] = ex2(((S[0] + S[1]) + S[2]) + S[3]);
+      pre_s[d] = 1.0f;
+      pre_s[K + d] = P[0];
+      pre_s[2 * K + d] = P[0] * P[1];
+      pre_s[3 * K + d] = P[0] * P[1] * P[2];
+      fac_s[d] = P[1];
+      fac_s[K + d] = P[2];
+      fac_s[2 * K + d] = P[1] * P[2];
+    }
   }
   __syncthreads();
 
@@ -295,14 +327,18 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, by forward substitution in fp32: quad = column c, lane part
-  // sums the j = part (mod 4) terms of T_rc = -sum_{j < r} A_rj T_jc, row by row (rows above c are 0, row c is 1).
+  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril) in fp32. Round 0: the four
+  // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
+  // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
+  // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
+  // Rounds s = 1 .. 3 (chunk_map.h tri_entry): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
+  // only blocks of distance < s; two products (X, then T_II X), one entry per thread and pass.
   {
-    const int c = tid >> 2, part = tid & 3;
+    const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
-    for (int r = 0; r < kC; ++r) {
+    for (int r = cb; r < cb + kSub; ++r) {
       float s = 0.0f;
-      for (int j = part; j < r; j += 4) s = fmaf(Akk[r * PA + j], Tm[j * PA + c], s);
+      for (int j = cb + part; j < r; j += 4) s = fmaf(Akk[r * PA + j], Tm[j * PA + c], s);
       s = quad_sum(s);
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
@@ -314,6 +350,27 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     }
   }
   __syncthreads();
+#pragma unroll 1
+  for (int s = 1; s < kSubBlocks; ++s) {
+    const int n = tri_round_entries(s);
+    for (int e = tid; e < n; e += kThreads) {  // X_IJ = sum_{J <= K < I} A_IK T_KJ
+      const TriEntry te = tri_entry(e);
+      const int r = kSub * (te.J + s) + te.rr, c = kSub * te.J + te.cc;
+      float x = 0.0f;
+      for (int j = kSub * te.J; j < kSub * (te.J + s); ++j) x = fmaf(Akk[r * PA + j], Tm[j * PA + c], x);
+      Xs[e] = x;
+    }
+    __syncthreads();
+    for (int e = tid; e < n; e += kThreads) {  // T_IJ = -T_II X_IJ (T_II unit lower triangular)
+      const TriEntry te = tri_entry(e);
+      const int I = te.J + s, r = kSub * I + te.rr, c = kSub * te.J + te.cc;
+      const float* const Xb = Xs + kSub * kSub * te.J;
+      float x = Xb[te.rr * kSub + te.cc];
+      for (int m = 0; m < te.rr; ++m) x = fmaf(Tm[r * PA + kSub * I + m], Xb[m * kSub + te.cc], x);
+      Tm[r * PA + c] = -x;
+    }
+    __syncthreads();
+  }
 
   // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32. exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t (Kr
   // in place in Ks). Warp: rows 16 m .., columns (K + V) / 2 nh ..; T is lower triangular, so the k-steps stop at
