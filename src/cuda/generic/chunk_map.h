@@ -114,8 +114,9 @@ struct ScanTask {
 KDA_HOST_DEVICE ScanTask scan_task(int task, int K) { return ScanTask{task % K, task / K}; }
 
 // S4's blocked inversion of the unit lower triangular I + A_kk: round s (1 .. kSubBlocks - 1) computes the blocks
-// (I, J) = (J + s, J), J = 0 .. kSubBlocks - 1 - s; its entry e in [0, (kSubBlocks - s) kSub^2) is block J = e / kSub^2,
-// local row rr = (e / kSub) % kSub and column cc = e % kSub, i.e. chunk row 16 (J + s) + rr, column 16 J + cc.
+// (I, J) = (J + s, J), J = 0 .. kSubBlocks - 1 - s; its entry e in [0, (kSubBlocks - s) kSub^2) is block
+// J = e / kSub^2, local row rr = (e / kSub) % kSub and column cc = e % kSub, i.e. chunk row 16 (J + s) + rr,
+// column 16 J + cc.
 struct TriEntry {
   int J, rr, cc;
 };

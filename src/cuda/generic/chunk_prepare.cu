@@ -41,7 +41,7 @@
 namespace kda::cuda::chunk {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;  // 16 warps: two per (token, quarter) of S0, four per SM sub-partition
 constexpr int kC = kChunk;
 
 template <int K, int V>
@@ -102,14 +102,15 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
                     : 0.0f;
   __syncthreads();
 
-  // ---- S0: stage. Thread = (token st, quarter sq): channels 8 sq + 32 j (16-byte vectors). Rows >= L are zeros.
+  // ---- S0: stage. Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors); half 0 stages
+  // q and g, half 1 k, beta and beta v. Rows >= L are zeros.
   {
-    const int st = tid >> 2, sq = tid & 3;
+    const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
     const bool live = st < L;
     const int64_t t = t0 + st;
     const kda_dtype_t in_dt = p.q.dtype;
-#pragma unroll
-    for (int which = 0; which < 2; ++which) {
+    {
+      const int which = half;
       const TensorView& tv = which ? p.k : p.q;
       float x[K / 4];
 #pragma unroll
@@ -133,48 +134,52 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
             make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
       }
     }
-    // The gate, in log2 units (0 past L: padded tokens change no sum).
-    const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+    if (half == 0) {
+      // The gate, in log2 units (0 past L: padded tokens change no sum).
+      const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
 #pragma unroll 1
-    for (int j = 0; j < K / 32; ++j) {
-      float g[8];
-      if (!live) {
+      for (int j = 0; j < K / 32; ++j) {  // not unrolled: gate_log_decay's modes would be inlined K / 32 times
+        float g[8];
+        if (!live) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) g[i] = 0.0f;
-      } else if (p.g.dtype == KDA_DTYPE_FLOAT32) {
-        const float* gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq + 32 * j;
-        const uint4 a = ldg16(gp), c = ldg16(gp + 4);
-        g[0] = __uint_as_float(a.x); g[1] = __uint_as_float(a.y); g[2] = __uint_as_float(a.z);
-        g[3] = __uint_as_float(a.w); g[4] = __uint_as_float(c.x); g[5] = __uint_as_float(c.y);
-        g[6] = __uint_as_float(c.z); g[7] = __uint_as_float(c.w);
-      } else {
-        cvt8(ldg16(static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq + 32 * j), p.g.dtype, g);
+          for (int i = 0; i < 8; ++i) g[i] = 0.0f;
+        } else if (p.g.dtype == KDA_DTYPE_FLOAT32) {
+          const float* gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq + 32 * j;
+          const uint4 a = ldg16(gp), c = ldg16(gp + 4);
+          g[0] = __uint_as_float(a.x); g[1] = __uint_as_float(a.y); g[2] = __uint_as_float(a.z);
+          g[3] = __uint_as_float(a.w); g[4] = __uint_as_float(c.x); g[5] = __uint_as_float(c.y);
+          g[6] = __uint_as_float(c.z); g[7] = __uint_as_float(c.w);
+        } else {
+          cvt8(ldg16(static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq + 32 * j), p.g.dtype, g);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int d = 8 * sq + 32 * j + i;
+          Gs[st * PK + d] =
+              live ? gate_log_decay<float>(p.gate_mode, g[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
+                   : 0.0f;
+        }
       }
+    } else {
+      const float beta =
+          live ? beta_activation<float>(
+                     scalar_to_float(p.beta.data, p.beta.dtype,
+                                     b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
+                     p.beta_is_logits, p.allow_neg_eigval)
+               : 0.0f;
+      if (sq == 0) beta_s[st] = beta;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int d = 8 * sq + 32 * j + i;
-        Gs[st * PK + d] =
-            live ? gate_log_decay<float>(p.gate_mode, g[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
-                 : 0.0f;
+      for (int j = 0; j < V / 32; ++j) {
+        float v[8];
+        uint4 u = make_uint4(0, 0, 0, 0);
+        if (live)
+          u = ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] +
+                    hv * p.v.stride[2] + 8 * sq + 32 * j);
+        cvt8(u, in_dt, v);
+        float* const dst = Vb + st * PV + 8 * sq + 32 * j;
+        *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
       }
-    }
-    const float beta =
-        live ? beta_activation<float>(scalar_to_float(p.beta.data, p.beta.dtype,
-                                                      b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
-                                      p.beta_is_logits, p.allow_neg_eigval)
-             : 0.0f;
-    if (sq == 0) beta_s[st] = beta;
-#pragma unroll
-    for (int j = 0; j < V / 32; ++j) {
-      float v[8];
-      uint4 u = make_uint4(0, 0, 0, 0);
-      if (live)
-        u = ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] +
-                  8 * sq + 32 * j);
-      cvt8(u, in_dt, v);
-      float* const dst = Vb + st * PV + 8 * sq + 32 * j;
-      *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
-      *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
     }
   }
   __syncthreads();
@@ -280,13 +285,15 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5: rows Kr / Qr of block I against Ksuf of block J
+  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5 for the n-tile (8 columns) nt = 0 and one per warp
+  // 6-11 for nt = 1: rows Kr / Qr of block I against Ksuf of block J
   // times P_{J+1} .. P_{I-1}, in 3xTF32.
-  if (warp < 6) {
-    const int I = warp < 1 ? 1 : warp < 3 ? 2 : 3;
-    const int J = warp < 1 ? 0 : warp < 3 ? warp - 1 : warp - 3;
+  if (warp < 12) {
+    const int bw = warp % 6, nt = warp / 6;
+    const int I = bw < 1 ? 1 : bw < 3 ? 2 : 3;
+    const int J = bw < 1 ? 0 : bw < 3 ? bw - 1 : bw - 3;
     const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
-    float akk[2][4] = {}, aqk[2][4] = {};
+    float akk[4] = {}, aqk[4] = {};
     const int a0 = 16 * I + grp, a1 = a0 + 8;
 #pragma unroll 2
     for (int ks = 0; ks < K / 8; ++ks) {
@@ -301,29 +308,23 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       split(Qs[a1 * PK + c0], qh[1], ql[1]);
       split(Qs[a0 * PK + c1], qh[2], ql[2]);
       split(Qs[a1 * PK + c1], qh[3], ql[3]);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int nn = 16 * J + 8 * nt + grp;
-        uint32_t bh[2], bl[2];
-        split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
-        split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
-        mma3(akk[nt], kh, kl, bh, bl);
-        mma3(aqk[nt], qh, ql, bh, bl);
-      }
+      const int nn = 16 * J + 8 * nt + grp;
+      uint32_t bh[2], bl[2];
+      split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
+      split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
+      mma3(akk, kh, kl, bh, bl);
+      mma3(aqk, qh, ql, bh, bl);
     }
     const float be0 = beta_s[a0], be1 = beta_s[a1];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int col = 16 * J + 8 * nt + 2 * tig;
-      Akk[a0 * PA + col] = be0 * akk[nt][0];
-      Akk[a0 * PA + col + 1] = be0 * akk[nt][1];
-      Akk[a1 * PA + col] = be1 * akk[nt][2];
-      Akk[a1 * PA + col + 1] = be1 * akk[nt][3];
-      Aqk[a0 * PA + col] = aqk[nt][0];
-      Aqk[a0 * PA + col + 1] = aqk[nt][1];
-      Aqk[a1 * PA + col] = aqk[nt][2];
-      Aqk[a1 * PA + col + 1] = aqk[nt][3];
-    }
+    const int col = 16 * J + 8 * nt + 2 * tig;
+    Akk[a0 * PA + col] = be0 * akk[0];
+    Akk[a0 * PA + col + 1] = be0 * akk[1];
+    Akk[a1 * PA + col] = be1 * akk[2];
+    Akk[a1 * PA + col + 1] = be1 * akk[3];
+    Aqk[a0 * PA + col] = aqk[0];
+    Aqk[a0 * PA + col + 1] = aqk[1];
+    Aqk[a1 * PA + col] = aqk[2];
+    Aqk[a1 * PA + col + 1] = aqk[3];
   }
   __syncthreads();
 
@@ -332,8 +333,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
   // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
   // Rounds s = 1 .. 3 (chunk_map.h tri_entry): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
-  // only blocks of distance < s; two products (X, then T_II X), one entry per thread and pass.
-  {
+  // only blocks of distance < s; two products (X, then T_II X), one entry per thread and pass. Warps 0-7 run round
+  // 0 while warps 8-15 store A_qk (masked lower) to the workspace.
+  if (tid < 256) {
     const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
     for (int r = cb; r < cb + kSub; ++r) {
@@ -343,8 +345,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
     }
+  } else {
     float* const Aqk_g = tile + tl.Aqk();
-    for (int e = tid; e < kC * kC; e += kThreads) {
+    for (int e = tid - 256; e < kC * kC; e += kThreads - 256) {
       const int r = e / kC, cc = e % kC;
       Aqk_g[e] = cc <= r ? Aqk[r * PA + cc] : 0.0f;
     }
@@ -373,11 +376,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
 
   // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32. exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t (Kr
-  // in place in Ks). Warp: rows 16 m .., columns (K + V) / 2 nh ..; T is lower triangular, so the k-steps stop at
+  // in place in Ks). Warp: rows 16 m .., columns (K + V) / 4 nh ..; T is lower triangular, so the k-steps stop at
   // the diagonal block. Stored straight from the accumulators.
   {
-    constexpr int NT = (K + V) / 16;  // n-tiles of 8 per warp
-    const int m = warp & 3, nh = warp >> 2;
+    constexpr int NT = (K + V) / 32;  // n-tiles of 8 per warp
+    const int m = warp & 3, nh = warp >> 2;  // rows 16 m .., column quarter nh
     const int r0 = 16 * m + grp, r1 = r0 + 8;
     float acc[NT][4];
 #pragma unroll
@@ -397,7 +400,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       const float* pre1 = pre_s + (k1 >> 4) * K;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int col = (K + V) / 2 * nh + 8 * nt + grp;
+        const int col = (K + V) / 4 * nh + 8 * nt + grp;
         float x0, x1;
         if (col < K) {
           x0 = Ks[k0 * PK + col] * pre0[col] * bt0;
@@ -416,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     float* const U_g = tile + tl.U();
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const int col = (K + V) / 2 * nh + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
+      const int col = (K + V) / 4 * nh + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
       float* const dst0 = col < K ? W_g + r0 * K + col : U_g + r0 * V + col - K;
       float* const dst1 = col < K ? W_g + r1 * K + col : U_g + r1 * V + col - K;
       *reinterpret_cast<float2*>(dst0) = make_float2(acc[nt][0], acc[nt][1]);
