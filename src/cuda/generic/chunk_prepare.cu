@@ -376,11 +376,15 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
 
   // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32. exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t (Kr
-  // in place in Ks). Warp: rows 16 m .., columns (K + V) / 4 nh ..; T is lower triangular, so the k-steps stop at
-  // the diagonal block. Stored straight from the accumulators.
-  {
-    constexpr int NT = (K + V) / 32;  // n-tiles of 8 per warp
-    const int m = warp & 3, nh = warp >> 2;  // rows 16 m .., column quarter nh
+  // in place in Ks). T is lower triangular, so the k-steps of row block m stop at the diagonal block (2 (m + 1)
+  // steps of 8): warp = (row-block pair, column eighth nq) runs the row blocks {0, 3} or {1, 2} one after the other,
+  // 10 k-steps each (a warp per row block and column quarter would run 2 .. 8, the CTA waiting on the 8). Stored
+  // straight from the accumulators.
+#pragma unroll 1
+  for (int mi = 0; mi < 2; ++mi) {
+    constexpr int NT = (K + V) / 64;  // n-tiles of 8 per warp
+    const int pair = warp & 1, nq = warp >> 1;
+    const int m = mi == 0 ? pair : 3 - pair;
     const int r0 = 16 * m + grp, r1 = r0 + 8;
     float acc[NT][4];
 #pragma unroll
@@ -400,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       const float* pre1 = pre_s + (k1 >> 4) * K;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int col = (K + V) / 4 * nh + 8 * nt + grp;
+        const int col = (K + V) / 8 * nq + 8 * nt + grp;
         float x0, x1;
         if (col < K) {
           x0 = Ks[k0 * PK + col] * pre0[col] * bt0;
@@ -419,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     float* const U_g = tile + tl.U();
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
-      const int col = (K + V) / 4 * nh + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
+      const int col = (K + V) / 8 * nq + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
       float* const dst0 = col < K ? W_g + r0 * K + col : U_g + r0 * V + col - K;
       float* const dst1 = col < K ? W_g + r1 * K + col : U_g + r1 * V + col - K;
       *reinterpret_cast<float2*>(dst0) = make_float2(acc[nt][0], acc[nt][1]);
