@@ -44,6 +44,21 @@ namespace {
 constexpr int kThreads = 512;  // 16 warps: two per (token, quarter) of S0, four per SM sub-partition
 constexpr int kC = kChunk;
 
+// N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2) in one load.
+template <int N>
+__device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    x[0] = v.x; x[1] = v.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = p[i];
+  }
+}
+
 template <int K, int V>
 struct PrepLayout {
   static constexpr int PK = K + 4;   // q / k / g buffers: read as A operands and transposed B operands
@@ -184,7 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column c): lane = channels lane + 32 i; the
+  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column c): lane = channels K / 32 lane + i
+  // (one vector load per row and operand; K / 32 independent exponent chains per lane); the
   // exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. val[r] = q_r . w, val[16 + r] =
   // k_r . w (w = exp2(..) k_c), reduced over the warp by a reduce-scatter: lane l ends with the full val[l].
 #pragma unroll 1
@@ -193,18 +209,25 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     float val[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) val[i] = 0.0f;
-#pragma unroll 1
-    for (int i = 0; i < K / 32; ++i) {
-      const int d = lane + 32 * i;
-      const float kc = Ks[(base + c) * PK + d];
-      float e = 0.0f;
+    constexpr int CPL = K / 32;
+    const int d0 = CPL * lane;
+    float kc[CPL], e[CPL];
+    lds_vec(Ks + (base + c) * PK + d0, kc);
 #pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        const int off = (base + r) * PK + d;
-        if (r > c) e += Gs[off];
-        const float w = r >= c ? ex2(e) * kc : 0.0f;
-        val[r] = fmaf(Qs[off], w, val[r]);
-        val[16 + r] = fmaf(Ks[off], r > c ? w : 0.0f, val[16 + r]);
+    for (int i = 0; i < CPL; ++i) e[i] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int off = (base + r) * PK + d0;
+      float gv[CPL], qv[CPL], kv[CPL];
+      lds_vec(Gs + off, gv);
+      lds_vec(Qs + off, qv);
+      lds_vec(Ks + off, kv);
+#pragma unroll
+      for (int i = 0; i < CPL; ++i) {
+        if (r > c) e[i] += gv[i];
+        const float w = r >= c ? ex2(e[i]) * kc[i] : 0.0f;
+        val[r] = fmaf(qv[i], w, val[r]);
+        val[16 + r] = fmaf(kv[i], r > c ? w : 0.0f, val[16 + r]);
       }
     }
     const float sum = reduce_scatter32(val, lane);
