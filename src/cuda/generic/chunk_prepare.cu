@@ -1,14 +1,15 @@
 // chunk_prepare.cu: phase 1 of the two-phase chunked forward: everything of a chunk that does not depend on the
-// state, fully parallel over (chunk, value head). One CTA of 256 threads per (chunk-list entry, value head); CTAs
+// state, fully parallel over (chunk, value head). One CTA of 512 threads per (chunk-list entry, value head); CTAs
 // past the list's length (the grid is sized by its capacity, the length is known only on the device) exit.
 //
 // Per chunk (C = 64 rows; rows past the chunk's length L are zero inputs, which makes every product row zero):
 //   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
 //   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32
-//   S2  per channel: Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L) -> workspace; in place
-//       Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end); block factors
+//   S2  per (channel, 16-token sub-block): Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L)
+//       -> workspace; in place Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end);
+//       block factors
 //   S3  the off-diagonal blocks of A_kk / A_qk through the reference point, 3xTF32 tensor-core products
-//   S4  T = (I + A_kk)^-1 by forward substitution in fp32; A_qk (masked lower) -> workspace
+//   S4  T = (I + A_kk)^-1 blocked in fp32 (diagonal blocks by substitution, then block products); A_qk -> workspace
 //   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32 tensor-core products -> workspace
 //
 // Exponent arrangement (that of the CPU backend and of docs/algorithm.md; nothing forms exp(-Gamma)): every factor
@@ -27,9 +28,11 @@
 // and only the state pass's tf32 products (not amplified by T) remain.
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
-// 3 x [64][68] (A_kk, A_qk, T) + factor tables = ~191 KB: one CTA (8 warps) per SM. The phase's ~1.2 MFMA of
-// fp32-equivalent work per chunk runs as 3xTF32 mma (S3, S5) and fp32 FMA (S1, S4); the CTAs are independent, so
-// the latency of one is hidden by the many CTAs of the grid rather than by occupancy.
+// 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
+// the latency hiding: 16 warps (~90 registers), every stage spread over all of them where it can be (S3 over 12),
+// dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 10 k-steps per warp, S1 K / 32
+// independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
+// mma (S3, S5) and fp32 FMA (S1, S4). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
 #include <climits>
 #include <cstdint>
 
@@ -239,8 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S2: per (channel d, sub-block blk) task (chunk_map.h scan_task; all 256 threads, 16-token chains instead
-  // of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
+  // ---- S2: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
+  // instead of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
   // reference-point forms in place, the block factor tables. S2a: the sub-block sums S_b of g; S2b: the exponents
   // as (sums over whole sub-blocks) + (a local 16-token scan), every one a sum of g over the tokens it spans.
   for (int task = tid; task < kSubBlocks * K; task += kThreads) {
