@@ -225,12 +225,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       lds_vec(Gs + off, gv);
       lds_vec(Qs + off, qv);
       lds_vec(Ks + off, kv);
+      if (r >= c) {  // warp-uniform (c is the warp's): rows above the diagonal stay 0 and cost a branch only
 #pragma unroll
-      for (int i = 0; i < CPL; ++i) {
-        if (r > c) e[i] += gv[i];
-        const float w = r >= c ? ex2(e[i]) * kc[i] : 0.0f;
-        val[r] = fmaf(qv[i], w, val[r]);
-        val[16 + r] = fmaf(kv[i], r > c ? w : 0.0f, val[16 + r]);
+        for (int i = 0; i < CPL; ++i) {
+          if (r > c) e[i] += gv[i];
+          const float w = ex2(e[i]) * kc[i];
+          val[r] = fmaf(qv[i], w, val[r]);
+          if (r > c) val[16 + r] = fmaf(kv[i], w, val[16 + r]);
+        }
       }
     }
     const float sum = reduce_scatter32(val, lane);
