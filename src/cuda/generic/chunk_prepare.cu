@@ -153,29 +153,42 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       }
     }
     if (half == 0) {
-      // The gate, in log2 units (0 past L: padded tokens change no sum).
+      // The gate, in log2 units (0 past L: padded tokens change no sum). The raw values go to Gs first (all K / 32
+      // loads in flight together), then the same thread activates them in place in a loop that is not unrolled
+      // (gate_log_decay's modes would be inlined K / 32 times).
       const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-#pragma unroll 1
-      for (int j = 0; j < K / 32; ++j) {  // not unrolled: gate_log_decay's modes would be inlined K / 32 times
-        float g[8];
-        if (!live) {
+      float* const grow = Gs + st * PK + 8 * sq;
+      if (p.g.dtype == KDA_DTYPE_FLOAT32) {
+        uint4 u[K / 16];
+        const float* const gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
-          for (int i = 0; i < 8; ++i) g[i] = 0.0f;
-        } else if (p.g.dtype == KDA_DTYPE_FLOAT32) {
-          const float* gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq + 32 * j;
-          const uint4 a = ldg16(gp), c = ldg16(gp + 4);
-          g[0] = __uint_as_float(a.x); g[1] = __uint_as_float(a.y); g[2] = __uint_as_float(a.z);
-          g[3] = __uint_as_float(a.w); g[4] = __uint_as_float(c.x); g[5] = __uint_as_float(c.y);
-          g[6] = __uint_as_float(c.z); g[7] = __uint_as_float(c.w);
-        } else {
-          cvt8(ldg16(static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq + 32 * j), p.g.dtype, g);
+        for (int j = 0; j < K / 32; ++j) {
+          u[2 * j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+          u[2 * j + 1] = live ? ldg16(gp + 32 * j + 4) : make_uint4(0, 0, 0, 0);
         }
+#pragma unroll
+        for (int j = 0; j < K / 16; ++j) *reinterpret_cast<uint4*>(grow + 32 * (j >> 1) + 4 * (j & 1)) = u[j];
+      } else {
+        uint4 u[K / 32];
+        const uint16_t* const gp = static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq;
+#pragma unroll
+        for (int j = 0; j < K / 32; ++j) u[j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < K / 32; ++j) {
+          float g[8];
+          cvt8(u[j], p.g.dtype, g);
+          *reinterpret_cast<float4*>(grow + 32 * j) = make_float4(g[0], g[1], g[2], g[3]);
+          *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
+        }
+      }
+#pragma unroll 1
+      for (int j = 0; j < K / 32; ++j) {
+        float* const gp = grow + 32 * j;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const int d = 8 * sq + 32 * j + i;
-          Gs[st * PK + d] =
-              live ? gate_log_decay<float>(p.gate_mode, g[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
-                   : 0.0f;
+          gp[i] = live ? gate_log_decay<float>(p.gate_mode, gp[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
+                       : 0.0f;
         }
       }
     } else {
@@ -313,15 +326,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5 for the n-tile (8 columns) nt = 0 and one per warp
-  // 6-11 for nt = 1: rows Kr / Qr of block I against Ksuf of block J
-  // times P_{J+1} .. P_{I-1}, in 3xTF32.
-  if (warp < 12) {
-    const int bw = warp % 6, nt = warp / 6;
-    const int I = bw < 1 ? 1 : bw < 3 ? 2 : 3;
-    const int J = bw < 1 ? 0 : bw < 3 ? bw - 1 : bw - 3;
+  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5 (splitting a block's two n-tiles over two warps
+  // re-splits the A fragments in both: ~60% more instructions for half the chain): rows Kr / Qr of block I against
+  // Ksuf of block J times P_{J+1} .. P_{I-1}, in 3xTF32.
+  if (warp < 6) {
+    const int I = warp < 1 ? 1 : warp < 3 ? 2 : 3;
+    const int J = warp < 1 ? 0 : warp < 3 ? warp - 1 : warp - 3;
     const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
-    float akk[4] = {}, aqk[4] = {};
+    float akk[2][4] = {}, aqk[2][4] = {};
     const int a0 = 16 * I + grp, a1 = a0 + 8;
 #pragma unroll 2
     for (int ks = 0; ks < K / 8; ++ks) {
@@ -336,23 +348,29 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       split(Qs[a1 * PK + c0], qh[1], ql[1]);
       split(Qs[a0 * PK + c1], qh[2], ql[2]);
       split(Qs[a1 * PK + c1], qh[3], ql[3]);
-      const int nn = 16 * J + 8 * nt + grp;
-      uint32_t bh[2], bl[2];
-      split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
-      split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
-      mma3(akk, kh, kl, bh, bl);
-      mma3(aqk, qh, ql, bh, bl);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int nn = 16 * J + 8 * nt + grp;
+        uint32_t bh[2], bl[2];
+        split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
+        split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
+        mma3(akk[nt], kh, kl, bh, bl);
+        mma3(aqk[nt], qh, ql, bh, bl);
+      }
     }
     const float be0 = beta_s[a0], be1 = beta_s[a1];
-    const int col = 16 * J + 8 * nt + 2 * tig;
-    Akk[a0 * PA + col] = be0 * akk[0];
-    Akk[a0 * PA + col + 1] = be0 * akk[1];
-    Akk[a1 * PA + col] = be1 * akk[2];
-    Akk[a1 * PA + col + 1] = be1 * akk[3];
-    Aqk[a0 * PA + col] = aqk[0];
-    Aqk[a0 * PA + col + 1] = aqk[1];
-    Aqk[a1 * PA + col] = aqk[2];
-    Aqk[a1 * PA + col + 1] = aqk[3];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = 16 * J + 8 * nt + 2 * tig;
+      Akk[a0 * PA + col] = be0 * akk[nt][0];
+      Akk[a0 * PA + col + 1] = be0 * akk[nt][1];
+      Akk[a1 * PA + col] = be1 * akk[nt][2];
+      Akk[a1 * PA + col + 1] = be1 * akk[nt][3];
+      Aqk[a0 * PA + col] = aqk[nt][0];
+      Aqk[a0 * PA + col + 1] = aqk[nt][1];
+      Aqk[a1 * PA + col] = aqk[nt][2];
+      Aqk[a1 * PA + col + 1] = aqk[nt][3];
+    }
   }
   __syncthreads();
 
