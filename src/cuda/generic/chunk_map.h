@@ -72,8 +72,10 @@ inline int64_t build_chunk_map_host(const SeqSpan* spans, int64_t n_seq, int64_t
 //   header       int64 [2]: number of chunks in the list
 //   seq_first    int64 [N + 1]
 //   list         ChunkRec [cap]
-//   tiles        float [cap][HV][tile_floats]: phase 1's per-(chunk, value head) products for phase 2, fp32:
-//                W [C][K], Qg [C][K], Kd [C][K], U [C][V], Aqk [C][C] (lower incl. diagonal, upper zeros), decay [K]
+//   tiles        float [cap][HV][tile_floats]: phase 1's per-(chunk, value head) products for phase 2:
+//                W [C][K], Qg [C][K], Kd [C][K], U [C][V], Aqk [C][C] (lower incl. diagonal, upper zeros), decay [K];
+//                U and decay fp32, the others as bf16x3 operands (chunk_common.cuh): a hi bf16 plane [C][K] then
+//                the lo plane, in the bytes of the fp32 matrix
 //                (rows past the chunk's length are zeros, so phase 2 needs no masking but for the output store)
 struct TileLayout {
   int64_t K, V;

@@ -287,18 +287,18 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll
     for (int i = 0; i < kSub; ++i) g[i] = Gs[(tb + i) * PK + d];
     // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
-    float* const Kd_g = tile + tl.Kd();
+    __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
     float bsuf = 0.0f;
 #pragma unroll
     for (int i = kSub - 1; i >= 0; --i) {
       const int t = tb + i;
       const float k = Ks[t * PK + d];
-      Kd_g[t * K + d] = k * ex2(after + bsuf);
+      store_split1(Kd_g, kC * K, t * K + d, k * ex2(after + bsuf));
       Gs[t * PK + d] = k * ex2(bsuf);  // Ksuf
       bsuf += g[i];
     }
     // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
-    float* const Qg_g = tile + tl.Qg();
+    __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
     float gl = 0.0f;
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       gl += g[i];
       const float el = ex2(gl);
       const float q = Qs[t * PK + d];
-      Qg_g[t * K + d] = q * ex2(before + gl);
+      store_split1(Qg_g, kC * K, t * K + d, q * ex2(before + gl));
       Qs[t * PK + d] = q * el;
       Ks[t * PK + d] *= el;
     }
@@ -392,10 +392,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       __syncwarp();
     }
   } else {
-    float* const Aqk_g = tile + tl.Aqk();
+    __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
     for (int e = tid - 256; e < kC * kC; e += kThreads - 256) {
       const int r = e / kC, cc = e % kC;
-      Aqk_g[e] = cc <= r ? Aqk[r * PA + cc] : 0.0f;
+      store_split1(Aqk_g, kC * kC, e, cc <= r ? Aqk[r * PA + cc] : 0.0f);
     }
   }
   __syncthreads();
@@ -465,15 +465,18 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         mma3(acc[nt], ah, al, bh, bl);
       }
     }
-    float* const W_g = tile + tl.W();
+    __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
     float* const U_g = tile + tl.U();
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int col = (K + V) / 8 * nq + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
-      float* const dst0 = col < K ? W_g + r0 * K + col : U_g + r0 * V + col - K;
-      float* const dst1 = col < K ? W_g + r1 * K + col : U_g + r1 * V + col - K;
-      *reinterpret_cast<float2*>(dst0) = make_float2(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<float2*>(dst1) = make_float2(acc[nt][2], acc[nt][3]);
+      if (col < K) {
+        store_split2(W_g, kC * K, r0 * K + col, acc[nt][0], acc[nt][1]);
+        store_split2(W_g, kC * K, r1 * K + col, acc[nt][2], acc[nt][3]);
+      } else {
+        *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(acc[nt][0], acc[nt][1]);
+        *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(acc[nt][2], acc[nt][3]);
+      }
     }
   }
 }
