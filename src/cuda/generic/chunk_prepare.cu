@@ -25,7 +25,8 @@
 // With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta near 1 or beta = 2 (negative eigenvalues)
 // make T's entries large and the rounding grows past the tensor-core bound (the old single-kernel path measured
 // state errors 3.2e-3 and 3.9e-3 against 1.95e-3); with 3xTF32 the intra-chunk products carry fp32-level error
-// and only the state pass's tf32 products (not amplified by T) remain.
+// (the state pass's products are bf16x3, chunk_state.cu). W, Qg, Kd and A_qk go to the workspace as bf16 hi / lo
+// planes, the operands of those products.
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
 // 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
