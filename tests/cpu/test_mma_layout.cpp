@@ -18,6 +18,7 @@ namespace {
 // A stored matrix of small integers (exact in bf16 and in fp32 sums), as bf16 bit patterns.
 struct Stored {
   int rows, cols;
+  bool swz;  // bits laid out by swizzled() (the values stay logical: at(r, c))
   std::vector<uint16_t> bits;
   std::vector<float> val;
   float at(int r, int c) const { return val[static_cast<size_t>(r) * cols + c]; }
@@ -29,13 +30,14 @@ uint16_t bf16_bits(float x) {
   return static_cast<uint16_t>(u >> 16);  // exact for the small integers used here
 }
 
-Stored random_matrix(int rows, int cols, std::mt19937& rng) {
-  Stored s{rows, cols, {}, {}};
+Stored random_matrix(int rows, int cols, std::mt19937& rng, bool swz = false) {
+  Stored s{rows, cols, swz, std::vector<uint16_t>(static_cast<size_t>(rows) * cols), {}};
   std::uniform_int_distribution<int> d(-8, 8);
   for (int i = 0; i < rows * cols; ++i) {
     const float x = static_cast<float>(d(rng));
     s.val.push_back(x);
-    s.bits.push_back(bf16_bits(x));
+    const int r = i / cols, c = i % cols;
+    s.bits[static_cast<size_t>(swz ? swizzled(r, c, cols) : i)] = bf16_bits(x);
   }
   return s;
 }
@@ -49,7 +51,10 @@ std::vector<std::array<uint32_t, 4>> ldsm_x4(const Stored& s, int row0, int col0
     uint16_t m[8][8];
     for (int i = 0; i < 8; ++i) {
       const LdsmRow r = rule(8 * j + i);
-      for (int e = 0; e < 8; ++e) m[i][e] = s.bits[static_cast<size_t>(row0 + r.row) * s.cols + col0 + r.col + e];
+      for (int e = 0; e < 8; ++e) {
+        const int row = row0 + r.row, col = col0 + r.col + e;
+        m[i][e] = s.bits[static_cast<size_t>(s.swz ? swizzled(row, col, s.cols) : row * s.cols + col)];
+      }
     }
     for (int t = 0; t < 32; ++t) {
       uint16_t lo, hi;
@@ -103,13 +108,16 @@ std::vector<float> mma_emulate(const std::vector<std::array<uint32_t, 4>>& a, co
 
 // Every rule, at an odd tile origin inside a larger stored matrix: the emulated product of the loaded A tile and
 // each of the two loaded B n-tiles equals the product of the operands as the rule's comment defines them.
+// Plain planes (any pitch) and swizzled ones (swizzled(), 64 columns).
 TEST(MmaLayout, LdmatrixRulesGiveTheStatedOperands) {
+  for (bool swz : {false, true}) {
+  SCOPED_TRACE(swz ? "swizzled planes" : "plain planes");
   std::mt19937 rng(12345);
-  const int R = 48, Cc = 56, r0 = 16, c0 = 24;  // stored matrices and tile origins (multiples of 8)
-  const Stored sa_m = random_matrix(R, Cc, rng);  // A stored [m][k]
-  const Stored sa_k = random_matrix(R, Cc, rng);  // A stored [k][m]
-  const Stored sb_n = random_matrix(R, Cc, rng);  // B stored [n][k]
-  const Stored sb_k = random_matrix(R, Cc, rng);  // B stored [k][n]
+  const int R = 48, Cc = swz ? 64 : 56, r0 = 16, c0 = 24;  // stored matrices and tile origins (multiples of 8)
+  const Stored sa_m = random_matrix(R, Cc, rng, swz);  // A stored [m][k]
+  const Stored sa_k = random_matrix(R, Cc, rng, swz);  // A stored [k][m]
+  const Stored sb_n = random_matrix(R, Cc, rng, swz);  // B stored [n][k]
+  const Stored sb_k = random_matrix(R, Cc, rng, swz);  // B stored [k][n]
   for (bool a_kmajor : {false, true}) {
     for (bool b_kmajor : {false, true}) {
       SCOPED_TRACE(std::string("A ") + (a_kmajor ? "[k][m]" : "[m][k]") + ", B " + (b_kmajor ? "[k][n]" : "[n][k]"));
@@ -132,6 +140,30 @@ TEST(MmaLayout, LdmatrixRulesGiveTheStatedOperands) {
           }
       }
     }
+  }
+  }
+}
+
+// The swizzle is a permutation of each row's chunks, and the 8 rows of any ldmatrix matrix (rows 8i .. 8i + 7, one
+// logical chunk) land in 8 different 16-byte bank groups (chunk index mod 8 of a 128-byte bank cycle).
+TEST(MmaLayout, SwizzledPlanesArePermutationsWithoutBankConflicts) {
+  for (int cols : {64, 128, 256}) {
+    for (int row = 0; row < 64; ++row) {
+      std::vector<int> seen(static_cast<size_t>(cols), 0);
+      for (int col = 0; col < cols; ++col) {
+        const int off = swizzled(row, col, cols);
+        ASSERT_GE(off, row * cols);
+        ASSERT_LT(off, (row + 1) * cols);
+        ++seen[static_cast<size_t>(off - row * cols)];
+      }
+      for (int c : seen) ASSERT_EQ(c, 1) << "cols " << cols << " row " << row;
+    }
+    for (int r0 = 0; r0 < 64; r0 += 8)
+      for (int chunk = 0; chunk < cols / 8; ++chunk) {
+        int groups = 0;
+        for (int i = 0; i < 8; ++i) groups |= 1 << ((swizzled(r0 + i, 8 * chunk, cols) * 2 / 16) % 8);
+        EXPECT_EQ(groups, 0xff) << "cols " << cols << " rows " << r0 << ".. chunk " << chunk;
+      }
   }
 }
 

@@ -44,4 +44,12 @@ KDA_HOST_DEVICE LdsmRow ldsm_b_kmajor(int lane) {
   return {i + 8 * (j & 1), 8 * (j >> 1)};
 }
 
+// Element offset of (row, col) in an unpadded [rows][cols] bf16 plane whose 16-byte chunks are XOR-swizzled by row
+// (chunk c of row r stored at chunk c ^ (r & 7); cols a multiple of 64). The 8 rows one ldmatrix matrix reads
+// (consecutive rows, one logical chunk) then sit in 8 different 16-byte bank groups, without padding: a plane pair
+// takes exactly the bytes of the fp32 tile it replaces.
+KDA_HOST_DEVICE int swizzled(int row, int col, int cols) {
+  return row * cols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
+}
+
 }  // namespace kda::cuda::chunk
