@@ -178,6 +178,31 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   };
   store_state_planes();
 
+  // acc = X S^T for this warp's rows of X (W or Qg: [token][d] planes, m-major) and columns of the state (its planes
+  // [v][d] are n-major for B = S^T); steps 1 and 2.
+  auto times_state_t = [&](const bf16* Xh, const bf16* Xl, float (&acc)[NT][4]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+#pragma unroll 2
+    for (int ks = 0; ks < K / 16; ++ks) {
+      uint32_t ah[4], al[4];
+      const int ao = (16 * m + ra.row) * PK + 16 * ks + ra.col;
+      ldsm_x4<false>(ah, Xh + ao);
+      ldsm_x4<false>(al, Xl + ao);
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bh[4], bl[4];
+        const int bo = (cw + 16 * np + rb.row) * PK + 16 * ks + rb.col;
+        ldsm_x4<false>(bh, Sh + bo);
+        ldsm_x4<false>(bl, Sl + bo);
+        mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+        mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
+      }
+    }
+  };
+
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
@@ -187,26 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     __syncthreads();  // W, U of this chunk; the state planes of the previous chunk
     {
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-#pragma unroll 2
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        const int ao = (16 * m + ra.row) * PK + 16 * ks + ra.col;
-        ldsm_x4<false>(ah, Wh + ao);
-        ldsm_x4<false>(al, Wl + ao);
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bh[4], bl[4];
-          const int bo = (cw + 16 * np + rb.row) * PK + 16 * ks + rb.col;
-          ldsm_x4<false>(bh, Sh + bo);
-          ldsm_x4<false>(bl, Sl + bo);
-          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
-          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
-        }
-      }
+      times_state_t(Wh, Wl, acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int col = cw + 8 * nt + 2 * tig;
@@ -225,26 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     __syncthreads();  // Qg, A_qk of this chunk
     {
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-#pragma unroll 2
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        const int ao = (16 * m + ra.row) * PK + 16 * ks + ra.col;
-        ldsm_x4<false>(ah, Qh + ao);
-        ldsm_x4<false>(al, Ql + ao);
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bh[4], bl[4];
-          const int bo = (cw + 16 * np + rb.row) * PK + 16 * ks + rb.col;
-          ldsm_x4<false>(bh, Sh + bo);
-          ldsm_x4<false>(bl, Sl + bo);
-          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
-          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
-        }
-      }
+      times_state_t(Qh, Ql, acc);
       // A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal block.
       for (int ks = 0; ks <= m; ++ks) {
         uint32_t ah[4], al[4];
