@@ -13,16 +13,21 @@ tensor-core product is modelled at its rounding points: a tf32 mma as tf32(a) @ 
 unspecified fp32 summation order), 3xTF32 as al bh + ah bl + ah bh. ex2.approx is modelled by a float32 exp2.
 
 Products a b (--precision NAME=MODE,...; MODE in tf32, 3xtf32, fp32, fp64 = exact then rounded to fp32, and the
-two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand to ~21 bits, the other to 11):
+two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand to ~21 bits, the other to 11;
+and the bf16 modes a Hopper wgmma path would use (bf16 runs at twice tf32's rate and takes transposed operands):
+bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf16(a), al = bf16(a - ah)):
+~16-bit operands for three bf16 products, 1.5x the cost of one tf32 product where 3xTF32 is 3x):
   phase 1:  akk  off-diagonal blocks of A_kk        (default 3xtf32)
             aqk  off-diagonal blocks of A_qk        (default 3xtf32)
-            wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default 3xtf32)
+            wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default bf16x3)
             diag diagonal 16 x 16 blocks (fp32 FMA; fp32 or fp64)        (default fp32)
             tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32)
-  phase 2:  ws   W S^T       in V_new = U - W S^T   (default 3xtf32)
-            qs   Qg S^T      in o                   (default tf32)
-            av   A_qk V_new  in o                   (default 3xtf32)
-            upd  V_new^T Kd  in S = S decay + ...   (default 3xtf32)
+  phase 2:  ws   W S^T       in V_new = U - W S^T   (default bf16x3)
+            qs   Qg S^T      in o                   (default bf16x3)
+            av   A_qk V_new  in o                   (default bf16x3)
+            upd  V_new^T Kd  in S = S decay + ...   (default bf16x3)
+(phase 1 stores W, Qg, Kd and A_qk as the bf16 hi / lo split phase 2's bf16x3 takes, which is exactly the split
+bf16x3 applies to the fp32 values here)
 
 usage: two_phase.py [--precision SPEC] DIR"""
 import argparse
@@ -37,16 +42,25 @@ from kda_protocol import read_case, write_output  # noqa: E402
 F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
-DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "3xtf32", "diag": "fp32", "tinv": "fp32",
-            "ws": "3xtf32", "qs": "tf32", "av": "3xtf32", "upd": "3xtf32"}
-# The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision ws=tf32,av=tf32,upd=tf32.
-MODES = ("tf32", "3xtf32", "tf32a", "tf32b", "fp32", "fp64")
+DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "bf16x3", "diag": "fp32", "tinv": "fp32",
+            "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3"}
+# The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
+# ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
+MODES = ("tf32", "3xtf32", "tf32a", "tf32b", "bf16", "bf16x3", "fp32", "fp64")
 
 
 def tf32(x):
     """cvt.rna.tf32.f32: round the low 13 mantissa bits to nearest, ties away from zero (on the magnitude)."""
     u = np.ascontiguousarray(x, dtype=F32).view(np.uint32)
     r = (u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+    finite = (u & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    return np.where(finite, r, u).view(F32)
+
+
+def bf16(x):
+    """cvt.rn.bf16.f32 (round to nearest even), returned as float32."""
+    u = np.ascontiguousarray(x, dtype=F32).view(np.uint32)
+    r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
     finite = (u & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
     return np.where(finite, r, u).view(F32)
 
@@ -67,6 +81,15 @@ def prod(a, b, mode):
     if mode == "3xtf32":  # mma3: c += al bh; c += ah bl; c += ah bh
         ah, al = split3(a)
         bh, bl = split3(b)
+        c = np.matmul(al, bh)
+        c += np.matmul(ah, bl)
+        c += np.matmul(ah, bh)
+        return c
+    if mode == "bf16":
+        return np.matmul(bf16(a), bf16(b))
+    if mode == "bf16x3":
+        ah, bh = bf16(a), bf16(b)
+        al, bl = bf16(a - ah), bf16(b - bh)
         c = np.matmul(al, bh)
         c += np.matmul(ah, bl)
         c += np.matmul(ah, bh)

@@ -66,7 +66,7 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
 // the full verifier today. The two-phase chunked path (KDA_BACKEND_CUDA_CHUNKED) is 1.6x faster but fails two
 // ill-conditioned stress probes (near-identical keys, beta = 2: final-state error 3.1-3.3e-3 against 1.95e-3 at
 // 97617bb; the CPU rounding model scripts/models/two_phase.py traced them to phase 2's single-tf32 products, now
-// 3xTF32 but not yet measured on a GPU), so it stays opt-in until a GPU run shows it passes them (bench/LEDGER.md).
+// bf16x3 but not yet measured on a GPU), so it stays opt-in until a GPU run shows it passes them (bench/LEDGER.md).
 // Prefix-cache checkpoints stay NOT_SUPPORTED on both.
 Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_forward(args, p));

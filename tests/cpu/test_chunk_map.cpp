@@ -112,5 +112,46 @@ TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   EXPECT_NEAR(static_cast<double>(tile * 4) / kChunk, 2312.0, 1.0);
 }
 
+// Phase 1's S2 tasks cover every (channel, sub-block) once, a warp's 32 tasks one sub-block of consecutive channels.
+TEST(ChunkMap, ScanTasksCoverChannelsAndSubBlocks) {
+  for (int K : {64, 128}) {
+    std::vector<int> seen(static_cast<size_t>(K) * kSubBlocks, 0);
+    for (int task = 0; task < K * kSubBlocks; ++task) {
+      const ScanTask t = scan_task(task, K);
+      ASSERT_GE(t.d, 0);
+      ASSERT_LT(t.d, K);
+      ASSERT_GE(t.blk, 0);
+      ASSERT_LT(t.blk, kSubBlocks);
+      ++seen[static_cast<size_t>(t.blk) * K + t.d];
+      if (task % 32 != 0) {
+        const ScanTask first = scan_task(task - task % 32, K);
+        EXPECT_EQ(t.blk, first.blk);
+        EXPECT_EQ(t.d, first.d + task % 32);
+      }
+    }
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
+  EXPECT_EQ(kSub * kSubBlocks, kChunk);
+}
+
+// Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), every entry of each once, and a round's
+// entries depend only on blocks of smaller distance (computed in earlier rounds) and the diagonal ones.
+TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {
+  std::vector<int> seen(kChunk * kChunk, 0);
+  for (int s = 1; s < kSubBlocks; ++s) {
+    ASSERT_EQ(tri_round_entries(s) % 256, 0);  // whole passes of the 256-thread CTA
+    for (int e = 0; e < tri_round_entries(s); ++e) {
+      const TriEntry t = tri_entry(e);
+      ASSERT_GE(t.J, 0);
+      ASSERT_LT(t.J + s, kSubBlocks);
+      ASSERT_LT(t.rr, kSub);
+      ASSERT_LT(t.cc, kSub);
+      ++seen[(kSub * (t.J + s) + t.rr) * kChunk + kSub * t.J + t.cc];
+    }
+  }
+  for (int r = 0; r < kChunk; ++r)
+    for (int c = 0; c < kChunk; ++c) EXPECT_EQ(seen[r * kChunk + c], r / kSub > c / kSub ? 1 : 0) << r << " " << c;
+}
+
 }  // namespace
 }  // namespace kda::cuda

@@ -1,5 +1,6 @@
 // chunk_common.cuh: device helpers of the two-phase chunked forward (chunk_prepare.cu, chunk_state.cu): tf32
-// mma.sync (m16n8k8) and its 3xTF32 split, exp2, cp.async, 16-byte bf16/fp16 unpacking, quad L2 norms.
+// mma.sync (m16n8k8) and its 3xTF32 split; bf16 mma.sync (m16n8k16), ldmatrix and the bf16x3 split into hi / lo
+// planes (fragment rules: mma_layout.h); exp2, cp.async, 16-byte bf16/fp16 unpacking, quad L2 norms.
 //
 // Fragment layout of mma.m16n8k8 (tf32, fp32 accumulate), lane = 4 grp + tig:
 //   A (16 x 8, row major): a0 (grp, tig), a1 (grp + 8, tig), a2 (grp, tig + 4), a3 (grp + 8, tig + 4)
@@ -54,6 +55,65 @@ __device__ __forceinline__ void mma3(float (&c)[4], const uint32_t (&ah)[4], con
   mma(c, al, bh);
   mma(c, ah, bl);
   mma(c, ah, bh);
+}
+
+// bf16x3: x = hi + lo with hi = bf16(x), lo = bf16(x - hi) (round to nearest even); a b ~ al bh + ah bl + ah bh keeps
+// ~16 bits of each operand (the dropped al bl and lo's own rounding are ~2^-16 relative), at three bf16 products,
+// 1.5x one tf32 product where 3xTF32 is 3x. Operands are stored pre-split as two bf16 planes of the same shape (the
+// bytes of one fp32 matrix), so the mma loops only ldmatrix and multiply. The CPU model of the chunked path
+// (scripts/models/two_phase.py, mode bf16x3) measured it on the verifier's stress probes (docs/numerics.md).
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+  memcpy(&hi, &h, 4);
+  memcpy(&lo, &l, 4);
+}
+
+// Two adjacent elements (e, e + 1) of a matrix stored as hi / lo bf16 planes (the lo plane `plane` elements after
+// the hi plane), split from fp32.
+__device__ __forceinline__ void store_split2(__nv_bfloat16* hi_plane, int64_t plane, int64_t e, float x0, float x1) {
+  uint32_t h, l;
+  split_bf16x2(x0, x1, h, l);
+  *reinterpret_cast<uint32_t*>(hi_plane + e) = h;
+  *reinterpret_cast<uint32_t*>(hi_plane + plane + e) = l;
+}
+
+__device__ __forceinline__ void store_split1(__nv_bfloat16* hi_plane, int64_t plane, int64_t e, float x) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(x);
+  hi_plane[e] = h;
+  hi_plane[plane + e] = __float2bfloat16_rn(x - __bfloat162float(h));
+}
+
+// ldmatrix.m8n8.x4.b16 (T = true: .trans); p is this lane's row address (mma_layout.h's rules).
+template <bool T>
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if constexpr (T)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+// c += a b, mma.m16n8k16 bf16 with fp32 accumulation (b: two registers of one n-tile).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a b in bf16x3 for the n-tile `nt` (0 or 1) of a B pair loaded by one ldmatrix.x4 per plane (small terms first).
+__device__ __forceinline__ void mma_bf16x3(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                           const uint32_t (&bh)[4], const uint32_t (&bl)[4], int nt) {
+  mma_bf16(c, al, bh[2 * nt], bh[2 * nt + 1]);
+  mma_bf16(c, ah, bl[2 * nt], bl[2 * nt + 1]);
+  mma_bf16(c, ah, bh[2 * nt], bh[2 * nt + 1]);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {

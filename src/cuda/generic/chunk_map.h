@@ -72,8 +72,10 @@ inline int64_t build_chunk_map_host(const SeqSpan* spans, int64_t n_seq, int64_t
 //   header       int64 [2]: number of chunks in the list
 //   seq_first    int64 [N + 1]
 //   list         ChunkRec [cap]
-//   tiles        float [cap][HV][tile_floats]: phase 1's per-(chunk, value head) products for phase 2, fp32:
-//                W [C][K], Qg [C][K], Kd [C][K], U [C][V], Aqk [C][C] (lower incl. diagonal, upper zeros), decay [K]
+//   tiles        float [cap][HV][tile_floats]: phase 1's per-(chunk, value head) products for phase 2:
+//                W [C][K], Qg [C][K], Kd [C][K], U [C][V], Aqk [C][C] (lower incl. diagonal, upper zeros), decay [K];
+//                U and decay fp32, the others as bf16x3 operands (chunk_common.cuh): a hi bf16 plane [C][K] then
+//                the lo plane, in the bytes of the fp32 matrix
 //                (rows past the chunk's length are zeros, so phase 2 needs no masking but for the output store)
 struct TileLayout {
   int64_t K, V;
@@ -100,6 +102,28 @@ KDA_HOST_DEVICE WorkspaceLayout workspace_layout(int64_t t_total, int64_t n_seq,
   w.bytes = w.tiles + w.cap * hv * TileLayout{K, V}.floats() * int64_t{sizeof(float)};
   return w;
 }
+
+// Phase 1's sub-blocks (chunk_prepare.cu): a chunk's kChunk tokens are kSubBlocks blocks of kSub tokens (the
+// diagonal blocks of A_kk / A_qk / T).
+constexpr int kSubBlocks = 4;
+constexpr int kSub = kChunk / kSubBlocks;
+
+// S2's per-channel scans run one task per (channel d, sub-block blk): task = blk * K + d, so the 32 tasks of a warp
+// are 32 consecutive channels of one sub-block (coalesced global stores, conflict-free shared loads).
+struct ScanTask {
+  int d, blk;
+};
+KDA_HOST_DEVICE ScanTask scan_task(int task, int K) { return ScanTask{task % K, task / K}; }
+
+// S4's blocked inversion of the unit lower triangular I + A_kk: round s (1 .. kSubBlocks - 1) computes the blocks
+// (I, J) = (J + s, J), J = 0 .. kSubBlocks - 1 - s; its entry e in [0, (kSubBlocks - s) kSub^2) is block
+// J = e / kSub^2, local row rr = (e / kSub) % kSub and column cc = e % kSub, i.e. chunk row 16 (J + s) + rr,
+// column 16 J + cc.
+struct TriEntry {
+  int J, rr, cc;
+};
+KDA_HOST_DEVICE int tri_round_entries(int s) { return (kSubBlocks - s) * kSub * kSub; }
+KDA_HOST_DEVICE TriEntry tri_entry(int e) { return TriEntry{e / (kSub * kSub), (e / kSub) % kSub, e % kSub}; }
 
 // The state pass runs one CTA per (sequence, value head, V tile of bv columns), one CTA per SM (its shared memory,
 // chunk_state.cu). Wider tiles do more work per chunk; narrower ones give more CTAs. Cost model: a CTA's chain

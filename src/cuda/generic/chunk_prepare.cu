@@ -1,15 +1,16 @@
 // chunk_prepare.cu: phase 1 of the two-phase chunked forward: everything of a chunk that does not depend on the
-// state, fully parallel over (chunk, value head). One CTA of 256 threads per (chunk-list entry, value head); CTAs
+// state, fully parallel over (chunk, value head). One CTA of 512 threads per (chunk-list entry, value head); CTAs
 // past the list's length (the grid is sized by its capacity, the length is known only on the device) exit.
 //
 // Per chunk (C = 64 rows; rows past the chunk's length L are zero inputs, which makes every product row zero):
 //   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
 //   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32
-//   S2  per channel: Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L) -> workspace; in place
-//       Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end); block factors
+//   S2  per (channel, 16-token sub-block): Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L)
+//       -> workspace; in place Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end);
+//       block factors
 //   S3  the off-diagonal blocks of A_kk / A_qk through the reference point, 3xTF32 tensor-core products
-//   S4  T = (I + A_kk)^-1 by forward substitution in fp32; A_qk (masked lower) -> workspace
-//   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32 tensor-core products -> workspace
+//   S4  T = (I + A_kk)^-1 blocked in fp32 (diagonal blocks by substitution, then block products); A_qk -> workspace
+//   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], bf16x3 tensor-core products -> workspace
 //
 // Exponent arrangement (that of the CPU backend and of docs/algorithm.md; nothing forms exp(-Gamma)): every factor
 // is exp2 of a sum of g over the tokens it spans, accumulated locally, so all are <= 1 and none is a difference of
@@ -19,17 +20,21 @@
 // exp2(sum over (t, L - 1]). A product of factors <= 1 underflows only where the exact value is below ~1e-38.
 //
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
-// T amplifies are done to ~fp32 accuracy: A_kk / A_qk off-diagonal blocks and [W | U] = T [.] in 3xTF32
-// (three tf32 mma per product, ~21-bit operands, chunk_common.cuh), the diagonal blocks and T itself in fp32 FMA.
-// With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta near 1 or beta = 2 (negative eigenvalues)
-// make T's entries large and the rounding grows past the tensor-core bound (the old single-kernel path measured
-// state errors 3.2e-3 and 3.9e-3 against 1.95e-3); with 3xTF32 the intra-chunk products carry fp32-level error
-// and only the state pass's tf32 products (not amplified by T) remain.
+// T amplifies keep both operands to ~16 bits or more: A_kk / A_qk off-diagonal blocks in 3xTF32 (three tf32 mma,
+// ~21-bit operands), [W | U] = T [.] in bf16x3 (three bf16 mma on hi / lo planes, ~16-bit operands), the diagonal
+// blocks and T itself in fp32 FMA. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta near 1 or
+// beta = 2 (negative eigenvalues) make T's entries large and the rounding grows past the tensor-core bound (the old
+// single-kernel path measured state errors 3.2e-3 and 3.9e-3 against 1.95e-3; the CPU model gives 2.66e-3 for tf32
+// and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3: docs/numerics.md). W, Qg, Kd and A_qk go to the workspace as
+// bf16 hi / lo planes, the operands of the state pass's bf16x3 products (chunk_state.cu).
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
-// 3 x [64][68] (A_kk, A_qk, T) + factor tables = ~191 KB: one CTA (8 warps) per SM. The phase's ~1.2 MFMA of
-// fp32-equivalent work per chunk runs as 3xTF32 mma (S3, S5) and fp32 FMA (S1, S4); the CTAs are independent, so
-// the latency of one is hidden by the many CTAs of the grid rather than by occupancy.
+// 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
+// the latency hiding: 16 warps (~110 registers), every stage spread over all of them where it can be (S3 over 12),
+// dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 5 k-steps of 16 per warp, S1 K / 32
+// independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
+// mma (S3), bf16x3 mma (S5; its planes reuse the A_kk, Qr, Kr and Ksuf buffers) and fp32 FMA (S1, S4). (Two CTAs
+// per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
 #include <climits>
 #include <cstdint>
 
@@ -37,12 +42,29 @@
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/generic/mma_layout.h"
 
 namespace kda::cuda::chunk {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;  // 16 warps: two per (token, quarter) of S0, four per SM sub-partition
 constexpr int kC = kChunk;
+using bf16 = __nv_bfloat16;
+
+// N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2) in one load.
+template <int N>
+__device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
+  if constexpr (N == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(p);
+    x[0] = v.x; x[1] = v.y;
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) x[i] = p[i];
+  }
+}
 
 template <int K, int V>
 struct PrepLayout {
@@ -55,7 +77,9 @@ struct PrepLayout {
   static constexpr int kFac = kPre + 4 * K;   // [3][K]: P_1 (blocks 2, 0), P_2 (3, 1), P_1 P_2 (3, 0)
   static constexpr int kBias = kFac + 3 * K;  // [K]: dt_bias
   static constexpr int kBeta = kBias + K;     // [64]
-  static constexpr int kFloats = kBeta + kC;
+  static constexpr int kBsum = kBeta + kC;    // [4][K]: S2's sub-block sums of g (log2 units)
+  static constexpr int kX = kBsum + 4 * K;    // [3][16 x 16]: S4's products sum_K A_IK T_KJ of one round
+  static constexpr int kFloats = kX + 3 * kSub * kSub;
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
 
@@ -75,6 +99,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   float* const fac_s = smem + Ly::kFac;
   float* const bias_s = smem + Ly::kBias;
   float* const beta_s = smem + Ly::kBeta;
+  float* const bsum_s = smem + Ly::kBsum;
+  float* const Xs = smem + Ly::kX;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
   const int64_t ci = blockIdx.x;
@@ -98,14 +124,15 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
                     : 0.0f;
   __syncthreads();
 
-  // ---- S0: stage. Thread = (token st, quarter sq): channels 8 sq + 32 j (16-byte vectors). Rows >= L are zeros.
+  // ---- S0: stage. Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors); half 0 stages
+  // q and g, half 1 k, beta and beta v. Rows >= L are zeros.
   {
-    const int st = tid >> 2, sq = tid & 3;
+    const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
     const bool live = st < L;
     const int64_t t = t0 + st;
     const kda_dtype_t in_dt = p.q.dtype;
-#pragma unroll
-    for (int which = 0; which < 2; ++which) {
+    {
+      const int which = half;
       const TensorView& tv = which ? p.k : p.q;
       float x[K / 4];
 #pragma unroll
@@ -129,53 +156,71 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
             make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
       }
     }
-    // The gate, in log2 units (0 past L: padded tokens change no sum).
-    const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-#pragma unroll 1
-    for (int j = 0; j < K / 32; ++j) {
-      float g[8];
-      if (!live) {
+    if (half == 0) {
+      // The gate, in log2 units (0 past L: padded tokens change no sum). The raw values go to Gs first (all K / 32
+      // loads in flight together), then the same thread activates them in place in a loop that is not unrolled
+      // (gate_log_decay's modes would be inlined K / 32 times).
+      const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+      float* const grow = Gs + st * PK + 8 * sq;
+      if (p.g.dtype == KDA_DTYPE_FLOAT32) {
+        uint4 u[K / 16];
+        const float* const gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) g[i] = 0.0f;
-      } else if (p.g.dtype == KDA_DTYPE_FLOAT32) {
-        const float* gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq + 32 * j;
-        const uint4 a = ldg16(gp), c = ldg16(gp + 4);
-        g[0] = __uint_as_float(a.x); g[1] = __uint_as_float(a.y); g[2] = __uint_as_float(a.z);
-        g[3] = __uint_as_float(a.w); g[4] = __uint_as_float(c.x); g[5] = __uint_as_float(c.y);
-        g[6] = __uint_as_float(c.z); g[7] = __uint_as_float(c.w);
+        for (int j = 0; j < K / 32; ++j) {
+          u[2 * j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+          u[2 * j + 1] = live ? ldg16(gp + 32 * j + 4) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < K / 16; ++j) *reinterpret_cast<uint4*>(grow + 32 * (j >> 1) + 4 * (j & 1)) = u[j];
       } else {
-        cvt8(ldg16(static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq + 32 * j), p.g.dtype, g);
-      }
+        uint4 u[K / 32];
+        const uint16_t* const gp = static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int d = 8 * sq + 32 * j + i;
-        Gs[st * PK + d] =
-            live ? gate_log_decay<float>(p.gate_mode, g[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
-                 : 0.0f;
-      }
-    }
-    const float beta =
-        live ? beta_activation<float>(scalar_to_float(p.beta.data, p.beta.dtype,
-                                                      b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
-                                      p.beta_is_logits, p.allow_neg_eigval)
-             : 0.0f;
-    if (sq == 0) beta_s[st] = beta;
+        for (int j = 0; j < K / 32; ++j) u[j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int j = 0; j < V / 32; ++j) {
-      float v[8];
-      uint4 u = make_uint4(0, 0, 0, 0);
-      if (live)
-        u = ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] +
-                  8 * sq + 32 * j);
-      cvt8(u, in_dt, v);
-      float* const dst = Vb + st * PV + 8 * sq + 32 * j;
-      *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
-      *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
+        for (int j = 0; j < K / 32; ++j) {
+          float g[8];
+          cvt8(u[j], p.g.dtype, g);
+          *reinterpret_cast<float4*>(grow + 32 * j) = make_float4(g[0], g[1], g[2], g[3]);
+          *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
+        }
+      }
+#pragma unroll 1
+      for (int j = 0; j < K / 32; ++j) {
+        float* const gp = grow + 32 * j;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int d = 8 * sq + 32 * j + i;
+          gp[i] = live ? gate_log_decay<float>(p.gate_mode, gp[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
+                       : 0.0f;
+        }
+      }
+    } else {
+      const float beta =
+          live ? beta_activation<float>(
+                     scalar_to_float(p.beta.data, p.beta.dtype,
+                                     b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
+                     p.beta_is_logits, p.allow_neg_eigval)
+               : 0.0f;
+      if (sq == 0) beta_s[st] = beta;
+#pragma unroll
+      for (int j = 0; j < V / 32; ++j) {
+        float v[8];
+        uint4 u = make_uint4(0, 0, 0, 0);
+        if (live)
+          u = ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] +
+                    hv * p.v.stride[2] + 8 * sq + 32 * j);
+        cvt8(u, in_dt, v);
+        float* const dst = Vb + st * PV + 8 * sq + 32 * j;
+        *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
+      }
     }
   }
   __syncthreads();
 
-  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column c): lane = channels lane + 32 i; the
+  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column c): lane = channels K / 32 lane + i
+  // (one vector load per row and operand; K / 32 independent exponent chains per lane); the
   // exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. val[r] = q_r . w, val[16 + r] =
   // k_r . w (w = exp2(..) k_c), reduced over the warp by a reduce-scatter: lane l ends with the full val[l].
 #pragma unroll 1
@@ -184,18 +229,27 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     float val[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) val[i] = 0.0f;
-#pragma unroll 1
-    for (int i = 0; i < K / 32; ++i) {
-      const int d = lane + 32 * i;
-      const float kc = Ks[(base + c) * PK + d];
-      float e = 0.0f;
+    constexpr int CPL = K / 32;
+    const int d0 = CPL * lane;
+    float kc[CPL], e[CPL];
+    lds_vec(Ks + (base + c) * PK + d0, kc);
 #pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        const int off = (base + r) * PK + d;
-        if (r > c) e += Gs[off];
-        const float w = r >= c ? ex2(e) * kc : 0.0f;
-        val[r] = fmaf(Qs[off], w, val[r]);
-        val[16 + r] = fmaf(Ks[off], r > c ? w : 0.0f, val[16 + r]);
+    for (int i = 0; i < CPL; ++i) e[i] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      const int off = (base + r) * PK + d0;
+      float gv[CPL], qv[CPL], kv[CPL];
+      lds_vec(Gs + off, gv);
+      lds_vec(Qs + off, qv);
+      lds_vec(Ks + off, kv);
+      if (r >= c) {  // warp-uniform (c is the warp's): rows above the diagonal stay 0 and cost a branch only
+#pragma unroll
+        for (int i = 0; i < CPL; ++i) {
+          if (r > c) e[i] += gv[i];
+          const float w = ex2(e[i]) * kc[i];
+          val[r] = fmaf(qv[i], w, val[r]);
+          if (r > c) val[16 + r] = fmaf(kv[i], w, val[16 + r]);
+        }
       }
     }
     const float sum = reduce_scatter32(val, lane);
@@ -207,49 +261,78 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S2: per channel d (one thread each): the inter-chunk factors to the workspace, the reference-point forms
-  // in place, the block factor tables. g of the channel is held in registers (64 values).
-  if (tid < K) {
-    const int d = tid;
-    float g[kC];
+  // ---- S2: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
+  // instead of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
+  // reference-point forms in place, the block factor tables. S2a: the sub-block sums S_b of g; S2b: the exponents
+  // as (sums over whole sub-blocks) + (a local 16-token scan), every one a sum of g over the tokens it spans.
+  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+    const ScanTask st = scan_task(task, K);
+    float acc = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kC; ++t) g[t] = Gs[t * PK + d];
-    float* const Kd_g = tile + tl.Kd();
-    float suf = 0.0f, bsuf = 0.0f;  // sums over (t, C - 1] and (t, end of t's block]
+    for (int i = 0; i < kSub; ++i) acc += Gs[(kSub * st.blk + i) * PK + st.d];
+    bsum_s[st.blk * K + st.d] = acc;
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+    const ScanTask st = scan_task(task, K);
+    const int d = st.d, blk = st.blk, tb = kSub * blk;
+    float S[kSubBlocks];
 #pragma unroll
-    for (int t = kC - 1; t >= 0; --t) {
+    for (int b2 = 0; b2 < kSubBlocks; ++b2) S[b2] = bsum_s[b2 * K + d];
+    float before = 0.0f, after = 0.0f;  // sums over the sub-blocks before / after blk
+#pragma unroll
+    for (int b2 = 0; b2 < kSubBlocks; ++b2)
+      if (b2 < blk) before += S[b2];
+#pragma unroll
+    for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
+      if (b2 > blk) after += S[b2];
+    float g[kSub];
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) g[i] = Gs[(tb + i) * PK + d];
+    // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
+    __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
+    float bsuf = 0.0f;
+#pragma unroll
+    for (int i = kSub - 1; i >= 0; --i) {
+      const int t = tb + i;
       const float k = Ks[t * PK + d];
-      Kd_g[t * K + d] = k * ex2(suf);
+      store_split1(Kd_g, kC * K, t * K + d, k * ex2(after + bsuf));
       Gs[t * PK + d] = k * ex2(bsuf);  // Ksuf
-      suf += g[t];
-      bsuf = (t & 15) == 0 ? 0.0f : bsuf + g[t];
+      bsuf += g[i];
     }
-    float* const Qg_g = tile + tl.Qg();
-    float gam = 0.0f, gl = 0.0f, P[4];
+    // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
+    __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
+    float gl = 0.0f;
 #pragma unroll
-    for (int t = 0; t < kC; ++t) {
-      gam += g[t];
-      gl = (t & 15) == 0 ? g[t] : gl + g[t];
+    for (int i = 0; i < kSub; ++i) {
+      const int t = tb + i;
+      gl += g[i];
       const float el = ex2(gl);
       const float q = Qs[t * PK + d];
-      Qg_g[t * K + d] = q * ex2(gam);
+      store_split1(Qg_g, kC * K, t * K + d, q * ex2(before + gl));
       Qs[t * PK + d] = q * el;
       Ks[t * PK + d] *= el;
-      if ((t & 15) == 15) P[t >> 4] = el;
     }
-    tile[tl.decay() + d] = ex2(gam);
-    pre_s[d] = 1.0f;
-    pre_s[K + d] = P[0];
-    pre_s[2 * K + d] = P[0] * P[1];
-    pre_s[3 * K + d] = P[0] * P[1] * P[2];
-    fac_s[d] = P[1];
-    fac_s[K + d] = P[2];
-    fac_s[2 * K + d] = P[1] * P[2];
+    if (blk == 0) {
+      float P[kSubBlocks];
+#pragma unroll
+      for (int b2 = 0; b2 < kSubBlocks; ++b2) P[b2] = ex2(S[b2]);
+      tile[tl.decay() + d] = ex2(((S[0] + S[1]) + S[2]) + S[3]);
+      pre_s[d] = 1.0f;
+      pre_s[K + d] = P[0];
+      pre_s[2 * K + d] = P[0] * P[1];
+      pre_s[3 * K + d] = P[0] * P[1] * P[2];
+      fac_s[d] = P[1];
+      fac_s[K + d] = P[2];
+      fac_s[2 * K + d] = P[1] * P[2];
+    }
   }
   __syncthreads();
 
-  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5: rows Kr / Qr of block I against Ksuf of block J
-  // times P_{J+1} .. P_{I-1}, in 3xTF32.
+  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5 (splitting a block's two n-tiles over two warps
+  // re-splits the A fragments in both: ~60% more instructions for half the chain): rows Kr / Qr of block I against
+  // Ksuf of block J times P_{J+1} .. P_{I-1}, in 3xTF32.
   if (warp < 6) {
     const int I = warp < 1 ? 1 : warp < 3 ? 2 : 3;
     const int J = warp < 1 ? 0 : warp < 3 ? warp - 1 : warp - 3;
@@ -295,75 +378,131 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, by forward substitution in fp32: quad = column c, lane part
-  // sums the j = part (mod 4) terms of T_rc = -sum_{j < r} A_rj T_jc, row by row (rows above c are 0, row c is 1).
-  {
-    const int c = tid >> 2, part = tid & 3;
+  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril) in fp32. Round 0: the four
+  // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
+  // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
+  // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
+  // Rounds s = 1 .. 3 (chunk_map.h tri_entry): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
+  // only blocks of distance < s; two products (X, then T_II X), one entry per thread and pass. Warps 0-7 run round
+  // 0 while warps 8-15 store A_qk (masked lower) to the workspace.
+  if (tid < 256) {
+    const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
-    for (int r = 0; r < kC; ++r) {
+    for (int r = cb; r < cb + kSub; ++r) {
       float s = 0.0f;
-      for (int j = part; j < r; j += 4) s = fmaf(Akk[r * PA + j], Tm[j * PA + c], s);
+      for (int j = cb + part; j < r; j += 4) s = fmaf(Akk[r * PA + j], Tm[j * PA + c], s);
       s = quad_sum(s);
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
     }
-    float* const Aqk_g = tile + tl.Aqk();
-    for (int e = tid; e < kC * kC; e += kThreads) {
+  } else {
+    __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
+    for (int e = tid - 256; e < kC * kC; e += kThreads - 256) {
       const int r = e / kC, cc = e % kC;
-      Aqk_g[e] = cc <= r ? Aqk[r * PA + cc] : 0.0f;
+      store_split1(Aqk_g, kC * kC, e, cc <= r ? Aqk[r * PA + cc] : 0.0f);
     }
   }
   __syncthreads();
-
-  // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32. exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t (Kr
-  // in place in Ks). Warp: rows 16 m .., columns (K + V) / 2 nh ..; T is lower triangular, so the k-steps stop at
-  // the diagonal block. Stored straight from the accumulators.
-  {
-    constexpr int NT = (K + V) / 16;  // n-tiles of 8 per warp
-    const int m = warp & 3, nh = warp >> 2;
-    const int r0 = 16 * m + grp, r1 = r0 + 8;
-    float acc[NT][4];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
 #pragma unroll 1
-    for (int ks = 0; ks < 2 * (m + 1); ++ks) {
-      const int k0 = 8 * ks + tig, k1 = k0 + 4;
-      uint32_t ah[4], al[4];
-      split(Tm[r0 * PA + k0], ah[0], al[0]);
-      split(Tm[r1 * PA + k0], ah[1], al[1]);
-      split(Tm[r0 * PA + k1], ah[2], al[2]);
-      split(Tm[r1 * PA + k1], ah[3], al[3]);
-      const float bt0 = beta_s[k0], bt1 = beta_s[k1];
-      const float* pre0 = pre_s + (k0 >> 4) * K;
-      const float* pre1 = pre_s + (k1 >> 4) * K;
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int col = (K + V) / 2 * nh + 8 * nt + grp;
-        float x0, x1;
-        if (col < K) {
-          x0 = Ks[k0 * PK + col] * pre0[col] * bt0;
-          x1 = Ks[k1 * PK + col] * pre1[col] * bt1;
-        } else {
-          x0 = Vb[k0 * PV + col - K];
-          x1 = Vb[k1 * PV + col - K];
-        }
-        uint32_t bh[2], bl[2];
-        split(x0, bh[0], bl[0]);
-        split(x1, bh[1], bl[1]);
-        mma3(acc[nt], ah, al, bh, bl);
-      }
+  for (int s = 1; s < kSubBlocks; ++s) {
+    const int n = tri_round_entries(s);
+    for (int e = tid; e < n; e += kThreads) {  // X_IJ = sum_{J <= K < I} A_IK T_KJ
+      const TriEntry te = tri_entry(e);
+      const int r = kSub * (te.J + s) + te.rr, c = kSub * te.J + te.cc;
+      float x = 0.0f;
+      for (int j = kSub * te.J; j < kSub * (te.J + s); ++j) x = fmaf(Akk[r * PA + j], Tm[j * PA + c], x);
+      Xs[e] = x;
     }
-    float* const W_g = tile + tl.W();
+    __syncthreads();
+    for (int e = tid; e < n; e += kThreads) {  // T_IJ = -T_II X_IJ (T_II unit lower triangular)
+      const TriEntry te = tri_entry(e);
+      const int I = te.J + s, r = kSub * I + te.rr, c = kSub * te.J + te.cc;
+      const float* const Xb = Xs + kSub * kSub * te.J;
+      float x = Xb[te.rr * kSub + te.cc];
+      for (int m = 0; m < te.rr; ++m) x = fmaf(Tm[r * PA + kSub * I + m], Xb[m * kSub + te.cc], x);
+      Tm[r * PA + c] = -x;
+    }
+    __syncthreads();
+  }
+
+  // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V] in bf16x3 (chunk_common.cuh). S5a: both operands
+  // split once into hi / lo bf16 planes, swizzled (mma_layout.h) so they fit, unpadded, in buffers S3 / S4 left
+  // free: T [64][64] where A_kk was, X_K = exp(Gamma) K diag(beta) [64][K] where Qr was (exp(Gamma_t) K_t =
+  // P_0..P_{b-1} Kr_t, Kr in place in Ks), then X_V = beta v [64][V] over Kr and Ksuf (contiguous; 256 V bytes
+  // <= 512 (K + 4) for K, V in {64, 128}). S5b: warp = (row-block pair, column
+  // group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is lower triangular: m + 1 k-steps of 16 for
+  // row block m), 16-column groups nq, nq + 8, ... of [W | U] (a group lies in W or in U: K % 16 == 0); ldmatrix +
+  // mma.m16n8k16, stored straight from the accumulators.
+  {
+    static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
+    static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
+    bf16* const Tp = reinterpret_cast<bf16*>(Akk);
+    bf16* const XKp = reinterpret_cast<bf16*>(Qs);
+    bf16* const XVp = reinterpret_cast<bf16*>(Ks);
+    for (int e = tid; e < kC * kC / 2; e += kThreads) {
+      const int r = e / (kC / 2), c = 2 * (e % (kC / 2));
+      store_split2(Tp, kC * kC, swizzled(r, c, kC), Tm[r * PA + c], Tm[r * PA + c + 1]);
+    }
+    for (int e = tid; e < kC * K / 2; e += kThreads) {
+      const int r = e / (K / 2), c = 2 * (e % (K / 2));
+      const float* pre = pre_s + (r >> 4) * K;
+      const float bt = beta_s[r];
+      store_split2(XKp, kC * K, swizzled(r, c, K), Ks[r * PK + c] * pre[c] * bt, Ks[r * PK + c + 1] * pre[c + 1] * bt);
+    }
+    __syncthreads();  // Kr read: its buffer takes X_V
+    for (int e = tid; e < kC * V / 2; e += kThreads) {
+      const int r = e / (V / 2), c = 2 * (e % (V / 2));
+      store_split2(XVp, kC * V, swizzled(r, c, V), Vb[r * PV + c], Vb[r * PV + c + 1]);
+    }
+    __syncthreads();
+    constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
+    const int pair = warp & 1, nq = warp >> 1;
+    const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
+    __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
     float* const U_g = tile + tl.U();
+#pragma unroll 1
+    for (int mi = 0; mi < 2; ++mi) {
+      const int m = mi == 0 ? pair : 3 - pair;
+      const int r0 = 16 * m + grp, r1 = r0 + 8;
+      float acc[kMaxGroups][2][4] = {};
+#pragma unroll 1
+      for (int ks = 0; ks <= m; ++ks) {
+        uint32_t ah[4], al[4];
+        const int ao = swizzled(16 * m + ra.row, 16 * ks + ra.col, kC);
+        ldsm_x4<false>(ah, Tp + ao);
+        ldsm_x4<false>(al, Tp + kC * kC + ao);
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      const int col = (K + V) / 2 * nh + 8 * nt + 2 * tig;  // an n-tile lies in W or in U (K % 8 == 0)
-      float* const dst0 = col < K ? W_g + r0 * K + col : U_g + r0 * V + col - K;
-      float* const dst1 = col < K ? W_g + r1 * K + col : U_g + r1 * V + col - K;
-      *reinterpret_cast<float2*>(dst0) = make_float2(acc[nt][0], acc[nt][1]);
-      *reinterpret_cast<float2*>(dst1) = make_float2(acc[nt][2], acc[nt][3]);
+        for (int gi = 0; gi < kMaxGroups; ++gi) {
+          const int g = nq + 8 * gi;
+          if (g >= kGroups) break;
+          const bool in_w = 16 * g < K;
+          const bf16* const plane = in_w ? XKp : XVp;
+          const int cols = in_w ? K : V, c0 = in_w ? 16 * g : 16 * g - K;
+          const int bo = swizzled(16 * ks + rbt.row, c0 + rbt.col, cols);
+          uint32_t bh[4], bl[4];
+          ldsm_x4<true>(bh, plane + bo);
+          ldsm_x4<true>(bl, plane + kC * cols + bo);
+          mma_bf16x3(acc[gi][0], ah, al, bh, bl, 0);
+          mma_bf16x3(acc[gi][1], ah, al, bh, bl, 1);
+        }
+      }
+#pragma unroll
+      for (int gi = 0; gi < kMaxGroups; ++gi) {
+        const int g = nq + 8 * gi;
+        if (g >= kGroups) break;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = 16 * g + 8 * nt + 2 * tig;
+          const float* a = acc[gi][nt];
+          if (col < K) {
+            store_split2(W_g, kC * K, r0 * K + col, a[0], a[1]);
+            store_split2(W_g, kC * K, r1 * K + col, a[2], a[3]);
+          } else {
+            *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
+            *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
+          }
+        }
+      }
     }
   }
 }

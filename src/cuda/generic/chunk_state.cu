@@ -1,37 +1,36 @@
 // chunk_state.cu: phase 2 of the two-phase chunked forward: the sequential state pass. One CTA of 256 threads
 // (8 warps) per (sequence n, value head hv, V tile of BV columns, BV in {32, 64} chosen at run time by
 // choose_v_tile so the grid fills the GPU). The CTA walks its sequence's chunks (the chunk list of chunk_map.h) in
-// order with its BV x K slice of the fp32 state on chip, and per chunk, from phase 1's tiles (chunk_prepare.cu):
+// order with its BV x K slice of the fp32 state in registers, and per chunk, from phase 1's tiles (chunk_prepare.cu):
 //   1  V_new = U - W S^T                                   [64 x BV]   -> smem
 //   2  o = scale (Qg S^T + A_qk V_new), stored in the output dtype for the chunk's L rows
-//   3  S = S diag(decay) + V_new^T Kd                      [BV x K]    (registers, then the smem mirror)
+//   3  S = S diag(decay) + V_new^T Kd                      [BV x K]    (registers, then the split smem copy)
 // The state is loaded from initial_state (either layout, or zeros) and written to final_state (either layout).
 //
-// Precision: mma.sync m16n8k8 with fp32 accumulation; the state is only ever accumulated in fp32. W S^T (step 1),
-// A_qk V_new (step 2) and V_new^T Kd (step 3) are 3xTF32 (mma3 of chunk_common.cuh: both operands split, ~21
-// bits); Qg S^T (step 2) is single tf32. Why: with near-identical keys and beta near 1 or 2, V_new = U - W S^T is a
-// small difference of large terms, and the chunk's V_new rows are large and cancel in V_new^T Kd and A_qk V_new
-// (the keys are nearly the same); one tf32 rounding (2^-11) of those products' operands leaves state errors past the
-// tensor-core bound 2^-9 and output elements past theirs. The CPU model of this path's rounding
-// (scripts/models/two_phase.py through kda-verify --suite full, seeds 1-2) gives, tf32 everywhere -> this choice:
-// final-state relative RMSE stress_near_identical_keys 3.20e-3 -> 1.2e-6, stress_beta_at_2_negative_eigenvalues
-// 3.11e-3 -> 3.1e-6 (the H200 measured 3.30e-3 and 3.08e-3 with tf32 everywhere); the worst output element of
-// stress_near_identical_keys (seed 2) 1.25 -> 0.16 of its bound (1.24 with A_qk V_new left in tf32). Not enough:
-// step 3 alone (beta = 2 at 2.07e-3), step 1 alone (2.33e-3), one split operand per product (two mma, 1.6e-3 to
-// 2.1e-3). Phase 1's products at fp64 change nothing; Qg S^T in 3xTF32 would move the output RMSE only (bf16
-// rounding dominates it). Cost: mma per chunk per CTA (K = 128) 1696 -> 4064 at BV = 64, 848 -> 2032 at BV = 32.
-// Unmeasured on the GPU as of this change (no timing, no kda-verify run of this build).
+// Precision: every product is bf16x3 on mma.m16n8k16 (chunk_common.cuh): both operands split into bf16 hi / lo,
+// three bf16 products, fp32 accumulation; the state itself is only ever accumulated in fp32 (registers). Why: with
+// near-identical keys and beta near 1 or 2, V_new = U - W S^T is a small difference of large terms, and the chunk's
+// V_new rows are large and cancel in V_new^T Kd and A_qk V_new; one rounding of those products' operands to tf32
+// (2^-11) left state errors past the tensor-core bound 2^-9 on the H200 (3.30e-3 and 3.08e-3 against 1.95e-3,
+// stress_near_identical_keys and stress_beta_at_2_negative_eigenvalues). The CPU model of this path's rounding
+// (scripts/models/two_phase.py, kda-verify --suite full --filter stress_ --seed 1; docs/numerics.md) gives for those
+// two probes, bf16x3 everywhere in both phases: state 6.2e-5 and 6.4e-5, output 2.9e-3 (Qg S^T in single bf16;
+// the bf16 rounding of the output alone is 1.7e-3); single bf16 in phase 1: state 2.0e-3 and 2.1e-2 (fails). bf16x3
+// costs three bf16 mma per product, which run at the rate of 1.5 tf32 mma: 6 tf32-equivalents per chunk for the four
+// products, against 10 for the 3xTF32 (+ one tf32) arrangement it replaces, and the operands need no conversion in
+// the loop: phase 1 stores W, Qg, Kd and A_qk pre-split as hi / lo bf16 planes (the bytes of one fp32 tile), loaded
+// with cp.async and read with ldmatrix; V_new and the state are split once when written.
 //
 // Loads overlap the math: the chunk's tiles come in three cp.async groups, each issued as soon as the previous
 // chunk has finished with its buffer and waited for just before its own step: {W, U} (step 1), {Qg, A_qk} (step 2),
 // {Kd, decay} (step 3). So each group loads behind the other two steps. Waiting for "all but the two most recent
 // groups" (cp.async.wait_group 2) before each step is exactly the group that step needs.
 //
-// Shared memory (K = 128, BV = 64): W, Qg [64][132], Kd [64][136], U, V_new [64][BV + 8], A_qk [64][68], decay [K],
-// state mirror [BV][132]: 190,976 bytes, one CTA per SM (BV = 32: 157,696). Two CTAs per SM would need <= 113 KB;
-// only K = 64 with BV = 32 (100,096) gets there. Pitches: buffers read as A operands or transposed B operands have a
-// pitch = 4 (mod 32) words, plain (k-major) B operands 8 (mod 32): conflict-free fragment loads.
-// Registers: step 2's accumulator 4 x 4, step 3's state tile K / 16 x 4 = 32 (BV = 64) or K / 32 x 4 (BV = 32).
+// Shared memory (K = 128, BV = 64): bf16 hi / lo planes of W, Qg, Kd [64][K + 8], of the state [BV][K + 8], A_qk
+// [64][72], V_new [64][BV + 8]; U fp32 [64][BV + 4]; decay [K]: 194,048 bytes, one CTA per SM (BV = 32: 160,256).
+// Plane pitches are 16 bytes mod 128, so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
+// Registers: the state tile K / (8 NSPLIT) x 4 fp32 (32 at BV = 64, K = 128) lives in registers across chunks;
+// step 1-2 accumulators BV / 16 x 4.
 #include <climits>
 #include <cstdint>
 
@@ -39,38 +38,59 @@
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/generic/mma_layout.h"
 
 namespace kda::cuda::chunk {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kC = kChunk;
+using bf16 = __nv_bfloat16;
 
+// Byte offsets of the shared-memory buffers; a plane pair is the hi plane followed by the lo plane.
 template <int K, int BV>
 struct StateLayout {
-  static constexpr int PK = K + 4;    // W, Qg, state mirror
-  static constexpr int PD = K + 8;    // Kd (plain B operand)
-  static constexpr int PV = BV + 8;   // U, V_new (V_new: plain B operand and transposed A operand)
-  static constexpr int PA = kC + 4;   // A_qk
-  static constexpr int kW = 0, kQ = kW + kC * PK, kKd = kQ + kC * PK, kU = kKd + kC * PD, kA = kU + kC * PV;
-  static constexpr int kDec = kA + kC * PA, kS = kDec + K, kVn = kS + BV * PK;
-  static constexpr int kFloats = kVn + kC * PV;
-  static constexpr size_t kBytes = sizeof(float) * kFloats;
+  static constexpr int PK = K + 8;   // W, Qg, Kd, state planes (bf16 elements per row)
+  static constexpr int PA = kC + 8;  // A_qk planes
+  static constexpr int PV = BV + 8;  // V_new planes
+  static constexpr int PU = BV + 4;  // U (fp32)
+  static constexpr int kRowPlane = kC * PK, kSPlane = BV * PK, kAPlane = kC * PA, kVPlane = kC * PV;  // elements
+  static constexpr size_t kW = 0, kQ = kW + 4 * kRowPlane, kKd = kQ + 4 * kRowPlane, kS = kKd + 4 * kRowPlane;
+  static constexpr size_t kA = kS + 4 * kSPlane, kVn = kA + 4 * kAPlane, kU = kVn + 4 * kVPlane;
+  static constexpr size_t kDec = kU + 4 * kC * PU;
+  static constexpr size_t kBytes = kDec + 4 * K;
 };
+
+// cp.async of a [rows][cols] hi / lo plane pair stored densely in the workspace into a plane pair of pitch `pitch`.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_planes(bf16* dst, int pitch, const bf16* src, int tid) {
+  constexpr int kPerRow = COLS / 8, kPerPlane = ROWS * kPerRow;
+  for (int e = tid; e < 2 * kPerPlane; e += kThreads) {
+    const int plane = e / kPerPlane, rem = e % kPerPlane, r = rem / kPerRow, c = 8 * (rem % kPerRow);
+    cp_async16(dst + plane * ROWS * pitch + r * pitch + c, src + plane * ROWS * COLS + r * COLS + c);
+  }
+}
 
 template <int K, int BV>
 __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams p, const char* ws, int vtiles) {
   using Ly = StateLayout<K, BV>;
-  constexpr int PK = Ly::PK, PD = Ly::PD, PV = Ly::PV, PA = Ly::PA;
-  extern __shared__ __align__(16) float smem[];
-  float* const Ws = smem + Ly::kW;
-  float* const Qs = smem + Ly::kQ;
-  float* const Kds = smem + Ly::kKd;
-  float* const Us = smem + Ly::kU;
-  float* const As = smem + Ly::kA;
-  float* const dec = smem + Ly::kDec;
-  float* const Ss = smem + Ly::kS;
-  float* const Vn = smem + Ly::kVn;
+  constexpr int PK = Ly::PK, PA = Ly::PA, PV = Ly::PV, PU = Ly::PU;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* const Wh = reinterpret_cast<bf16*>(smem + Ly::kW);
+  bf16* const Qh = reinterpret_cast<bf16*>(smem + Ly::kQ);
+  bf16* const Kh = reinterpret_cast<bf16*>(smem + Ly::kKd);
+  bf16* const Sh = reinterpret_cast<bf16*>(smem + Ly::kS);
+  bf16* const Ah = reinterpret_cast<bf16*>(smem + Ly::kA);
+  bf16* const Vh = reinterpret_cast<bf16*>(smem + Ly::kVn);
+  float* const Us = reinterpret_cast<float*>(smem + Ly::kU);
+  float* const dec = reinterpret_cast<float*>(smem + Ly::kDec);
+  // The lo plane of each pair, `plane` elements after its hi plane.
+  const bf16* const Wl = Wh + Ly::kRowPlane;
+  const bf16* const Ql = Qh + Ly::kRowPlane;
+  const bf16* const Kl = Kh + Ly::kRowPlane;
+  const bf16* const Sl = Sh + Ly::kSPlane;
+  const bf16* const Al = Ah + Ly::kAPlane;
+  const bf16* const Vl = Vh + Ly::kVPlane;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
@@ -89,27 +109,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const int64_t first = seq_first[n], last = seq_first[n + 1];
   const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
-  // The state mirror [BV][K + 4] (value-first whatever the tensors' layout).
-  for (int e = tid; e < BV * K; e += kThreads) {
-    const int v = e / K, d = e % K;
-    Ss[v * PK + d] = p.has_initial_state()
-                         ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
-                                                                                           v0 + v, d)]
-                         : 0.0f;
-  }
-
   // The three load groups of chunk ci (every thread commits each group, empty or not, so the counts agree).
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
   auto load_wu = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      for (int e = tid; e < kC * K / 4; e += kThreads) {
-        const int r = e / (K / 4), c = 4 * (e % (K / 4));
-        cp_async16(Ws + r * PK + c, t + tl.W() + r * K + c);
-      }
+      load_planes<kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
       for (int e = tid; e < kC * BV / 4; e += kThreads) {
         const int r = e / (BV / 4), c = 4 * (e % (BV / 4));
-        cp_async16(Us + r * PV + c, t + tl.U() + int64_t{r} * V + v0 + c);
+        cp_async16(Us + r * PU + c, t + tl.U() + int64_t{r} * V + v0 + c);
       }
     }
     cp_async_commit();
@@ -117,24 +125,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   auto load_qa = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      for (int e = tid; e < kC * K / 4; e += kThreads) {
-        const int r = e / (K / 4), c = 4 * (e % (K / 4));
-        cp_async16(Qs + r * PK + c, t + tl.Qg() + r * K + c);
-      }
-      for (int e = tid; e < kC * kC / 4; e += kThreads) {
-        const int r = e / (kC / 4), c = 4 * (e % (kC / 4));
-        cp_async16(As + r * PA + c, t + tl.Aqk() + r * kC + c);
-      }
+      load_planes<kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
+      load_planes<kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
     }
     cp_async_commit();
   };
   auto load_kd = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      for (int e = tid; e < kC * K / 4; e += kThreads) {
-        const int r = e / (K / 4), c = 4 * (e % (K / 4));
-        cp_async16(Kds + r * PD + c, t + tl.Kd() + r * K + c);
-      }
+      load_planes<kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
       for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
     }
     cp_async_commit();
@@ -143,92 +142,110 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   load_qa(first);
   load_kd(first);
 
-  // Steps 1 and 2: warp = rows 16 m .. (4 row tiles), columns (BV / 2) nh2 .. (BV / 16 n-tiles of 8).
+  // ldmatrix rows of this lane (mma_layout.h).
+  const LdsmRow ra = ldsm_a_rowmajor(lane), rat = ldsm_a_kmajor(lane), rb = ldsm_b_nmajor(lane),
+                rbt = ldsm_b_kmajor(lane);
+  // Steps 1 and 2: warp = rows 16 m .. (4 row tiles), columns (BV / 2) nh2 .. (NT = BV / 16 n-tiles of 8).
   constexpr int NT = BV / 16;
   const int m = warp & 3, nh2 = warp >> 2;
-  const int r0 = 16 * m + grp, r1 = r0 + 8;
+  const int r0 = 16 * m + grp, r1 = r0 + 8, cw = (BV / 2) * nh2;
   // Step 3: warp = state rows 16 mv .. (BV / 16 row tiles), columns dn0 .. (K / NSPLIT, NT3 n-tiles of 8).
   constexpr int MT = BV / 16, NSPLIT = 8 / MT, NT3 = K / (8 * NSPLIT);
   const int mv = warp % MT, dn0 = (warp / MT) * (K / NSPLIT);
+  const int sv = 16 * mv + grp;  // this lane's state rows sv, sv + 8; columns dn0 + 8 nt + 2 tig, +1
+
+  // The state tile in registers (the C fragments of step 3), from initial_state or zeros; its split copy in smem.
+  float S[NT3][4];
+#pragma unroll
+  for (int nt = 0; nt < NT3; ++nt) {
+    const int d = dn0 + 8 * nt + 2 * tig;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
+      S[nt][e] = p.has_initial_state()
+                     ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
+                                                                                       v0 + v, dd)]
+                     : 0.0f;
+    }
+  }
+  auto store_state_planes = [&] {
+#pragma unroll
+    for (int nt = 0; nt < NT3; ++nt) {
+      const int d = dn0 + 8 * nt + 2 * tig;
+      store_split2(Sh, Ly::kSPlane, sv * PK + d, S[nt][0], S[nt][1]);
+      store_split2(Sh, Ly::kSPlane, (sv + 8) * PK + d, S[nt][2], S[nt][3]);
+    }
+  };
+  store_state_planes();
+
+  // acc = X S^T for this warp's rows of X (W or Qg: [token][d] planes, m-major) and columns of the state (its planes
+  // [v][d] are n-major for B = S^T); steps 1 and 2.
+  auto times_state_t = [&](const bf16* Xh, const bf16* Xl, float (&acc)[NT][4]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+#pragma unroll 2
+    for (int ks = 0; ks < K / 16; ++ks) {
+      uint32_t ah[4], al[4];
+      const int ao = (16 * m + ra.row) * PK + 16 * ks + ra.col;
+      ldsm_x4<false>(ah, Xh + ao);
+      ldsm_x4<false>(al, Xl + ao);
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t bh[4], bl[4];
+        const int bo = (cw + 16 * np + rb.row) * PK + 16 * ks + rb.col;
+        ldsm_x4<false>(bh, Sh + bo);
+        ldsm_x4<false>(bl, Sl + bo);
+        mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+        mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
+      }
+    }
+  };
 
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
 
-    // ---- 1: V_new = U - W S^T (3xTF32: see the header).
+    // ---- 1: V_new = U - W S^T. A = W [token][d] (m-major), B = S^T: the state planes [v][d] are n-major.
     cp_async_wait<2>();
-    __syncthreads();  // W, U of this chunk; the state mirror of the previous chunk
+    __syncthreads();  // W, U of this chunk; the state planes of the previous chunk
     {
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-#pragma unroll 4
-      for (int ks = 0; ks < K / 8; ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        uint32_t ah[4], al[4];
-        split(Ws[r0 * PK + c0], ah[0], al[0]);
-        split(Ws[r1 * PK + c0], ah[1], al[1]);
-        split(Ws[r0 * PK + c1], ah[2], al[2]);
-        split(Ws[r1 * PK + c1], ah[3], al[3]);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int nn = (BV / 2) * nh2 + 8 * nt + grp;
-          uint32_t bh[2], bl[2];
-          split(Ss[nn * PK + c0], bh[0], bl[0]);
-          split(Ss[nn * PK + c1], bh[1], bl[1]);
-          mma3(acc[nt], ah, al, bh, bl);
-        }
-      }
+      times_state_t(Wh, Wl, acc);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const int col = (BV / 2) * nh2 + 8 * nt + 2 * tig;
-        const float2 u0 = *reinterpret_cast<const float2*>(Us + r0 * PV + col);
-        const float2 u1 = *reinterpret_cast<const float2*>(Us + r1 * PV + col);
-        *reinterpret_cast<float2*>(Vn + r0 * PV + col) = make_float2(u0.x - acc[nt][0], u0.y - acc[nt][1]);
-        *reinterpret_cast<float2*>(Vn + r1 * PV + col) = make_float2(u1.x - acc[nt][2], u1.y - acc[nt][3]);
+        const int col = cw + 8 * nt + 2 * tig;
+        const float2 u0 = *reinterpret_cast<const float2*>(Us + r0 * PU + col);
+        const float2 u1 = *reinterpret_cast<const float2*>(Us + r1 * PU + col);
+        store_split2(Vh, Ly::kVPlane, r0 * PV + col, u0.x - acc[nt][0], u0.y - acc[nt][1]);
+        store_split2(Vh, Ly::kVPlane, r1 * PV + col, u1.x - acc[nt][2], u1.y - acc[nt][3]);
       }
     }
     __syncthreads();  // V_new complete; W and U free
     load_wu(ci + 1);
 
-    // ---- 2: o = scale (Qg S^T + tril(A_qk) V_new).
+    // ---- 2: o = scale (Qg S^T + tril(A_qk) V_new). Qg as W above; A_qk [token][token'] m-major, V_new
+    // [token'][v] k-major (ldmatrix.trans).
     cp_async_wait<2>();
     __syncthreads();  // Qg, A_qk of this chunk
     {
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-#pragma unroll 4
-      for (int ks = 0; ks < K / 8; ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        const uint32_t a[4] = {tf32(Qs[r0 * PK + c0]), tf32(Qs[r1 * PK + c0]), tf32(Qs[r0 * PK + c1]),
-                               tf32(Qs[r1 * PK + c1])};
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int nn = (BV / 2) * nh2 + 8 * nt + grp;
-          const uint32_t bb[2] = {tf32(Ss[nn * PK + c0]), tf32(Ss[nn * PK + c1])};
-          mma(acc[nt], a, bb);
-        }
-      }
-      // A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal block. 3xTF32: see the header.
-      for (int ks = 0; ks < 2 * (m + 1); ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
+      times_state_t(Qh, Ql, acc);
+      // A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal block.
+      for (int ks = 0; ks <= m; ++ks) {
         uint32_t ah[4], al[4];
-        split(As[r0 * PA + c0], ah[0], al[0]);
-        split(As[r1 * PA + c0], ah[1], al[1]);
-        split(As[r0 * PA + c1], ah[2], al[2]);
-        split(As[r1 * PA + c1], ah[3], al[3]);
+        const int ao = (16 * m + ra.row) * PA + 16 * ks + ra.col;
+        ldsm_x4<false>(ah, Ah + ao);
+        ldsm_x4<false>(al, Al + ao);
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int nn = (BV / 2) * nh2 + 8 * nt + grp;
-          uint32_t bh[2], bl[2];
-          split(Vn[c0 * PV + nn], bh[0], bl[0]);
-          split(Vn[c1 * PV + nn], bh[1], bl[1]);
-          mma3(acc[nt], ah, al, bh, bl);
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bh[4], bl[4];
+          const int bo = (16 * ks + rbt.row) * PV + cw + 16 * np + rbt.col;
+          ldsm_x4<true>(bh, Vh + bo);
+          ldsm_x4<true>(bl, Vl + bo);
+          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
         }
       }
       const int64_t ob = b * p.out_stride[0] + hv * p.out_stride[2] + v0;
@@ -236,78 +253,73 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
       for (int half = 0; half < 2; ++half) {
         const int r = half ? r1 : r0;
         if (r >= rec.len) continue;
-        const int64_t rb = ob + (rec.start + r) * p.out_stride[1];
+        const int64_t rb_ = ob + (rec.start + r) * p.out_stride[1];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const int col = (BV / 2) * nh2 + 8 * nt + 2 * tig;
+          const int col = cw + 8 * nt + 2 * tig;
           const float x0 = p.scale * acc[nt][2 * half], x1 = p.scale * acc[nt][2 * half + 1];
           if (p.out_dtype == KDA_DTYPE_BFLOAT16)
-            *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.out) + rb + col) =
-                __floats2bfloat162_rn(x0, x1);
+            *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + rb_ + col) = __floats2bfloat162_rn(x0, x1);
           else if (p.out_dtype == KDA_DTYPE_FLOAT16)
-            *reinterpret_cast<__half2*>(static_cast<__half*>(p.out) + rb + col) = __floats2half2_rn(x0, x1);
+            *reinterpret_cast<__half2*>(static_cast<__half*>(p.out) + rb_ + col) = __floats2half2_rn(x0, x1);
           else
-            *reinterpret_cast<float2*>(static_cast<float*>(p.out) + rb + col) = make_float2(x0, x1);
+            *reinterpret_cast<float2*>(static_cast<float*>(p.out) + rb_ + col) = make_float2(x0, x1);
         }
       }
     }
-    __syncthreads();  // Qg, A_qk free; every read of the state mirror by steps 1-2 done
+    __syncthreads();  // Qg, A_qk free; every read of the state planes by steps 1-2 done
     load_qa(ci + 1);
 
-    // ---- 3: S = S diag(decay) + V_new^T Kd (the state in registers only here; 3xTF32: see the header).
+    // ---- 3: S = S diag(decay) + V_new^T Kd. A = V_new^T: the V_new planes [token][v] are k-major (trans);
+    // B = Kd [token][d] k-major (trans).
     cp_async_wait<2>();
     __syncthreads();  // Kd, decay of this chunk
     {
-      float S[NT3][4];
 #pragma unroll
       for (int nt = 0; nt < NT3; ++nt) {
-        const int v = 16 * mv + grp, d = dn0 + 8 * nt + 2 * tig;
-        const float2 lo = *reinterpret_cast<const float2*>(Ss + v * PK + d);
-        const float2 hi = *reinterpret_cast<const float2*>(Ss + (v + 8) * PK + d);
+        const int d = dn0 + 8 * nt + 2 * tig;
         const float f0 = dec[d], f1 = dec[d + 1];
-        S[nt][0] = lo.x * f0;
-        S[nt][1] = lo.y * f1;
-        S[nt][2] = hi.x * f0;
-        S[nt][3] = hi.y * f1;
+        S[nt][0] *= f0;
+        S[nt][1] *= f1;
+        S[nt][2] *= f0;
+        S[nt][3] *= f1;
       }
-#pragma unroll 2
-      for (int ks = 0; ks < kC / 8; ++ks) {
-        const int k0 = 8 * ks + tig, k1 = k0 + 4;
-        const int va = 16 * mv + grp;
-        uint32_t ah[4], al[4];
-        split(Vn[k0 * PV + va], ah[0], al[0]);
-        split(Vn[k0 * PV + va + 8], ah[1], al[1]);
-        split(Vn[k1 * PV + va], ah[2], al[2]);
-        split(Vn[k1 * PV + va + 8], ah[3], al[3]);
 #pragma unroll
-        for (int nt = 0; nt < NT3; ++nt) {
-          const int dd = dn0 + 8 * nt + grp;
-          uint32_t bh[2], bl[2];
-          split(Kds[k0 * PD + dd], bh[0], bl[0]);
-          split(Kds[k1 * PD + dd], bh[1], bl[1]);
-          mma3(S[nt], ah, al, bh, bl);
+      for (int ks = 0; ks < kC / 16; ++ks) {
+        uint32_t ah[4], al[4];
+        const int ao = (16 * ks + rat.row) * PV + 16 * mv + rat.col;
+        ldsm_x4<true>(ah, Vh + ao);
+        ldsm_x4<true>(al, Vl + ao);
+#pragma unroll
+        for (int np = 0; np < NT3 / 2; ++np) {
+          uint32_t bh[4], bl[4];
+          const int bo = (16 * ks + rbt.row) * PK + dn0 + 16 * np + rbt.col;
+          ldsm_x4<true>(bh, Kh + bo);
+          ldsm_x4<true>(bl, Kl + bo);
+          mma_bf16x3(S[2 * np], ah, al, bh, bl, 0);
+          mma_bf16x3(S[2 * np + 1], ah, al, bh, bl, 1);
         }
       }
-#pragma unroll
-      for (int nt = 0; nt < NT3; ++nt) {
-        const int v = 16 * mv + grp, d = dn0 + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(Ss + v * PK + d) = make_float2(S[nt][0], S[nt][1]);
-        *reinterpret_cast<float2*>(Ss + (v + 8) * PK + d) = make_float2(S[nt][2], S[nt][3]);
-      }
+      store_state_planes();
     }
-    __syncthreads();  // Kd, decay and V_new free; the new state in the mirror
+    __syncthreads();  // Kd, decay and V_new free; the new state's planes written
     load_kd(ci + 1);
   }
 
   // Every read of initial_state by this CTA happened before the first barrier and no other CTA touches these
-  // entries, so final_state may alias initial_state.
+  // entries, so final_state may alias initial_state. (Each thread writes the entries it read.)
   cp_async_wait<0>();
-  __syncthreads();
-  if (p.has_final_state())
-    for (int e = tid; e < BV * K; e += kThreads) {
-      const int v = e / K, d = e % K;
-      static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = Ss[v * PK + d];
+  if (p.has_final_state()) {
+#pragma unroll
+    for (int nt = 0; nt < NT3; ++nt) {
+      const int d = dn0 + 8 * nt + 2 * tig;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
+        static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, dd)] = S[nt][e];
+      }
     }
+  }
 }
 
 template <int K, int BV>

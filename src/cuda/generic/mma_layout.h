@@ -1,0 +1,55 @@
+// mma_layout.h: which shared-memory row each lane hands to ldmatrix (m8n8, b16, .x4) to build the operand
+// fragments of mma.sync.m16n8k16 (bf16 in, fp32 accumulate), for the four ways an operand can be stored. Host-callable,
+// so tests/cpu/test_mma_layout.cpp checks every rule by emulating a warp's ldmatrix and mma on the CPU.
+//
+// mma.m16n8k16 fragments (lane = 4 grp + tig; each register holds two bf16, the lower-indexed one in the low half):
+//   A (16 x 16, m x k): r0 = A[grp][2tig, +1], r1 = A[grp + 8][2tig, +1], r2 = A[grp][2tig + 8, +9],
+//                       r3 = A[grp + 8][2tig + 8, +9]
+//   B (16 x 8,  k x n): r0 = B[2tig, +1][grp], r1 = B[2tig + 8, +9][grp]
+//   C (16 x 8, fp32):   c0, c1 = C[grp][2tig, +1], c2, c3 = C[grp + 8][2tig, +1]
+// ldmatrix.x4: lanes 8j .. 8j + 7 give the 8 row addresses (16 contiguous bytes each) of matrix j, which lands in
+// register j; without .trans lane t receives row t / 4, elements 2 (t % 4), +1 of its matrix; with .trans it
+// receives elements [2 (t % 4)][t / 4] and [2 (t % 4) + 1][t / 4] (the matrix transposed).
+#pragma once
+
+#include "common/params.h"  // KDA_HOST_DEVICE
+
+namespace kda::cuda::chunk {
+
+// The row (of the stored matrix) and the element column where lane's 8-element ldmatrix row starts, relative to the
+// tile's origin in that stored matrix.
+struct LdsmRow {
+  int row, col;
+};
+
+// A stored m-major ([m][k], k contiguous): one A fragment (16 x 16) with ldmatrix.x4.
+KDA_HOST_DEVICE LdsmRow ldsm_a_rowmajor(int lane) {
+  const int j = lane >> 3, i = lane & 7;
+  return {i + 8 * (j & 1), 8 * (j >> 1)};
+}
+// A stored k-major ([k][m], m contiguous, i.e. the operand is the transpose of what is stored): ldmatrix.x4.trans.
+KDA_HOST_DEVICE LdsmRow ldsm_a_kmajor(int lane) {
+  const int j = lane >> 3, i = lane & 7;
+  return {i + 8 * (j >> 1), 8 * (j & 1)};
+}
+// B stored n-major ([n][k], k contiguous): B fragments of two adjacent n-tiles (n0 .. n0 + 15) with ldmatrix.x4;
+// registers 0, 1 are the first n-tile's r0, r1 and registers 2, 3 the second's.
+KDA_HOST_DEVICE LdsmRow ldsm_b_nmajor(int lane) {
+  const int j = lane >> 3, i = lane & 7;
+  return {i + 8 * (j >> 1), 8 * (j & 1)};
+}
+// B stored k-major ([k][n], n contiguous): the same two n-tiles with ldmatrix.x4.trans.
+KDA_HOST_DEVICE LdsmRow ldsm_b_kmajor(int lane) {
+  const int j = lane >> 3, i = lane & 7;
+  return {i + 8 * (j & 1), 8 * (j >> 1)};
+}
+
+// Element offset of (row, col) in an unpadded [rows][cols] bf16 plane whose 16-byte chunks are XOR-swizzled by row
+// (chunk c of row r stored at chunk c ^ (r & 7); cols a multiple of 64). The 8 rows one ldmatrix matrix reads
+// (consecutive rows, one logical chunk) then sit in 8 different 16-byte bank groups, without padding: a plane pair
+// takes exactly the bytes of the fp32 tile it replaces.
+KDA_HOST_DEVICE int swizzled(int row, int col, int cols) {
+  return row * cols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
+}
+
+}  // namespace kda::cuda::chunk

@@ -1,0 +1,171 @@
+// test_mma_layout.cpp: the ldmatrix row rules of src/cuda/generic/mma_layout.h, checked on the CPU by emulating
+// one warp: ldmatrix.x4 (with and without .trans, as the PTX ISA defines it) from a stored matrix, then
+// mma.m16n8k16 from the fragments (as the ISA defines them), against the product of the operands the rule claims
+// to load. A wrong rule (swapped matrices, a missed transpose) gives a wrong product here rather than on the GPU.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda/generic/mma_layout.h"
+
+namespace kda::cuda::chunk {
+namespace {
+
+// A stored matrix of small integers (exact in bf16 and in fp32 sums), as bf16 bit patterns.
+struct Stored {
+  int rows, cols;
+  bool swz;  // bits laid out by swizzled() (the values stay logical: at(r, c))
+  std::vector<uint16_t> bits;
+  std::vector<float> val;
+  float at(int r, int c) const { return val[static_cast<size_t>(r) * cols + c]; }
+};
+
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>(u >> 16);  // exact for the small integers used here
+}
+
+Stored random_matrix(int rows, int cols, std::mt19937& rng, bool swz = false) {
+  Stored s{rows, cols, swz, std::vector<uint16_t>(static_cast<size_t>(rows) * cols), {}};
+  std::uniform_int_distribution<int> d(-8, 8);
+  for (int i = 0; i < rows * cols; ++i) {
+    const float x = static_cast<float>(d(rng));
+    s.val.push_back(x);
+    const int r = i / cols, c = i % cols;
+    s.bits[static_cast<size_t>(swz ? swizzled(r, c, cols) : i)] = bf16_bits(x);
+  }
+  return s;
+}
+
+// ldmatrix.x4 [.trans]: lane l gives the address of row rule(l) (relative to origin); returns regs[lane][4].
+using Rule = LdsmRow (*)(int);
+std::vector<std::array<uint32_t, 4>> ldsm_x4(const Stored& s, int row0, int col0, Rule rule, bool trans) {
+  std::vector<std::array<uint32_t, 4>> out(32);
+  for (int j = 0; j < 4; ++j) {
+    // The 8 rows of matrix j, as given by lanes 8j .. 8j + 7.
+    uint16_t m[8][8];
+    for (int i = 0; i < 8; ++i) {
+      const LdsmRow r = rule(8 * j + i);
+      for (int e = 0; e < 8; ++e) {
+        const int row = row0 + r.row, col = col0 + r.col + e;
+        m[i][e] = s.bits[static_cast<size_t>(s.swz ? swizzled(row, col, s.cols) : row * s.cols + col)];
+      }
+    }
+    for (int t = 0; t < 32; ++t) {
+      uint16_t lo, hi;
+      if (!trans) {
+        lo = m[t / 4][2 * (t % 4)];
+        hi = m[t / 4][2 * (t % 4) + 1];
+      } else {
+        lo = m[2 * (t % 4)][t / 4];
+        hi = m[2 * (t % 4) + 1][t / 4];
+      }
+      out[t][j] = uint32_t{lo} | (uint32_t{hi} << 16);
+    }
+  }
+  return out;
+}
+
+float lo_f(uint32_t r) {
+  const uint32_t u = r << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+float hi_f(uint32_t r) {
+  const uint32_t u = r & 0xffff0000u;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// mma.m16n8k16 of one warp: the A (16 x 16) and B (16 x 8) the fragments encode, multiplied; returns C [16][8].
+std::vector<float> mma_emulate(const std::vector<std::array<uint32_t, 4>>& a, const std::vector<std::array<uint32_t, 2>>& b) {
+  float A[16][16], B[16][8];
+  for (int t = 0; t < 32; ++t) {
+    const int grp = t / 4, tig = t % 4;
+    const int ar[4] = {grp, grp + 8, grp, grp + 8}, ac[4] = {2 * tig, 2 * tig, 2 * tig + 8, 2 * tig + 8};
+    for (int r = 0; r < 4; ++r) {
+      A[ar[r]][ac[r]] = lo_f(a[t][r]);
+      A[ar[r]][ac[r] + 1] = hi_f(a[t][r]);
+    }
+    for (int r = 0; r < 2; ++r) {
+      B[2 * tig + 8 * r][grp] = lo_f(b[t][r]);
+      B[2 * tig + 8 * r + 1][grp] = hi_f(b[t][r]);
+    }
+  }
+  std::vector<float> C(16 * 8, 0.0f);
+  for (int i = 0; i < 16; ++i)
+    for (int n = 0; n < 8; ++n)
+      for (int k = 0; k < 16; ++k) C[i * 8 + n] += A[i][k] * B[k][n];
+  return C;
+}
+
+// Every rule, at an odd tile origin inside a larger stored matrix: the emulated product of the loaded A tile and
+// each of the two loaded B n-tiles equals the product of the operands as the rule's comment defines them.
+// Plain planes (any pitch) and swizzled ones (swizzled(), 64 columns).
+TEST(MmaLayout, LdmatrixRulesGiveTheStatedOperands) {
+  for (bool swz : {false, true}) {
+  SCOPED_TRACE(swz ? "swizzled planes" : "plain planes");
+  std::mt19937 rng(12345);
+  const int R = 48, Cc = swz ? 64 : 56, r0 = 16, c0 = 24;  // stored matrices and tile origins (multiples of 8)
+  const Stored sa_m = random_matrix(R, Cc, rng, swz);  // A stored [m][k]
+  const Stored sa_k = random_matrix(R, Cc, rng, swz);  // A stored [k][m]
+  const Stored sb_n = random_matrix(R, Cc, rng, swz);  // B stored [n][k]
+  const Stored sb_k = random_matrix(R, Cc, rng, swz);  // B stored [k][n]
+  for (bool a_kmajor : {false, true}) {
+    for (bool b_kmajor : {false, true}) {
+      SCOPED_TRACE(std::string("A ") + (a_kmajor ? "[k][m]" : "[m][k]") + ", B " + (b_kmajor ? "[k][n]" : "[n][k]"));
+      const auto a = a_kmajor ? ldsm_x4(sa_k, r0, c0, ldsm_a_kmajor, true) : ldsm_x4(sa_m, r0, c0, ldsm_a_rowmajor, false);
+      const auto b4 = b_kmajor ? ldsm_x4(sb_k, r0, c0, ldsm_b_kmajor, true) : ldsm_x4(sb_n, r0, c0, ldsm_b_nmajor, false);
+      for (int nt = 0; nt < 2; ++nt) {
+        std::vector<std::array<uint32_t, 2>> b(32);
+        for (int t = 0; t < 32; ++t) b[t] = {b4[t][2 * nt], b4[t][2 * nt + 1]};
+        const std::vector<float> C = mma_emulate(a, b);
+        for (int i = 0; i < 16; ++i)
+          for (int n = 0; n < 8; ++n) {
+            float want = 0.0f;
+            for (int k = 0; k < 16; ++k) {
+              const float av = a_kmajor ? sa_k.at(r0 + k, c0 + i) : sa_m.at(r0 + i, c0 + k);
+              const int nn = 8 * nt + n;
+              const float bv = b_kmajor ? sb_k.at(r0 + k, c0 + nn) : sb_n.at(r0 + nn, c0 + k);
+              want += av * bv;
+            }
+            ASSERT_EQ(C[i * 8 + n], want) << "n-tile " << nt << " C[" << i << "][" << n << "]";
+          }
+      }
+    }
+  }
+  }
+}
+
+// The swizzle is a permutation of each row's chunks, and the 8 rows of any ldmatrix matrix (rows 8i .. 8i + 7, one
+// logical chunk) land in 8 different 16-byte bank groups (chunk index mod 8 of a 128-byte bank cycle).
+TEST(MmaLayout, SwizzledPlanesArePermutationsWithoutBankConflicts) {
+  for (int cols : {64, 128, 256}) {
+    for (int row = 0; row < 64; ++row) {
+      std::vector<int> seen(static_cast<size_t>(cols), 0);
+      for (int col = 0; col < cols; ++col) {
+        const int off = swizzled(row, col, cols);
+        ASSERT_GE(off, row * cols);
+        ASSERT_LT(off, (row + 1) * cols);
+        ++seen[static_cast<size_t>(off - row * cols)];
+      }
+      for (int c : seen) ASSERT_EQ(c, 1) << "cols " << cols << " row " << row;
+    }
+    for (int r0 = 0; r0 < 64; r0 += 8)
+      for (int chunk = 0; chunk < cols / 8; ++chunk) {
+        int groups = 0;
+        for (int i = 0; i < 8; ++i) groups |= 1 << ((swizzled(r0 + i, 8 * chunk, cols) * 2 / 16) % 8);
+        EXPECT_EQ(groups, 0xff) << "cols " << cols << " rows " << r0 << ".. chunk " << chunk;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace kda::cuda::chunk
