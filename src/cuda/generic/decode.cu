@@ -49,6 +49,15 @@
 // ~ 120 cycles, ~500 per CTA, against the ~1800 cycles (1 us) the SM needs to stream a CTA's 32 KB at 32 B/ns:
 // overlapped by the other 7 CTAs.
 //
+// Prediction (unmeasured; model t = t0 + floor / efficiency, floors of bench/LEDGER.md): t0 ~ 4.9 us (session 1:
+// ~5.3; the gate parameters are now loaded before the slot test instead of after it, one barrier fewer at the
+// first chunk, 8-deep instead of 16-deep FMA chains), efficiency ~0.8-0.85 where session 1 had 0.59-0.65.
+// H32: B1 ~5.3-5.8 (FLA 5.14, main 6.37), B8 ~14 (14.20, 19.01), B32 ~44 (45.30, 57.33), B128 ~160 (172.00,
+// 205.09), B256 ~315 (400.6), B512 ~630 (793.0); H12: B1 ~5.2 (5.45), B32 ~20 (25.39), B256 ~122 (153.57). The
+// bandwidth regime (B >= 128) is where the design should win clearly; B8-B32 are near FLA; B1 is bound by the
+// dependent chain (launch, slot load, state load, two passes, stores), which this design shortens by only
+// ~0.3 us, so it may stay behind FLA there.
+//
 // Ownership makes the in-place update safe: each state element (hv, row, col) of a sequence's slots is read and
 // written by exactly one thread (sequences own disjoint slots), which waits for its own copies (cp.async.wait_all)
 // before its first store, so a write slot equal to the read slot is never written before it is read.
@@ -190,8 +199,8 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits, kMinCtas) decode_kernel(con
   const ForwardParams& io = p.io;
 
   // Shared memory (floats):
-  //   st_s   [4][nthreads] float4: the state tiles; thread tid's float4 c4 at c4 * nthreads + tid, so each thread
-  //          reads back only what it copied itself and a warp's float4 accesses are consecutive;
+  //   st_s   [kCols / 4][nthreads] float4: the state tiles; thread tid's float4 c4 at c4 * nthreads + tid, so each
+  //          thread reads back only what it copied itself and a warp's float4 accesses are consecutive;
   //   gate_s [K + 4]: the head's dt_bias, then A_log;
   //   q_s, k_s, a_s [ntc][K]: q_hat, k_hat and alpha = exp(g_log) of the chunk's tokens;
   //   v_s    [ntc][rows_cta]: v of the CTA's rows;
