@@ -2,19 +2,61 @@
 // state pool read and written in place through slot indices.
 //
 // Decode is bound by streaming the state (V * K * 4 bytes per (sequence, value head) in, the same out), so the
-// design is about bytes in flight and CTA count, not arithmetic.
+// design is about bytes in flight per SM, CTAs per SM and the dependent latency chain, not arithmetic.
 //
-// Work split. A CTA of 64 * units threads (units = 1, 2 or 4, chosen per call: 1 keeps small batches at >= 512
-// CTAs for H = 32, K = V = 128; 4 amortizes the per-CTA preprocessing over 32 rows once the grid is large) owns
-// kRowsPerUnit * units rows of the V x K state of one (sequence n, value head hv). Every thread owns 16 columns
-// of one row: kLanes = K / 16 lanes per row, column float4 c4 * kLanes + lane (c4 = 0..3), so one copy
-// instruction of a row group covers kLanes * 16 contiguous bytes of the row. Row sums are 16-long FMA chains
-// plus an xor-shuffle over the row group.
+// The budget (H200: 132 SMs, ~4.26 TB/s). Little's law: 4.26 TB/s / 132 SMs = 32 B/ns per SM of traffic; half of
+// it reads, and at ~0.8-1 us loaded DRAM latency an SM needs ~16 KB of state reads (~25-32 KB of traffic) in
+// flight at every instant. A CTA only has reads in flight between its first copy and its wait, so what matters
+// is (CTAs per SM) x (bytes per CTA) x (the fraction of a CTA's life spent waiting on them). The session-1 kernel
+// (64-thread units, 16 columns = 64 bytes per thread, up to 256 threads, 73-79 registers) held 3 CTAs x 16 KB =
+// 48 KB per SM at the start of a CTA and reached 62-65% of the floor at B >= 128; FLA's fused_recurrent_kda (32 x
+// 128 fp32 tile in registers per 4 warps, 32 floats per thread) reaches ~74% at B128.
 //
-// Memory-level parallelism. Each thread issues its four 16-byte state copies (cp.async, global -> its own
-// shared-memory slots) as soon as the slot index is known, before any preprocessing: 64 bytes per thread in
-// flight without holding registers, so the preprocessing that runs meanwhile is free to use them. The state
-// moves into registers only for the token loop and is stored from there (st.global.cs, 16 bytes per store).
+// Work split. A CTA of 32 * units threads (units = 1, 2 or 4; see choose_units) owns kRowsPerUnit * units rows of
+// the V x K state of one (sequence n, value head hv). Every thread owns kCols = 32 columns of one row (K = 16: all
+// 16): kLanes = K / 32 lanes per row, column float4 c4 * kLanes + lane (c4 = 0..7), so one copy instruction of a
+// warp covers kLanes * 16 contiguous bytes of each of its 32 / kLanes rows. K = V = 128: 4 lanes per row, 32 rows
+// (16 KB of state) per 128-thread CTA, FLA's tile. Row sums: four independent FMA chains (one per float4
+// component, 8 deep) plus a log2(kLanes)-step xor-shuffle over the row group.
+//
+// Memory-level parallelism. Each thread issues its eight 16-byte state copies (cp.async.cg, global -> its own
+// shared-memory slots, 128 bytes per thread) as soon as the slot index is known, before any preprocessing. The
+// tile then stays in shared memory for the whole token loop, which streams it through registers one float4 at a
+// time: registers do not grow with the tile (64 per thread, __launch_bounds__(128, 8); ptxas, nvcc 13.0, sm_80 and
+// sm_90a, K = 16 .. 256: 76-152 bytes of spill stores, 20-64 bytes of spill loads per thread, to L1-resident
+// local memory, against 256 bytes of state traffic per thread; unbounded it takes 109-172), so the register file
+// allows 8 CTAs of 128 threads per SM = 1024 threads; shared memory (16 KB tile + 0.5 KB gates + the stage, + 1 KB
+// reserved per CTA: ~19.2 KB at T = 1, ~31 KB at T = 8, with the carveout set to its maximum, 228 KB) allows 11
+// (T = 1) or 7 (T = 8). That is 8 x 16 KB = 128 KB of state reads in flight
+// per SM at a CTA wave's start, 2.7x the session-1 kernel's 48 KB and 4-5x what Little's law asks: enough that
+// the duty-cycle loss (waiting CTAs, exit/launch gaps, the compute tail) still leaves > 32 KB in flight on
+// average. Keeping the tile in registers instead (the first version of this design) costs 124-168 registers
+// (ptxas keeps every shared-memory operand of a pass in flight), i.e. 3 CTAs per SM: no better than before.
+// A persistent double-buffered cp.async pipeline was measured slower (B256 619 us, bench/LEDGER.md session 2).
+//
+// Grid: one CTA per (n, hv, row block); units grows from 1 while the grid keeps >= one CTA per SM. H = 32,
+// K = V = 128: B1 -> 256 CTAs of 64 threads (all 132 SMs busy, 2 per SM), B >= 2 -> 128-thread CTAs: B8 1024 CTAs
+// = 131072 threads, within one wave of 132 x 1024 resident threads (the 64-register budget is what makes that
+// one wave: at 80 registers, 768 threads per SM, B8 would need 1.3 waves); B256 32768 CTAs = 31 waves. H = 12 B1:
+// 192 CTAs of 32 threads.
+//
+// Per token, the dependent chain after the state has arrived: pass 1 (8 x {LDS S, LDS alpha, LDS k} -> S * alpha,
+// 4 FMA chains of 8), 2 adds + log2(kLanes) shuffles -> u; pass 2 (8 x {LDS S, alpha, k, q} -> S * alpha again, the
+// same rounding, + u k, 4 FMA chains with q), st.global.cs of each float4 of the new state as soon as it exists
+// (streaming, evict-first: the pool is not re-read by this kernel), 2 adds + shuffles -> out. The state tile
+// is written back to shared memory only where a later token or the strided store reads it. Shared-memory cost per
+// warp and token: 16 per-thread LDS.128 of S (4 wavefronts each) + ~56 broadcast LDS.128 of alpha/k/q (1 each)
+// ~ 120 cycles, ~500 per CTA, against the ~1800 cycles (1 us) the SM needs to stream a CTA's 32 KB at 32 B/ns:
+// overlapped by the other 7 CTAs.
+//
+// Prediction (unmeasured; model t = t0 + floor / efficiency, floors of bench/LEDGER.md): t0 ~ 4.9 us (session 1:
+// ~5.3; the gate parameters are now loaded before the slot test instead of after it, one barrier fewer at the
+// first chunk, 8-deep instead of 16-deep FMA chains), efficiency ~0.8-0.85 where session 1 had 0.59-0.65.
+// H32: B1 ~5.3-5.8 (FLA 5.14, main 6.37), B8 ~14 (14.20, 19.01), B32 ~44 (45.30, 57.33), B128 ~160 (172.00,
+// 205.09), B256 ~315 (400.6), B512 ~630 (793.0); H12: B1 ~5.2 (5.45), B32 ~20 (25.39), B256 ~122 (153.57). The
+// bandwidth regime (B >= 128) is where the design should win clearly; B8-B32 are near FLA; B1 is bound by the
+// dependent chain (launch, slot load, state load, two passes, stores), which this design shortens by only
+// ~0.3 us, so it may stay behind FLA there.
 //
 // Ownership makes the in-place update safe: each state element (hv, row, col) of a sequence's slots is read and
 // written by exactly one thread (sequences own disjoint slots), which waits for its own copies (cp.async.wait_all)
@@ -28,6 +70,9 @@
 //
 // Per token and row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat), then S goes to the
 // token's write slot if it has one: the reference's order, with two row reductions per token.
+//
+// Every K in {16, 32, 64, 128, 256} uses this design (no fallback): K = 256 has 8 lanes per row and 16 rows per
+// 128-thread CTA, K = 16 one lane per row holding all 16 columns (64 bytes in flight per thread).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -45,14 +90,15 @@
 namespace kda::cuda {
 namespace {
 
-constexpr int kUnit = 64;      // threads per row unit
-constexpr int kMaxUnits = 4;   // at most 256 threads per CTA
-constexpr int kCols = 16;      // state columns per thread: four 16-byte copies in flight, 16 registers in use
+constexpr int kUnit = 32;      // threads per row unit (one warp)
+constexpr int kMaxUnits = 4;   // at most 128 threads per CTA
+constexpr int kMinCtas = 8;    // __launch_bounds__ minimum CTAs per SM: 64 registers (see the top)
 
 template <int K>
 struct Tile {
-  static constexpr int kLanes = K / kCols;                 // lanes per row: 1, 2, 4, 8, 16 for K = 16 .. 256
-  static constexpr int kRowsPerUnit = kUnit / kLanes;      // 64, 32, 16, 8, 4
+  static constexpr int kCols = K < 32 ? K : 32;            // state columns per thread: 8 16-byte copies (K >= 32)
+  static constexpr int kLanes = K / kCols;                 // lanes per row: 1, 1, 2, 4, 8 for K = 16 .. 256
+  static constexpr int kRowsPerUnit = kUnit / kLanes;      // 32, 32, 16, 8, 4
   static constexpr int kTok = K >= 256 ? 4 : 8;            // staged tokens per chunk: 3 * kTok * K floats <= 12 KiB
   static constexpr int kStageLanes = K < 32 ? K : 32;      // lanes staging one token (aligned in a warp)
   static constexpr int kStageCols = K / kStageLanes;       // 1, 1, 2, 4, 8 raw q/k/g values per lane
@@ -75,6 +121,12 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // An optimization barrier: the compiler can no longer treat x as loop-invariant.
 __device__ __forceinline__ int opaque(int x) {
   asm volatile("" : "+r"(x));
+  return x;
+}
+// x, but only once dep is computed: shared-memory reads addressed through it cannot be hoisted above dep's
+// producers (bounds how many of them the compiler keeps in flight, i.e. the registers they hold).
+__device__ __forceinline__ int after(int x, float dep) {
+  asm volatile("" : "+r"(x) : "f"(dep));
   return x;
 }
 
@@ -135,20 +187,20 @@ struct Raw {
 
 // Grid: x = (value head, row block) as hv * row_blocks + rb, sequence n = z * gridDim.y + y: one task per CTA and
 // 32-bit index math (a loop over tasks would let the compiler hoist 64-bit per-thread offsets out of it, and a
-// 64-bit division is a call). rows_cta = kRowsPerUnit * blockDim.x / 64; ntc = min(T, kTok) sizes the dynamic
-// shared memory; vec: the pool allows 16-byte state accesses. Registers (sm_90a): 73 to 79 for K <= 128, 106 for
-// K = 256, no spills; a __launch_bounds__ minimum of 3 or 4 CTAs per SM makes ptxas spill instead.
+// 64-bit division is a call). rows_cta = kRowsPerUnit * blockDim.x / 32; ntc = min(T, kTok) sizes the dynamic
+// shared memory; vec: the pool allows 16-byte state accesses. Registers: 64 (__launch_bounds__(128, 8)), see the
+// top; without the bound ptxas takes 109-172.
 template <int K>
-__global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeParams p, int rows_cta,
+__global__ void __launch_bounds__(kUnit * kMaxUnits, kMinCtas) decode_kernel(const DecodeParams p, int rows_cta,
                                                                      int row_blocks, int ntc, bool vec) {
   using Tl = Tile<K>;
-  constexpr int L = Tl::kLanes, kTok = Tl::kTok, SL = Tl::kStageLanes, SC = Tl::kStageCols;
+  constexpr int L = Tl::kLanes, kTok = Tl::kTok, SL = Tl::kStageLanes, SC = Tl::kStageCols, kCols = Tl::kCols;
   constexpr int kVSlots = Tl::kVSlots;
   const ForwardParams& io = p.io;
 
   // Shared memory (floats):
-  //   st_s   [4][nthreads] float4: the state tiles; thread tid's float4 c4 at c4 * nthreads + tid, so each thread
-  //          reads back only what it copied itself and a warp's float4 accesses are consecutive;
+  //   st_s   [kCols / 4][nthreads] float4: the state tiles; thread tid's float4 c4 at c4 * nthreads + tid, so each
+  //          thread reads back only what it copied itself and a warp's float4 accesses are consecutive;
   //   gate_s [K + 4]: the head's dt_bias, then A_log;
   //   q_s, k_s, a_s [ntc][K]: q_hat, k_hat and alpha = exp(g_log) of the chunk's tokens;
   //   v_s    [ntc][rows_cta]: v of the CTA's rows;
@@ -231,6 +283,20 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
   const int nt0 = static_cast<int>(min(io.T, int64_t{kTok}));
   load_tok(0, nt0, 0);
   load_side(0, nt0);
+  // The head's gate parameters (dt_bias, then A_log at index K), loaded before the slot is known: issued after
+  // the slot test they would start one dependent global load later and sit on the critical path of small
+  // batches (slot -> dt_bias -> staging -> activation), as long as the state's own slot -> state chain.
+  constexpr int kGateSlots = (K + 1 + kUnit - 1) / kUnit;  // per thread at the smallest CTA (32 threads)
+  float gate_raw[kGateSlots];
+#pragma unroll
+  for (int j = 0; j < kGateSlots; ++j) {
+    const int i = tid + j * nthreads;
+    float x = 0.0f;
+    if (i < K && io.gate_mode != KDA_GATE_LOG_DECAY)
+      x = static_cast<const float*>(io.dt_bias.data)[hv * io.dt_bias.stride[0] + i * io.dt_bias.stride[1]];
+    if (i == K && io.has_A_log()) x = static_cast<const float*>(io.A_log.data)[hv * io.A_log.stride[0]];
+    gate_raw[j] = x;
+  }
 
   if (slot < 0) {  // padding (uniform over the CTA): zero outputs, no slot touched
     if (lane == 0 && row_ok) {
@@ -260,14 +326,12 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
     }
   }
 
-  // The head's gate parameters, after the state copies (each store waits for its load), ordered before their
-  // first use by the barrier that opens each chunk's staging.
-  for (int i = tid; i <= K; i += nthreads) {
-    float x = 0.0f;
-    if (i < K && io.gate_mode != KDA_GATE_LOG_DECAY)
-      x = static_cast<const float*>(io.dt_bias.data)[hv * io.dt_bias.stride[0] + i * io.dt_bias.stride[1]];
-    if (i == K && io.has_A_log()) x = static_cast<const float*>(io.A_log.data)[hv * io.A_log.stride[0]];
-    gate_s[i] = x;
+  // The gate parameters into shared memory, ordered before their first use (activate) by the barrier after the
+  // first chunk's staging.
+#pragma unroll
+  for (int j = 0; j < kGateSlots; ++j) {
+    const int i = tid + j * nthreads;
+    if (i <= K) gate_s[i] = gate_raw[j];
   }
 
   // Staging, first pass (per token, a stage group of SL lanes): q_hat, k_hat into q_s, k_s and the raw gate into
@@ -328,7 +392,7 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
       load_tok(t0, nt, 0);
       load_side(t0, nt);
     }
-    __syncthreads();  // every thread is done reading the previous chunk's stage
+    if (t0 > 0) __syncthreads();  // every thread is done reading the previous chunk's stage (none at t0 = 0)
     stage_side(nt);
     stage_tok(nt, 0);
 #pragma unroll 1
@@ -340,86 +404,93 @@ __global__ void __launch_bounds__(kUnit * kMaxUnits) decode_kernel(const DecodeP
     activate(nt);
     __syncthreads();
 
-    // The state tile in registers for this chunk's tokens only: the first chunk waits for its copies; later
-    // chunks (T > kTok) take it back from st_s, where the previous chunk parked it, so the state is never live
-    // across the staging.
-    if (t0 == 0) cp_async_wait_all();
-    float S[kCols];
+    // The state tile stays in shared memory (this thread's own st_s entries, where its copies landed): the token
+    // loop streams it through registers one float4 at a time, so the registers do not grow with kCols and the
+    // CTAs per SM (hence the state bytes in flight) are bounded by shared memory, not by the register file. Rows
+    // past V (row_ok false) compute on zeros and store nothing; their lanes still join the row-group shuffles.
+    float4* const my = st_s + tid;  // float4 c4 of this thread at my[c4 * nthreads]
+    if (t0 == 0) {
+      cp_async_wait_all();
+      if (!row_ok) {
 #pragma unroll
-    for (int c4 = 0; c4 < kCols / 4; ++c4) {
-      const float4 x = row_ok ? st_s[c4 * nthreads + tid] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      S[4 * c4 + 0] = x.x; S[4 * c4 + 1] = x.y; S[4 * c4 + 2] = x.z; S[4 * c4 + 3] = x.w;
+        for (int c4 = 0; c4 < kCols / 4; ++c4) my[c4 * nthreads] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
     }
 
     // Per token and row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale S q_hat. Lanes of a row
-    // group read distinct float4s of a shared row: no bank conflicts.
+    // group read distinct float4s of a shared row: no bank conflicts. Four independent FMA chains per dot product
+    // (one per float4 component): the per-token dependent chain is kCols / 4 FMAs + 2 adds + log2(L) shuffles.
+    // Operands are read kGroup float4 columns at a time: the next group's addresses wait for this group's FMAs
+    // (after()); left alone, the compiler issues every read of a pass at once and holds ~100 registers for them.
+    constexpr int kGroup = 2;
+    const float4* const st4 = reinterpret_cast<const float4*>(smem);
+    const int a_off = static_cast<int>(a_s - smem) / 4, k_off = static_cast<int>(k_s - smem) / 4,
+              q_off = static_cast<int>(q_s - smem) / 4;
 #pragma unroll 1
     for (int tau = 0; tau < nt; ++tau) {
-      const float4* a4 = reinterpret_cast<const float4*>(a_s + tau * K);
-      const float4* k4 = reinterpret_cast<const float4*>(k_s + tau * K);
-      const float4* q4 = reinterpret_cast<const float4*>(q_s + tau * K);
-      float ak = 0.0f;
+      const int64_t w = w_s[tau];
+      const bool store_vec = vec && w >= 0 && row_ok;
+      float4* const dst = reinterpret_cast<float4*>(pool + (store_vec ? w : 0) * p.pool_stride[0] +
+                                                    hv * p.pool_stride[1] +
+                                                    static_cast<int64_t>(row_ok ? row : 0) * p.pool_stride[2]) + lane;
+      // The updated tile goes back to st_s only where something reads it again: a later token or the strided
+      // store below (uniform over the CTA).
+      const bool keep = tau + 1 < nt || t0 + nt < io.T || !vec;
+      int base = tau * (K / 4) + lane;
+      float ak[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int c4 = 0; c4 < kCols / 4; ++c4) {
-        const float4 a4v = a4[c4 * L + lane], k4v = k4[c4 * L + lane];
-        const float a[4] = {a4v.x, a4v.y, a4v.z, a4v.w}, k[4] = {k4v.x, k4v.y, k4v.z, k4v.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          S[4 * c4 + e] *= a[e];
-          ak = fmaf(S[4 * c4 + e], k[e], ak);
-        }
+        if (c4 % kGroup == 0) base = after(base, ak[0]);
+        float4 x = my[after(c4 * nthreads, ak[0])];
+        const float4 av = st4[a_off + base + c4 * L], kv = st4[k_off + base + c4 * L];
+        x.x *= av.x; x.y *= av.y; x.z *= av.z; x.w *= av.w;
+        ak[0] = fmaf(x.x, kv.x, ak[0]);
+        ak[1] = fmaf(x.y, kv.y, ak[1]);
+        ak[2] = fmaf(x.z, kv.z, ak[2]);
+        ak[3] = fmaf(x.w, kv.w, ak[3]);
       }
-      const float u = beta_s[tau] * (v_s[tau * rows_cta + rg] - group_sum<L>(ak));
-      // k_hat is read again (through an opaque index, so the compiler does not keep the first read's 16
-      // registers alive across the reduction): shared-memory reads are cheaper than the occupancy they cost.
-      const float4* k4b = reinterpret_cast<const float4*>(k_s) + opaque(tau * (K / 4));
-      float aq = 0.0f;
+      const float u = beta_s[tau] * (v_s[tau * rows_cta + rg] - group_sum<L>((ak[0] + ak[1]) + (ak[2] + ak[3])));
+      base = tau * (K / 4) + lane;
+      float aq[4] = {u, 0.0f, 0.0f, 0.0f};  // aq[0] = u only orders the first reads after u; reset below
 #pragma unroll
       for (int c4 = 0; c4 < kCols / 4; ++c4) {
-        const float4 k4v = k4b[c4 * L + lane], q4v = q4[c4 * L + lane];
-        const float k[4] = {k4v.x, k4v.y, k4v.z, k4v.w}, q[4] = {q4v.x, q4v.y, q4v.z, q4v.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          S[4 * c4 + e] = fmaf(u, k[e], S[4 * c4 + e]);
-          aq = fmaf(S[4 * c4 + e], q[e], aq);
-        }
+        if (c4 % kGroup == 0) base = after(base, aq[0]);
+        if (c4 == 0) aq[0] = 0.0f;
+        float4 x = my[after(c4 * nthreads, aq[1])];
+        const float4 av = st4[a_off + base + c4 * L], kv = st4[k_off + base + c4 * L],
+                     qv = st4[q_off + base + c4 * L];
+        // S * alpha again (the same rounding as the first pass): a broadcast read of alpha instead of a
+        // per-thread shared-memory write and read of the decayed tile.
+        x.x *= av.x; x.y *= av.y; x.z *= av.z; x.w *= av.w;
+        x.x = fmaf(u, kv.x, x.x); x.y = fmaf(u, kv.y, x.y); x.z = fmaf(u, kv.z, x.z); x.w = fmaf(u, kv.w, x.w);
+        aq[0] = fmaf(x.x, qv.x, aq[0]);
+        aq[1] = fmaf(x.y, qv.y, aq[1]);
+        aq[2] = fmaf(x.z, qv.z, aq[2]);
+        aq[3] = fmaf(x.w, qv.w, aq[3]);
+        if (keep) my[c4 * nthreads] = x;
+        // Streaming store straight from the register (st.global.cs: the pool is not re-read by this kernel).
+        if (store_vec) __stcs(dst + c4 * L, x);
       }
-      const float sq = group_sum<L>(aq);
+      const float sq = group_sum<L>((aq[0] + aq[1]) + (aq[2] + aq[3]));
       if (lane == 0 && row_ok) store_out(io.out, io.out_dtype, out_offset(t0 + tau), io.scale * sq);
 
-      const int64_t w = w_s[tau];
-      if (w >= 0 && row_ok) {
-        if (vec) {
-          float4* dst = reinterpret_cast<float4*>(pool + w * p.pool_stride[0] + hv * p.pool_stride[1] +
-                                                  static_cast<int64_t>(row) * p.pool_stride[2]);
-#pragma unroll
-          for (int c4 = 0; c4 < kCols / 4; ++c4)
-            __stcs(dst + c4 * L + lane, make_float4(S[4 * c4], S[4 * c4 + 1], S[4 * c4 + 2], S[4 * c4 + 3]));
-        } else {
-          // Strided pools: the tile goes through this thread's own st_s entries and a rolled loop, so the 16
-          // 64-bit addresses are never live at once next to the state (the register budget of the token loop).
-#pragma unroll
-          for (int c4 = 0; c4 < kCols / 4; ++c4)
-            st_s[c4 * nthreads + tid] = make_float4(S[4 * c4], S[4 * c4 + 1], S[4 * c4 + 2], S[4 * c4 + 3]);
-          float* dst = pool + io.state_offset(p.pool_stride, w, hv, row, 0);
-          const int64_t col_stride = io.state_v_first ? p.pool_stride[3] : p.pool_stride[2];
+      if (!vec && w >= 0 && row_ok) {
+        // Strided pools: element stores from this thread's st_s entries in a rolled loop, so the 64-bit addresses
+        // are never live at once.
+        float* const sdst = pool + io.state_offset(p.pool_stride, w, hv, row, 0);
+        const int64_t col_stride = io.state_v_first ? p.pool_stride[3] : p.pool_stride[2];
 #pragma unroll 1
-          for (int c = 0; c < kCols; ++c) {
-            const int col = ((c / 4) * L + lane) * 4 + c % 4;
-            __stcs(dst + col * col_stride, reinterpret_cast<const float*>(&st_s[(c / 4) * nthreads + tid])[c % 4]);
-          }
+        for (int c = 0; c < kCols; ++c) {
+          const int col = ((c / 4) * L + lane) * 4 + c % 4;
+          __stcs(sdst + col * col_stride, reinterpret_cast<const float*>(&my[(c / 4) * nthreads])[c % 4]);
         }
       }
-    }
-    if (t0 + kTok < io.T) {
-#pragma unroll
-      for (int c4 = 0; c4 < kCols / 4; ++c4)
-        st_s[c4 * nthreads + tid] = make_float4(S[4 * c4], S[4 * c4 + 1], S[4 * c4 + 2], S[4 * c4 + 3]);
     }
   }
 }
 
-// CTA size: grow from one unit while the grid keeps at least 8 CTAs per SM and the CTA's rows stay within V.
+// CTA size: grow from one unit (warp) while the grid keeps at least one CTA per SM and the CTA's rows stay
+// within V (H = 32, K = V = 128: 64 threads at B = 1, 128 from B = 2).
 template <int K>
 int choose_units(const DecodeParams& p, int sms) {
   constexpr int kRows = Tile<K>::kRowsPerUnit;
@@ -428,7 +499,7 @@ int choose_units(const DecodeParams& p, int sms) {
     return p.io.N * p.io.HV * ((p.io.V + rows - 1) / rows);
   };
   int units = 1;
-  while (units < kMaxUnits && kRows * units * 2 <= std::max(p.io.V, kRows) && tasks(units * 2) >= 8 * int64_t{sms})
+  while (units < kMaxUnits && kRows * units * 2 <= std::max(p.io.V, kRows) && tasks(units * 2) >= int64_t{sms})
     units *= 2;
   return units;
 }
@@ -440,9 +511,9 @@ void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   const int rows_cta = Tl::kRowsPerUnit * units;
   const int row_blocks = (p.io.V + rows_cta - 1) / rows_cta;
   const int ntc = static_cast<int>(std::min<int64_t>(p.io.T, Tl::kTok));
-  // State tiles (64 bytes per thread), gate parameters and the stage: at most 16 + 1 + 13.4 KiB, under the
-  // 48 KiB default.
-  const size_t smem_floats = static_cast<size_t>(kCols) * kUnit * units + K + 4 +
+  // State tiles (kCols * 4 = 128 bytes per thread), gate parameters and the stage: at most 16 + 1 + 13.4 KiB,
+  // under the 48 KiB default.
+  const size_t smem_floats = static_cast<size_t>(Tl::kCols) * kUnit * units + K + 4 +
                              static_cast<size_t>(ntc) * (3 * K + 2 + rows_cta);
   // 16-byte state accesses need value-first rows contiguous in K and every row start 16-byte aligned.
   const bool vec = p.io.state_v_first && p.pool_stride[3] == 1 && p.pool_stride[0] % 4 == 0 &&
@@ -451,6 +522,11 @@ void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   const int64_t ny = std::min<int64_t>(p.io.N, 65535);
   const dim3 grid(static_cast<unsigned>(p.io.HV * row_blocks), static_cast<unsigned>(ny),
                   static_cast<unsigned>((p.io.N + ny - 1) / ny));
+  // The largest shared-memory carveout: 8 CTAs of ~19 KB need 154 KB of the SM's 228 (the register file, not
+  // shared memory, is then the limit). A preference, set per launch (per device); an error here changes nothing.
+  if (cudaFuncSetAttribute(decode_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    (void)cudaGetLastError();  // not left for the launch check to report
   decode_kernel<K><<<grid, kUnit * units, smem_floats * sizeof(float), stream>>>(p, rows_cta, row_blocks, ntc, vec);
 }
 
