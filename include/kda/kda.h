@@ -113,8 +113,13 @@ typedef enum kda_backend {
  *   final_state same shape as initial_state, fp32 (reference: also fp64), optional (absent: not written)
  *   state_checkpoints  [N, n_ckpt, HV, V, K] (or [.., K, V]) fp32, optional: states for prefix caching. Entry j of
  *               sequence n is the state after checkpoint_offsets[n, j] tokens of that sequence (0: the initial state),
- *               or, without offsets, after (j + 1) * checkpoint_interval tokens. Entries whose token count is negative
- *               or past the sequence's length are not written.
+ *               or, without offsets, after (j + 1) * checkpoint_interval tokens. Offsets need not be increasing and may
+ *               repeat (every entry of a count is written). Entries whose token count is negative or past the
+ *               sequence's length are not written: they keep what the caller left there, bit for bit (so a caller
+ *               may pad a short sequence's row of offsets with -1 and rely on those entries staying as they were).
+ *               Backends: REFERENCE (fp32 or fp64), CPU, CUDA_GENERIC / CUDA_RECURRENT (and AUTO on CUDA tensors;
+ *               fp32; the offsets are read on the device, so the call has no host sync and can be captured in a
+ *               CUDA graph); CUDA_CHUNKED returns KDA_STATUS_NOT_SUPPORTED.
  *   checkpoint_offsets [N, n_ckpt] int32 | int64, optional (needs state_checkpoints)
  */
 typedef struct kda_forward_args {

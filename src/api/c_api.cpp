@@ -67,7 +67,7 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
 // ill-conditioned stress probes (near-identical keys, beta = 2: final-state error 3.1-3.3e-3 against 1.95e-3 at
 // 97617bb; the CPU rounding model scripts/models/two_phase.py traced them to phase 2's single-tf32 products, now
 // 3xTF32 but not yet measured on a GPU), so it stays opt-in until a GPU run shows it passes them (bench/LEDGER.md).
-// Prefix-cache checkpoints stay NOT_SUPPORTED on both.
+// Prefix-cache checkpoints: the recurrent kernel writes them; the chunked path refuses them (KDA_STATUS_NOT_SUPPORTED).
 Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_forward(args, p));
   KDA_RETURN_IF_ERROR(resolve_backend(p, args->q.device_type));
@@ -101,8 +101,10 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
   if (need > 0 && workspace == nullptr)
     return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
-  if (p.has_checkpoints() && (p.backend == KDA_BACKEND_CUDA_RECURRENT || p.backend == KDA_BACKEND_CUDA_CHUNKED))
-    return Status{KDA_STATUS_NOT_SUPPORTED, "state_checkpoints: not supported by the CUDA backends yet (CPU only)"};
+  if (p.has_checkpoints() && p.backend == KDA_BACKEND_CUDA_CHUNKED)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "state_checkpoints: not supported by KDA_BACKEND_CUDA_CHUNKED (the two-phase chunked path); use "
+                  "KDA_BACKEND_CUDA_GENERIC or KDA_BACKEND_CUDA_RECURRENT (the token-recurrent kernel writes them)"};
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
