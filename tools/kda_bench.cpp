@@ -174,7 +174,10 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
   const uint64_t seed = fresh_seed();
   std::printf("\n%s: %s  (seed %llu)\n", w.name.c_str(), w.description.c_str(), static_cast<unsigned long long>(seed));
   DecodeCase d = make_decode_case(w.spec, seed);
-  const DecodeOracle oracle = decode_oracle(d);
+  // The fused workloads (short conv, gated RMSNorm) are judged by the hand-written fp64 fused decode, conv states too;
+  // the plain ones by the oracle built from forwards.
+  const bool fused = w.spec.conv || w.spec.norm;
+  const FusedDecodeOracle oracle = fused ? decode_fused_oracle(d) : FusedDecodeOracle{decode_oracle(d), {}, {}};
   int failures = 0;
   for (const std::string& impl : opt.impls) {
     const kda_backend_t be = backend_of(impl);
@@ -190,13 +193,22 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
     HostTensor pool = d.pool;
     const Tolerance tol = tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32);
     std::unique_ptr<DeviceDecodeProblem> dp;
+    HostTensor conv[3] = {d.conv_state[0], d.conv_state[1], d.conv_state[2]};
     kda_decode_args_t a = decode_host_args(d, out, pool, be);
     a.cpu_threads = threads;
+    if (w.spec.conv) {  // the host call updates copies, so d keeps the given conv states for the judge
+      a.q_conv_state = conv[0].view();
+      a.k_conv_state = conv[1].view();
+      a.v_conv_state = conv[2].view();
+    }
     kda_status_t st;
     if (on_gpu) {
       dp = std::make_unique<DeviceDecodeProblem>(d, be);
       st = dp->run();
-      if (st == KDA_STATUS_SUCCESS) dp->download(out, pool);
+      if (st == KDA_STATUS_SUCCESS) {
+        dp->download(out, pool);
+        if (w.spec.conv) dp->download_conv(conv);
+      }
     } else {
       st = kda_decode(&a, nullptr, 0, nullptr);
     }
@@ -205,7 +217,8 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
       ++failures;
       continue;
     }
-    const DecodeVerdict v = judge_decode(d, oracle, out, pool, tol);
+    const DecodeVerdict v = fused ? judge_fused_decode(d, oracle, out, pool, w.spec.conv ? conv : nullptr, tol)
+                                  : judge_decode(d, oracle.base, out, pool, tol);
     r.out_err = v.out;
     r.state_err = v.pool;
     r.verified = v.pass;
@@ -345,8 +358,7 @@ int main(int argc, char** argv) {
       Outputs outs = make_outputs(c, c.spec.in_dtype, KDA_DTYPE_FLOAT32);
       const bool on_gpu = be != KDA_BACKEND_CPU && be != KDA_BACKEND_REFERENCE;
       r.device = on_gpu ? cuda_device_name() : "cpu";
-      // The chunked CUDA forward has tensor-core products; the rest (GENERIC = the token-recurrent kernel) is fp32.
-      const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32;
+      const ComputeClass cls = forward_class(be, on_gpu);
       if (on_gpu) {
         DeviceProblem dp(c, outs, be);
         dp.poison_outputs();

@@ -86,16 +86,19 @@ typedef enum kda_backend {
   KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> KDA_BACKEND_CUDA_GENERIC */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
   KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
-  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path, exact on every legal input: the token-recurrent
-                                   forward (KDA_BACKEND_CUDA_RECURRENT) until the chunked one passes the full
-                                   verifier; decode: the fp32 decode kernel; backward: the token-recurrent backward */
+  KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path for every legal input. Forward: the two-phase chunked
+                                   path (KDA_BACKEND_CUDA_CHUNKED) wherever it applies and no checkpoints are asked
+                                   for, the token-recurrent kernel (KDA_BACKEND_CUDA_RECURRENT) otherwise; so ask
+                                   kda_forward_workspace_size first. Judged as tensor-core code (docs/numerics.md).
+                                   Decode: the fp32 decode kernel; backward: the token-recurrent backward */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
-  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core forward only (tf32 / 3xTF32 products, fp32 state;
-                                   K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned rows;
-                                   needs the workspace kda_forward_workspace_size returns, 256-byte aligned as cudaMalloc gives it);
-                                   NOT_SUPPORTED otherwise */
+  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core forward only (bf16x3 products on mma.sync, fp32
+                                   state; K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned
+                                   rows, ~190 KiB of shared memory per block; needs the workspace
+                                   kda_forward_workspace_size returns, 256-byte aligned as cudaMalloc gives it);
+                                   NOT_SUPPORTED otherwise, and for prefix-cache checkpoints */
   KDA_BACKEND_CUDA_RECURRENT = 6 /* the exact token-recurrent CUDA kernel (fp32 throughout, every legal input, no
-                                    workspace); decode: the fp32 decode kernel */
+                                    workspace, writes prefix-cache checkpoints); decode: the fp32 decode kernel */
 } kda_backend_t;
 
 /* Arguments of the chunked prefill forward. Initialize with kda_forward_args_init().
@@ -113,8 +116,13 @@ typedef enum kda_backend {
  *   final_state same shape as initial_state, fp32 (reference: also fp64), optional (absent: not written)
  *   state_checkpoints  [N, n_ckpt, HV, V, K] (or [.., K, V]) fp32, optional: states for prefix caching. Entry j of
  *               sequence n is the state after checkpoint_offsets[n, j] tokens of that sequence (0: the initial state),
- *               or, without offsets, after (j + 1) * checkpoint_interval tokens. Entries whose token count is negative
- *               or past the sequence's length are not written.
+ *               or, without offsets, after (j + 1) * checkpoint_interval tokens. Offsets need not be increasing and may
+ *               repeat (every entry of a count is written). Entries whose token count is negative or past the
+ *               sequence's length are not written: they keep what the caller left there, bit for bit (so a caller
+ *               may pad a short sequence's row of offsets with -1 and rely on those entries staying as they were).
+ *               Backends: REFERENCE (fp32 or fp64), CPU, CUDA_GENERIC / CUDA_RECURRENT (and AUTO on CUDA tensors;
+ *               fp32; the offsets are read on the device, so the call has no host sync and can be captured in a
+ *               CUDA graph); CUDA_CHUNKED returns KDA_STATUS_NOT_SUPPORTED.
  *   checkpoint_offsets [N, n_ckpt] int32 | int64, optional (needs state_checkpoints)
  */
 typedef struct kda_forward_args {

@@ -62,16 +62,18 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
   }
 }
 
-// The forward's CUDA kernel: KDA_BACKEND_CUDA_GENERIC is the token-recurrent kernel, the one CUDA path that passes
-// the full verifier today. The two-phase chunked path (KDA_BACKEND_CUDA_CHUNKED) is 1.6x faster but fails two
-// ill-conditioned stress probes (near-identical keys, beta = 2: final-state error 3.1-3.3e-3 against 1.95e-3 at
-// 97617bb; the CPU rounding model scripts/models/two_phase.py traced them to phase 2's single-tf32 products, now
-// bf16x3 but not yet measured on a GPU), so it stays opt-in until a GPU run shows it passes them (bench/LEDGER.md).
-// Prefix-cache checkpoints stay NOT_SUPPORTED on both.
+// The forward's CUDA kernel. KDA_BACKEND_CUDA_GENERIC runs the two-phase chunked path (phase 1 per chunk in
+// parallel, phase 2 the sequential state pass, both bf16x3 on mma.sync) wherever it applies: it passes the full
+// verifier (35/35 at 67bc1ca on an H200, incl. the near-identical-keys and beta = 2 probes that single-tf32 failed)
+// and is 2.5x faster than the token-recurrent kernel (bench/LEDGER.md). The recurrent kernel takes the rest: K or V
+// outside {64, 128}, fp32 inputs, unaligned rows, small-smem devices, and prefix-cache checkpoints (it writes them at
+// any token; the chunked path refuses them under KDA_BACKEND_CUDA_CHUNKED).
 Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_forward(args, p));
   KDA_RETURN_IF_ERROR(resolve_backend(p, args->q.device_type));
-  if (p->backend == KDA_BACKEND_CUDA_GENERIC) p->backend = KDA_BACKEND_CUDA_RECURRENT;
+  if (p->backend == KDA_BACKEND_CUDA_GENERIC)
+    p->backend = !p->has_checkpoints() && cuda::chunked_forward_supported(*p) ? KDA_BACKEND_CUDA_CHUNKED
+                                                                              : KDA_BACKEND_CUDA_RECURRENT;
   return Status::Ok();
 }
 
@@ -101,8 +103,10 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
   if (need > 0 && workspace == nullptr)
     return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
-  if (p.has_checkpoints() && (p.backend == KDA_BACKEND_CUDA_RECURRENT || p.backend == KDA_BACKEND_CUDA_CHUNKED))
-    return Status{KDA_STATUS_NOT_SUPPORTED, "state_checkpoints: not supported by the CUDA backends yet (CPU only)"};
+  if (p.has_checkpoints() && p.backend == KDA_BACKEND_CUDA_CHUNKED)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "state_checkpoints: not supported by KDA_BACKEND_CUDA_CHUNKED (the two-phase chunked path); use "
+                  "KDA_BACKEND_CUDA_GENERIC or KDA_BACKEND_CUDA_RECURRENT (the token-recurrent kernel writes them)"};
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);

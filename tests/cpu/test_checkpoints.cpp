@@ -4,61 +4,26 @@
 // bad checkpoint arguments are refused with a message naming them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
 
 #include "common/cases.h"
+#include "common/checkpoint_cases.h"
+#include "common/checkpoints.h"
 #include "common/compare.h"
 
 namespace kda::testing {
 namespace {
 
-constexpr double kSentinel = 12345.0;
+constexpr double kSentinel = kCkptSentinel;
 
-HostTensor make_checkpoints(const Case& c, int64_t n_ckpt, kda_dtype_t dtype) {
-  const CaseSpec& s = c.spec;
-  HostTensor t = make_tensor(dtype, s.v_first ? std::vector<int64_t>{c.N, n_ckpt, s.HV, s.V, s.K}
-                                              : std::vector<int64_t>{c.N, n_ckpt, s.HV, s.K, s.V});
-  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, kSentinel);
-  return t;
-}
-
-// Token count held by entry j of sequence n (as kda.h defines it).
-int64_t count_of(const HostTensor& offsets, int64_t interval, int64_t n, int64_t n_ckpt, int64_t j) {
-  return offsets.present() ? static_cast<int64_t>(offsets.at(n * n_ckpt + j)) : (j + 1) * interval;
-}
-
-std::vector<int64_t> lengths(const Case& c) {
-  return c.spec.seqlens.empty() ? std::vector<int64_t>(static_cast<size_t>(c.N), c.spec.T) : c.spec.seqlens;
-}
-
-// Runs backend be with checkpoints; returns them.
 HostTensor run_with_checkpoints(Case& c, const HostTensor& offsets, int32_t interval, int64_t n_ckpt,
-                                kda_backend_t be, kda_dtype_t dtype) {
-  HostTensor ck = make_checkpoints(c, n_ckpt, dtype);
-  Outputs o = make_outputs(c, be == KDA_BACKEND_REFERENCE ? KDA_DTYPE_FLOAT64 : c.spec.in_dtype,
-                           be == KDA_BACKEND_REFERENCE ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32);
-  kda_forward_args_t a = host_args(c, o, be);
-  a.state_checkpoints = ck.view();
-  a.checkpoint_offsets = offsets.view();
-  a.checkpoint_interval = interval;
-  EXPECT_EQ(kda_forward(&a, nullptr, 0, nullptr), KDA_STATUS_SUCCESS) << kda_last_error();
+                                kda_backend_t be) {
+  HostTensor ck;
+  EXPECT_EQ(run_host_checkpoints(c, offsets, interval, n_ckpt, be, &ck), KDA_STATUS_SUCCESS) << kda_last_error();
   return ck;
-}
-
-HostTensor random_offsets(const Case& c, int64_t n_ckpt, std::mt19937_64& rng, kda_dtype_t dtype) {
-  HostTensor off = make_tensor(dtype, {c.N, n_ckpt});
-  const std::vector<int64_t> lens = lengths(c);
-  for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t j = 0; j < n_ckpt; ++j) {
-      // 0, the full length, inside, past the end, negative.
-      const int64_t len = lens[n];
-      const int64_t choices[] = {0, len, std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(len, 0))(rng),
-                                 len + 5, -3};
-      off.set(n * n_ckpt + j, static_cast<double>(choices[std::uniform_int_distribution<int>(0, 4)(rng)]));
-    }
-  return off;
 }
 
 TEST(Checkpoints, ReferenceEqualsPrefixFinalStates) {
@@ -74,14 +39,14 @@ TEST(Checkpoints, ReferenceEqualsPrefixFinalStates) {
   Case c = make_case(s, seed);
   std::mt19937_64 rng(seed);
   const int64_t n_ckpt = 5;
-  const HostTensor off = random_offsets(c, n_ckpt, rng, KDA_DTYPE_INT64);
-  const HostTensor ck = run_with_checkpoints(c, off, 0, n_ckpt, KDA_BACKEND_REFERENCE, KDA_DTYPE_FLOAT64);
-  const std::vector<int64_t> lens = lengths(c);
+  const HostTensor off = random_checkpoint_offsets(c, n_ckpt, rng, KDA_DTYPE_INT64);
+  const HostTensor ck = run_with_checkpoints(c, off, 0, n_ckpt, KDA_BACKEND_REFERENCE);
+  const std::vector<int64_t> lens = sequence_lengths(c);
   const int64_t per = int64_t{s.HV} * s.V * s.K;
   int64_t start = 0;
   for (int64_t n = 0; n < c.N; ++n) {
     for (int64_t j = 0; j < n_ckpt; ++j) {
-      const int64_t cnt = count_of(off, 0, n, n_ckpt, j);
+      const int64_t cnt = checkpoint_count_of(off, 0, n, n_ckpt, j);
       const int64_t base = (n * n_ckpt + j) * per;
       if (cnt < 0 || cnt > lens[n]) {
         for (int64_t i = 0; i < per; ++i) ASSERT_EQ(ck.at(base + i), kSentinel) << "entry " << j << " was written";
@@ -110,67 +75,108 @@ TEST(Checkpoints, ReferenceEqualsPrefixFinalStates) {
   }
 }
 
-struct CkptCase {
-  std::string name;
-  bool offsets;  // else interval
-  bool v_first;
-  kda_dtype_t offset_dtype;
-};
-
 class CpuCheckpoints : public ::testing::TestWithParam<CkptCase> {};
 
 TEST_P(CpuCheckpoints, MatchReference) {
   const CkptCase& k = GetParam();
-  CaseSpec s;
-  s.name = k.name;
-  s.H = 2;
-  s.HV = 2;
-  s.K = s.V = 64;
-  s.seqlens = {150, 64, 0, 200, 1};
-  s.v_first = k.v_first;
+  const CaseSpec s = checkpoint_case_spec(k);
   const uint64_t seed = run_seed();
   SCOPED_TRACE("case " + k.name + " seed " + std::to_string(seed));
   Case c = make_case(s, seed);
   std::mt19937_64 rng(seed);
-  const int64_t n_ckpt = 4;
-  const int32_t interval = k.offsets ? 0 : 64;
-  const HostTensor off = k.offsets ? random_offsets(c, n_ckpt, rng, k.offset_dtype) : HostTensor{};
-  const HostTensor ref = run_with_checkpoints(c, off, interval, n_ckpt, KDA_BACKEND_REFERENCE, KDA_DTYPE_FLOAT64);
-  const HostTensor got = run_with_checkpoints(c, off, interval, n_ckpt, KDA_BACKEND_CPU, KDA_DTYPE_FLOAT32);
+  const int64_t n_ckpt = kCkptCaseEntries;
+  const int32_t interval = k.offsets ? 0 : kCkptCaseInterval;
+  const HostTensor off = k.offsets ? random_checkpoint_offsets(c, n_ckpt, rng, k.offset_dtype) : HostTensor{};
+  const HostTensor ref = run_with_checkpoints(c, off, interval, n_ckpt, KDA_BACKEND_REFERENCE);
+  const HostTensor got = run_with_checkpoints(c, off, interval, n_ckpt, KDA_BACKEND_CPU);
   // Written entries by the final-state rule; the others must still hold the sentinel bits.
   const Tolerance tol = tolerance_for(s.in_dtype, ComputeClass::kFp32);
-  const std::vector<int64_t> lens = lengths(c);
-  const int64_t per = int64_t{s.HV} * s.V * s.K;
-  HostTensor g = make_tensor(KDA_DTYPE_FLOAT32, {got.numel()});
-  Oracle o;
-  o.final_state = make_tensor(KDA_DTYPE_FLOAT64, {got.numel()});
-  int64_t written = 0;
-  for (int64_t n = 0; n < c.N; ++n)
-    for (int64_t j = 0; j < n_ckpt; ++j) {
-      const int64_t cnt = count_of(off, interval, n, n_ckpt, j);
-      const bool w = cnt >= 0 && cnt <= lens[n];
-      for (int64_t i = 0; i < per; ++i) {
-        const int64_t e = (n * n_ckpt + j) * per + i;
-        if (w) {
-          g.set(e, got.at(e));
-          o.final_state.set(e, ref.at(e));
-        } else {
-          ASSERT_EQ(got.at(e), kSentinel) << "entry n " << n << " j " << j << " was written";
-          ASSERT_EQ(ref.at(e), kSentinel);
-        }
-      }
-      written += w;
-    }
-  EXPECT_GT(written, 0);
-  const ErrorStats es = compare_state(g, o, tol, int64_t{s.K} * s.V);
-  EXPECT_TRUE(es.pass) << es.summary();
+  const CheckpointVerdict ref_v = judge_checkpoints(c, off, interval, n_ckpt, ref, ref,
+                                                    make_checkpoints(c, n_ckpt, KDA_DTYPE_FLOAT64), tol);
+  EXPECT_TRUE(ref_v.untouched_error.empty()) << "reference: " << ref_v.untouched_error;
+  const CheckpointVerdict v = judge_checkpoints(c, off, interval, n_ckpt, ref, got,
+                                                make_checkpoints(c, n_ckpt, KDA_DTYPE_FLOAT32), tol);
+  EXPECT_TRUE(v.untouched_error.empty()) << v.untouched_error;
+  EXPECT_GT(v.written, 0);
+  EXPECT_TRUE(v.stats.pass) << v.stats.summary();
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, CpuCheckpoints,
-                         ::testing::Values(CkptCase{"every_64_tokens", false, true, KDA_DTYPE_INT32},
-                                           CkptCase{"offsets_int32", true, true, KDA_DTYPE_INT32},
-                                           CkptCase{"offsets_int64_k_first", true, false, KDA_DTYPE_INT64}),
+INSTANTIATE_TEST_SUITE_P(Layouts, CpuCheckpoints, ::testing::ValuesIn(checkpoint_cases()),
                          [](const ::testing::TestParamInfo<CkptCase>& i) { return i.param.name; });
+
+// The schedule helpers of common/checkpoints.h (which the CUDA kernel runs): walking next_checkpoint_count from -1
+// visits exactly the distinct counts in [0, len] in increasing order, as the host backends' sorted list does; the
+// warp-split scan (32 lanes, each folding every 32nd entry, then a min) finds the same next count; and the
+// interval form's index / next helpers agree with the definition (j + 1) * interval.
+TEST(CheckpointIndex, NextCountWalkMatchesSortedSchedule) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  float dummy = 0.0f;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t len = std::uniform_int_distribution<int64_t>(0, 70)(rng);
+    const int64_t n_ckpt = std::uniform_int_distribution<int64_t>(0, 80)(rng);
+    const int64_t N = 3, n = trial % N;
+    const bool offsets = trial % 2 == 0;
+    const bool i32 = trial % 4 == 0;
+    std::vector<int32_t> o32(static_cast<size_t>(N * n_ckpt));
+    std::vector<int64_t> o64(static_cast<size_t>(N * n_ckpt));
+    for (size_t i = 0; i < o64.size(); ++i) {
+      o64[i] = std::uniform_int_distribution<int64_t>(-3, len + 3)(rng);  // unsorted, repeats, out of range
+      o32[i] = static_cast<int32_t>(o64[i]);
+    }
+    ForwardParams p;
+    p.ckpt = &dummy;
+    p.n_ckpt = n_ckpt;
+    const int32_t interval = std::uniform_int_distribution<int32_t>(1, 9)(rng);
+    if (offsets) {
+      p.ckpt_offsets.data = i32 ? static_cast<const void*>(o32.data()) : static_cast<const void*>(o64.data());
+      p.ckpt_offsets.dtype = i32 ? KDA_DTYPE_INT32 : KDA_DTYPE_INT64;
+      p.ckpt_offsets.stride[0] = n_ckpt;
+      p.ckpt_offsets.stride[1] = 1;
+    } else {
+      p.ckpt_interval = interval;
+    }
+    // The expected schedule: distinct counts in [0, len], sorted; and per count the entries holding it.
+    std::vector<int64_t> want;
+    for (int64_t j = 0; j < n_ckpt; ++j) {
+      const int64_t t = offsets ? o64[n * n_ckpt + j] : (j + 1) * interval;
+      if (t >= 0 && t <= len) want.push_back(t);
+      if (!offsets) {
+        ASSERT_EQ(interval_checkpoint_index(t, interval, n_ckpt), j);
+        ASSERT_EQ(interval_checkpoint_index(t - 1, interval, n_ckpt), interval == 1 && j > 0 ? j - 1 : -1);
+      }
+    }
+    std::sort(want.begin(), want.end());
+    want.erase(std::unique(want.begin(), want.end()), want.end());
+    std::vector<int64_t> got;
+    for (int64_t after = -1;;) {
+      const int64_t t = next_checkpoint_count(p, n, len, after);
+      // The warp-split form of the same scan.
+      int64_t lane_best[32];
+      for (int lane = 0; lane < 32; ++lane) {
+        lane_best[lane] = kNoCheckpoint;
+        for (int64_t j = lane; j < n_ckpt; j += 32)
+          lane_best[lane] = checkpoint_fold_next(lane_best[lane], p.checkpoint_tokens(n, j), after, len);
+      }
+      ASSERT_EQ(offsets ? *std::min_element(lane_best, lane_best + 32) : t, t);
+      if (t == kNoCheckpoint) break;
+      ASSERT_GT(t, after);
+      got.push_back(t);
+      after = t;
+      ASSERT_LE(got.size(), want.size() + 1);
+    }
+    ASSERT_EQ(got, want) << "trial " << trial << " len " << len << " n_ckpt " << n_ckpt << " offsets " << offsets;
+  }
+  ForwardParams none;
+  EXPECT_EQ(next_checkpoint_count(none, 0, 10, -1), kNoCheckpoint);
+  EXPECT_EQ(interval_checkpoint_index(0, 4, 10), -1);
+  EXPECT_EQ(interval_checkpoint_index(44, 4, 10), -1);  // entry 10 of 10
+  EXPECT_EQ(interval_next_checkpoint(4, 10, 100, 40), kNoCheckpoint);
+  EXPECT_EQ(interval_next_checkpoint(4, 10, 100, 39), 40);
+  EXPECT_EQ(interval_next_checkpoint(4, 10, 7, -1), 4);
+  EXPECT_EQ(interval_next_checkpoint(4, 10, 7, 4), kNoCheckpoint);
+}
 
 TEST(Checkpoints, BadArgumentsAreRefused) {
   CaseSpec s;

@@ -58,7 +58,7 @@ bool chunked_documented(const CaseSpec& s) {
 }
 
 TEST_P(CudaGeneric, MatchesReference) {
-  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, ComputeClass::kFp32);
+  expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC, forward_class(KDA_BACKEND_CUDA_GENERIC, true));
 }
 TEST_P(CudaRecurrent, MatchesReference) {
   expect_matches_reference(GetParam(), KDA_BACKEND_CUDA_RECURRENT, ComputeClass::kFp32);
@@ -94,7 +94,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaRecurrent, ::testing::ValuesIn(correctness_c
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 INSTANTIATE_TEST_SUITE_P(Cases, CudaChunked, ::testing::ValuesIn(correctness_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
-INSTANTIATE_TEST_SUITE_P(Large, CudaChunked, ::testing::ValuesIn(large_cases()), large_name);
+// GENERIC runs the chunked path on the large cases (bf16, K = V = 128); the recurrent kernel keeps its own run.
+INSTANTIATE_TEST_SUITE_P(Large, CudaRecurrent, ::testing::ValuesIn(large_cases()), large_name);
 
 // The chunked kernel's own hostile cases at K = V = 128 (the correctness suite is mostly K = V = 64): the suite's
 // ill-conditioned T (near-identical keys with beta near 1, beta = 2), unbounded softplus gate decaying over 1000 bits
@@ -132,38 +133,47 @@ std::vector<CaseSpec> chunked_cases() {
 INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 
-// The workspace query returns 0 for GENERIC (the token-recurrent kernel) and the two-phase path's size for CHUNKED;
-// both calls then succeed with exactly that workspace.
+// The workspace query asks for the two-phase path's chunk list and tiles wherever GENERIC runs it (and for CHUNKED),
+// and for nothing where the token-recurrent kernel runs (RECURRENT; GENERIC on fp32 inputs); every call then
+// succeeds with exactly that workspace.
 TEST_F(CudaBehaviour, WorkspaceQueryPerPath) {
-  // GENERIC (the token-recurrent kernel) needs none; CHUNKED needs its chunk list and tiles.
-  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
+  struct Want {
+    kda_backend_t be;
+    kda_dtype_t in;
+    bool needs_workspace;
+  };
+  for (const Want w : {Want{KDA_BACKEND_CUDA_GENERIC, KDA_DTYPE_BFLOAT16, true},
+                       Want{KDA_BACKEND_CUDA_CHUNKED, KDA_DTYPE_BFLOAT16, true},
+                       Want{KDA_BACKEND_CUDA_RECURRENT, KDA_DTYPE_BFLOAT16, false},
+                       Want{KDA_BACKEND_CUDA_GENERIC, KDA_DTYPE_FLOAT32, false}}) {
     CaseSpec s = correctness_case_base("ws_k128");
     s.K = s.V = 128;
+    s.in_dtype = w.in;
     Case c = make_case(s, run_seed());
     Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
-    DeviceProblem dp(c, o, be);
-    kda_forward_args_t a = host_args(c, o, be);
+    DeviceProblem dp(c, o, w.be);
+    kda_forward_args_t a = host_args(c, o, w.be);
     for (kda_tensor_t* t : {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.A_log, &a.dt_bias, &a.initial_state, &a.cu_seqlens,
                             &a.out, &a.final_state})
       if (t->ndim) t->device_type = KDA_DEVICE_CUDA;
     size_t ws = 1;
     ASSERT_EQ(kda_forward_workspace_size(&a, &ws), KDA_STATUS_SUCCESS) << kda_last_error();
-    if (be == KDA_BACKEND_CUDA_CHUNKED)
-      EXPECT_GT(ws, size_t{0});
+    if (w.needs_workspace)
+      EXPECT_GT(ws, size_t{0}) << "backend " << w.be;
     else
-      EXPECT_EQ(ws, size_t{0});
+      EXPECT_EQ(ws, size_t{0}) << "backend " << w.be;
     EXPECT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
   }
 }
 
-// AUTO on CUDA tensors runs the generic CUDA path (the token-recurrent kernel).
+// AUTO on CUDA tensors runs the generic CUDA path.
 TEST_F(CudaBehaviour, AutoDispatchesToCuda) {
-  expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, ComputeClass::kFp32);
+  expect_matches_reference(correctness_case_base("auto_dispatch"), KDA_BACKEND_AUTO, forward_class(KDA_BACKEND_AUTO, true));
 }
 
 // A graph captured once and replayed after the inputs changed computes the new inputs' answer.
 TEST_F(CudaBehaviour, GraphReplayWithNewInputs) {
-  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
+  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED, KDA_BACKEND_CUDA_RECURRENT}) {
     CaseSpec s = correctness_case_base("graph_replay");
     s.seqlens = {40, 0, 130, 1};
     const uint64_t seed = run_seed();
@@ -181,8 +191,7 @@ TEST_F(CudaBehaviour, GraphReplayWithNewInputs) {
     dp.replay();
     dp.download(outs);
     Oracle o = run_oracle(second);
-    const Tolerance tol =
-        tolerance_for(s.in_dtype, be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32);
+    const Tolerance tol = tolerance_for(s.in_dtype, forward_class(be, true));
     const ErrorStats eo = compare_out(outs.out, o, tol);
     EXPECT_TRUE(eo.pass) << eo.summary();
     const ErrorStats es = compare_state(outs.final_state, o, tol, int64_t{s.K} * s.V);
@@ -192,7 +201,7 @@ TEST_F(CudaBehaviour, GraphReplayWithNewInputs) {
 
 // Identical calls give identical bits, also after a different call ran in between (no stale state).
 TEST_F(CudaBehaviour, DeterministicAndNoStaleState) {
-  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED}) {
+  for (kda_backend_t be : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED, KDA_BACKEND_CUDA_RECURRENT}) {
     CaseSpec s = correctness_case_base("determinism");
     s.seqlens = {64, 3, 200};
     Case c = make_case(s, run_seed());

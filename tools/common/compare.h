@@ -19,9 +19,19 @@ Oracle run_oracle(Case& c);
 
 // How precisely an implementation computes before its final rounding.
 enum class ComputeClass {
-  kFp32,        // fp32 arithmetic throughout, fp32 state (CPU backend, CUDA recurrent path)
+  kFp32,        // fp32 arithmetic throughout, fp32 state (CPU backend, CUDA recurrent kernel)
   kTensorCore,  // bf16/fp16 tensor-core operands, fp32 accumulation and fp32 state
 };
+
+// The class a forward backend is judged by: the token-recurrent CUDA kernel and the CPU backends are fp32 code; the
+// CUDA chunked path has tensor-core products, and GENERIC (or AUTO on CUDA tensors) runs it wherever it applies, so
+// GENERIC is held to the tensor-core class on every input (docs/numerics.md).
+inline ComputeClass forward_class(kda_backend_t be, bool on_cuda) {
+  if (be == KDA_BACKEND_AUTO) return on_cuda ? ComputeClass::kTensorCore : ComputeClass::kFp32;
+  return be == KDA_BACKEND_CUDA_GENERIC || be == KDA_BACKEND_CUDA_CHUNKED || be == KDA_BACKEND_CUDA_HOPPER
+             ? ComputeClass::kTensorCore
+             : ComputeClass::kFp32;
+}
 
 struct Tolerance {
   double u_out;   // unit roundoff of the output dtype

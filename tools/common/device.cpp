@@ -157,6 +157,25 @@ void DeviceProblem::replace_inputs(const Case& c) {
   put(args.cu_seqlens, c.cu_seqlens);
 }
 
+void DeviceProblem::set_checkpoints(const HostTensor& ckpt, const HostTensor& offsets, int32_t interval) {
+  args.state_checkpoints = ckpt.view(upload(ckpt), KDA_DEVICE_CUDA);
+  args.checkpoint_offsets = offsets.present() ? offsets.view(upload(offsets), KDA_DEVICE_CUDA) : kda_tensor_none();
+  args.checkpoint_interval = interval;
+}
+
+void DeviceProblem::download_checkpoints(HostTensor& ckpt) const {
+  check(cudaMemcpy(ckpt.data(), args.state_checkpoints.data, ckpt.bytes.size(), cudaMemcpyDeviceToHost),
+        "cudaMemcpy checkpoints");
+}
+
+void DeviceProblem::replace_checkpoints(const HostTensor& ckpt, const HostTensor& offsets) {
+  check(cudaMemcpy(args.state_checkpoints.data, ckpt.data(), ckpt.bytes.size(), cudaMemcpyHostToDevice),
+        "replace checkpoints");
+  if (offsets.present())
+    check(cudaMemcpy(args.checkpoint_offsets.data, offsets.data(), offsets.bytes.size(), cudaMemcpyHostToDevice),
+          "replace offsets");
+}
+
 bool DeviceProblem::capture() {
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   cudaGraph_t graph;
@@ -447,6 +466,9 @@ void DeviceProblem::download(Outputs&) const {}
 void DeviceProblem::poison_outputs() {}
 void DeviceProblem::replace_inputs(const Case&) {}
 bool DeviceProblem::capture() { return false; }
+void DeviceProblem::set_checkpoints(const HostTensor&, const HostTensor&, int32_t) {}
+void DeviceProblem::download_checkpoints(HostTensor&) const {}
+void DeviceProblem::replace_checkpoints(const HostTensor&, const HostTensor&) {}
 void DeviceProblem::replay() {}
 DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase&, kda_backend_t) {
   throw std::runtime_error("this kda build has no CUDA");

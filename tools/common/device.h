@@ -51,6 +51,12 @@ class DeviceProblem : public DeviceCall {
   bool capture();
   void replay();
   kda_status_t enqueue(void* stream) override;
+  // Prefix-cache checkpoints: uploads ckpt (its contents too: what unwritten entries must keep) and offsets (absent:
+  // every `interval` tokens) and sets them on args; download_checkpoints reads the buffer back into ckpt.
+  void set_checkpoints(const HostTensor& ckpt, const HostTensor& offsets, int32_t interval);
+  void download_checkpoints(HostTensor& ckpt) const;
+  // Overwrites the device checkpoint buffer / offsets (same shapes) synchronously, e.g. between graph replays.
+  void replace_checkpoints(const HostTensor& ckpt, const HostTensor& offsets);
 
   kda_forward_args_t args{};
 

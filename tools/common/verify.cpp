@@ -204,7 +204,9 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_host(d, o, p, KDA_BACKEND_REFERENCE);
     };
   } else if (name == "cuda-generic") {
-    // GENERIC runs the token-recurrent forward and the fp32 decode: both judged as fp32 code.
+    // GENERIC's forward is the chunked path with tensor-core products wherever it applies (the recurrent kernel
+    // elsewhere): judged as tensor-core code. Its decode is fp32 code.
+    impl.cls = forward_class(KDA_BACKEND_CUDA_GENERIC, true);
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
     impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
@@ -220,8 +222,8 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_RECURRENT);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_RECURRENT); };
-  } else if (name == "cuda-chunked") {  // tf32 tensor-core products: judged as tensor-core code
-    impl.cls = ComputeClass::kTensorCore;
+  } else if (name == "cuda-chunked") {  // bf16x3 tensor-core products: judged as tensor-core code
+    impl.cls = forward_class(KDA_BACKEND_CUDA_CHUNKED, true);
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_CHUNKED); };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_CHUNKED); };
   } else if (name.rfind("cmd:", 0) == 0) {  // an external implementation, judged by the loosest class

@@ -17,6 +17,11 @@
 // their reductions share shuffle rounds), u = beta (v - s_k), o = scale (s_q + u (k_hat . q_hat)), S += u k_hat^T.
 // o is the reference's scale * (S_new q_hat) expanded through S_new = S + u k_hat^T: the same value, with one
 // reduction round per token on the dependency chain instead of two.
+//
+// Prefix-cache checkpoints (state_checkpoints): each thread writes its own state entries, as for the final state,
+// when the token count reaches the next checkpoint count of the sequence (common/checkpoints.h). That count is
+// found on the device (offsets are read there, a warp-wide scan per distinct count), so a call needs no host sync
+// and works inside a CUDA graph; without checkpoints the token loop pays one integer compare per token.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -25,6 +30,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "common/checkpoints.h"
 #include "common/math.h"
 #include "common/params.h"
 #include "cuda/cuda_backend.h"
@@ -103,6 +109,39 @@ struct RawChunk {
   uint32_t v[Tile<K>::kVSlots];
   uint32_t beta;
 };
+
+// Prefix-cache checkpoints of sequence n (len tokens) at token count `count`: calls write(j) for every entry j
+// holding that count and returns the next count (kNoCheckpoint: none). Called by every thread of the CTA together
+// (the counts are uniform). The offsets form splits the scan over the warp's lanes: each lane folds every 32nd
+// entry, a ballot finds the entries to write and a shuffle reduction the next count; kda.h lets offsets come in
+// any order and repeat, so no sorted order is assumed.
+template <typename Write>
+__device__ __forceinline__ int64_t checkpoint_event(const ForwardParams& p, int64_t n, int64_t len, int64_t count,
+                                                    Write&& write) {
+  if (p.ckpt_offsets.data == nullptr) {
+    const int64_t j = interval_checkpoint_index(count, p.ckpt_interval, p.n_ckpt);
+    if (j >= 0) write(j);
+    return interval_next_checkpoint(p.ckpt_interval, p.n_ckpt, len, count);
+  }
+  const int lane = threadIdx.x % 32;
+  int64_t best = kNoCheckpoint;
+  for (int64_t j0 = 0; j0 < p.n_ckpt; j0 += 32) {
+    const int64_t j = j0 + lane;
+    const int64_t t = j < p.n_ckpt ? p.checkpoint_tokens(n, j) : int64_t{-1};
+    unsigned hit = __ballot_sync(0xffffffffu, j < p.n_ckpt && t == count);
+    best = checkpoint_fold_next(best, t, count, len);
+    while (hit != 0u) {
+      write(j0 + (__ffs(hit) - 1));
+      hit &= hit - 1u;
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const int64_t other = __shfl_xor_sync(0xffffffffu, best, o);
+    best = other < best ? other : best;
+  }
+  return best;
+}
 
 template <int K>
 __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const ForwardParams p, int64_t row_blocks,
@@ -241,6 +280,30 @@ __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const Forwa
                                                   p.allow_neg_eigval);
     };
 
+    // Prefix-cache checkpoints: next_ckpt is the next token count (from the sequence start) whose state is
+    // written; kNoCheckpoint without checkpoints. The token loop compares its count with a per-chunk 32-bit copy
+    // (ckpt_tau: the token index + 1 inside the chunk, 0: none in this chunk), one uniform branch per token.
+    // The empty asm makes the strides opaque, so the compiler computes the R * C addresses when it writes rather
+    // than hoisting them out of the token loop into registers (that cost 40+ registers per thread).
+    auto write_checkpoint = [&](int64_t j) {
+      int64_t row_stride = p.state_v_first ? p.ckpt_stride[3] : p.ckpt_stride[4];
+      int64_t col_stride = p.state_v_first ? p.ckpt_stride[4] : p.ckpt_stride[3];
+      asm volatile("" : "+l"(row_stride), "+l"(col_stride));
+      float* ck = static_cast<float*>(p.ckpt) + n * p.ckpt_stride[0] + j * p.ckpt_stride[1] + hv * p.ckpt_stride[2];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int row = row0 + row_group * R + r;
+        if (row >= p.V) continue;
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          const int col = ((c / 4) * L + lane_in_row) * 4 + c % 4;
+          ck[row * row_stride + col * col_stride] = S[r][c];
+        }
+      }
+    };
+    int64_t next_ckpt = kNoCheckpoint;
+    if (p.has_checkpoints()) next_ckpt = checkpoint_event(p, n, len, 0, write_checkpoint);  // count 0: h0
+
     const int64_t chunks = (len + kChunk - 1) / kChunk;
     if (chunks > 0) load_chunk(start, static_cast<int>(min(len, int64_t{kChunk})));
     for (int64_t ci = 0; ci < chunks; ++ci) {
@@ -252,6 +315,8 @@ __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const Forwa
       // Also orders this stage after every thread's reads of the same buffer two chunks ago.
       __syncthreads();
 
+      const int64_t done = ci * kChunk;  // tokens before this chunk
+      int ckpt_tau = next_ckpt - done <= nt ? static_cast<int>(next_ckpt - done) : 0;
       for (int tau = 0; tau < nt; ++tau) {
         float q[C], k[C], alpha[C];
 #pragma unroll
@@ -289,6 +354,10 @@ __global__ void __launch_bounds__(kThreads) recurrent_forward_kernel(const Forwa
           // Every lane of the group has the sums; lane r stores row r (kRows <= kLanesPerRow).
           if (lane_in_row == r && row < p.V)
             store_out(p.out, p.out_dtype, out_base + row * p.out_stride[3], p.scale * fmaf(u, kq, sq[r]));
+        }
+        if (tau + 1 == ckpt_tau) {  // uniform over the CTA
+          next_ckpt = checkpoint_event(p, n, len, done + tau + 1, write_checkpoint);
+          ckpt_tau = next_ckpt - done <= nt ? static_cast<int>(next_ckpt - done) : 0;
         }
       }
     }
@@ -333,8 +402,10 @@ Status generic_forward(const ForwardParams& p, void* stream) {
     return Status{KDA_STATUS_NOT_SUPPORTED, "final_state: the CUDA backend writes float32 states only"};
   if (p.K != 16 && p.K != 32 && p.K != 64 && p.K != 128 && p.K != 256)
     return make_status(KDA_STATUS_NOT_SUPPORTED, "q: head dim K = %d is not supported by the CUDA backend", p.K);
-  // No sequence, or only empty sequences and no final state: nothing to write.
-  if (p.N == 0 || (p.T == 0 && !p.has_final_state())) return Status::Ok();
+  if (p.has_checkpoints() && p.ckpt_dtype != KDA_DTYPE_FLOAT32)
+    return Status{KDA_STATUS_NOT_SUPPORTED, "state_checkpoints: the CUDA backend writes float32 checkpoints only"};
+  // No sequence, or only empty sequences and nothing to write (the initial state may be checkpointed at count 0).
+  if (p.N == 0 || (p.T == 0 && !p.has_final_state() && !p.has_checkpoints())) return Status::Ok();
 
   return launch_on_device(p.device_id, "kda generic forward kernel launch", [&] {
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
