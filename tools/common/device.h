@@ -81,6 +81,8 @@ class DeviceDecodeProblem : public DeviceCall {
  private:
   std::vector<void*> allocations_;
   void* stream_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
 };
 
 // kda_backward with backend be on device copies of case c and its upstream gradients: the gradient tensors (made
