@@ -188,8 +188,9 @@ typedef struct kda_forward_args {
  *   out_norm_weight [V] fp32 or dtype of q
  *   out_gate    [N, T, HV, V] dtype of q or fp32
  *   out_norm_eps finite, >= 0 (default 1e-5); out_gate_activation (default KDA_OUT_GATE_SIGMOID)
- *  Backends: KDA_BACKEND_REFERENCE and KDA_BACKEND_CPU. The CUDA decode returns KDA_STATUS_NOT_SUPPORTED for either
- *  fusion (and touches nothing) until its kernel fuses them. */
+ *  Backends: all. On CUDA the conv runs as a kernel before the decode kernel and the norm as one after it, in the
+ *  same call and stream, with fp32 intermediates in the caller's workspace (kda_decode_workspace_size: 4 N T
+ *  (2 H K + HV V) bytes for the conv, 4 N T HV V for the norm, each rounded up to 256; 16-byte aligned). */
 typedef struct kda_decode_args {
   kda_tensor_t q, k, v, g, beta;
   kda_tensor_t A_log, dt_bias;
@@ -276,7 +277,7 @@ KDA_API kda_status_t kda_forward(const kda_forward_args_t* args, void* workspace
 KDA_API void kda_decode_args_init(kda_decode_args_t* args);
 
 /* Validates args (as kda_forward_workspace_size: only host-resident cu_seqlens are read) and returns the workspace
- * bytes decode needs (0 today; kept so callers size it the same way as the forward). */
+ * bytes decode needs: 0 except for the fusions on CUDA (see above). */
 KDA_API kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* workspace_bytes);
 
 /* Runs decode, updating state_pool in place. Asynchronous on stream for CUDA tensors, no host sync. */

@@ -124,7 +124,7 @@ Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspa
     case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
     case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
     case KDA_BACKEND_CUDA_GENERIC:
-    case KDA_BACKEND_CUDA_RECURRENT: return cuda::decode(p, stream);
+    case KDA_BACKEND_CUDA_RECURRENT: return cuda::decode(p, workspace, workspace_bytes, stream);
     case KDA_BACKEND_CUDA_CHUNKED:
       return Status{KDA_STATUS_NOT_SUPPORTED, "backend: decode runs on KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
@@ -356,7 +356,9 @@ kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* wo
     if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
     kda::DecodeParams p;
     KDA_RETURN_IF_ERROR(kda::validate_decode(args, &p));
-    *workspace_bytes = 0;
+    KDA_RETURN_IF_ERROR(kda::resolve_backend(&p.io, args->q.device_type));
+    const bool cuda = p.io.backend == KDA_BACKEND_CUDA_GENERIC || p.io.backend == KDA_BACKEND_CUDA_RECURRENT;
+    *workspace_bytes = cuda ? kda::cuda::decode_workspace_size(p) : 0;
     return kda::Status::Ok();
   });
 }

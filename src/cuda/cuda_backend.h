@@ -32,7 +32,10 @@ Status generic_backward_support(const BackwardParams& p);
 Status generic_backward_workspace_size(const BackwardParams& p, size_t* bytes);
 Status generic_backward(const BackwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
 
-// Decode against a state pool (one CTA per (sequence, value head, row block)); asynchronous on stream.
-Status decode(const DecodeParams& p, void* stream);
+// Decode against a state pool (one CTA per (sequence, value head, row block)); asynchronous on stream. The fused
+// conv and gated RMSNorm (decode_fusions.cu) run as kernels before and after it in the same call and need
+// decode_workspace_size(p) bytes of caller workspace, 16-byte aligned (0 without fusions).
+size_t decode_workspace_size(const DecodeParams& p);
+Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, void* stream);
 
 }  // namespace kda::cuda

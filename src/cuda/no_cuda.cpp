@@ -16,7 +16,8 @@ Status generic_forward(const ForwardParams&, void*) { return unavailable(); }
 bool chunked_forward_supported(const ForwardParams&) { return false; }
 Status chunked_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
 Status chunked_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
-Status decode(const DecodeParams&, void*) { return unavailable(); }
+size_t decode_workspace_size(const DecodeParams&) { return 0; }
+Status decode(const DecodeParams&, void*, size_t, void*) { return unavailable(); }
 Status generic_backward_support(const BackwardParams&) { return unavailable(); }
 Status generic_backward_workspace_size(const BackwardParams&, size_t*) { return unavailable(); }
 Status generic_backward(const BackwardParams&, void*, size_t, void*) { return unavailable(); }

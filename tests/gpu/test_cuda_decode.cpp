@@ -1,6 +1,7 @@
 // test_cuda_decode.cpp: CUDA decode against the oracle built from the forward reference: the CPU suite's decode
 // cases (padding, 1-D and 2-D indices, num_accepted_tokens, layouts, head dims) plus serving sizes (H = 32 and
-// 12, batch up to 512); untouched slots bitwise unchanged. Skips itself where no GPU is present.
+// 12, batch up to 512); untouched slots bitwise unchanged; the fused conv and gated RMSNorm against the hand-written
+// fp64 decode. Skips itself where no GPU is present.
 #include <gtest/gtest.h>
 
 #include "common/decode_cases.h"
@@ -58,26 +59,55 @@ TEST_P(CudaDecode, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaDecode, ::testing::ValuesIn(gpu_decode_cases()),
                          [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
 
-// Fusions (conv of q/k/v with its conv state, gated RMSNorm): the reference and CPU backends have them (checked
-// against a hand-written fp64 decode in tests/cpu/test_decode.cpp); the CUDA decode kernel does not yet (a fused
-// kernel measured 1.5x slower than this one and wrong at B = 256 was reverted, bench/LEDGER.md), so CUDA must
-// refuse them with NOT_SUPPORTED and leave the pool untouched rather than ignore them.
-std::vector<DecodeSpec> gpu_fused_cases() { return fused_decode_cases(); }
+// Fusions (conv of q/k/v with its conv state, gated RMSNorm; decode_fusions.cu): against the hand-written fp64 decode
+// of tests/cpu/test_decode.cpp (decode_fused_oracle), the conv states written exactly (copies of inputs) and
+// untouched slots bitwise unchanged; plus serving sizes with both fusions.
+std::vector<DecodeSpec> gpu_fused_cases() {
+  std::vector<DecodeSpec> v = fused_decode_cases();
+  for (int64_t B : {1, 256}) {
+    DecodeSpec s = v[3];  // both fusions, K = V = 128
+    s.name = "fused_both_serving_h32_b" + std::to_string(B);
+    s.io.name = s.name;
+    s.io.B = B;
+    s.io.H = s.io.HV = 32;
+    s.slots = B + 7;
+    s.padding = 0.1;
+    v.push_back(s);
+  }
+  return v;
+}
 
 class CudaFusedDecode : public CudaDecode {};
 
-TEST_P(CudaFusedDecode, RefusedClearly) {
+TEST_P(CudaFusedDecode, MatchesHandComputation) {
   const DecodeSpec& s = GetParam();
   const uint64_t seed = run_seed();
   SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
   DecodeCase d = make_decode_case(s, seed);
+  const FusedDecodeOracle o = decode_fused_oracle(d);
   DeviceDecodeProblem dp(d, KDA_BACKEND_CUDA_GENERIC);
-  ASSERT_EQ(dp.run(), KDA_STATUS_NOT_SUPPORTED);
-  EXPECT_NE(std::string(kda_last_error()).find("fus"), std::string::npos) << kda_last_error();
+  ASSERT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
   HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
   HostTensor pool = d.pool;
+  HostTensor conv[3] = {d.conv_state[0], d.conv_state[1], d.conv_state[2]};
   dp.download(out, pool);
-  EXPECT_EQ(pool.bytes, d.pool.bytes) << "a refused call changed the pool";
+  dp.download_conv(conv);
+  const DecodeVerdict v =
+      judge_fused_decode(d, o, out, pool, conv, tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32));
+  EXPECT_TRUE(v.pass) << v.summary();
+  std::printf("  %-40s %s\n", s.name.c_str(), v.summary().c_str());
+}
+
+// Too small a workspace is refused by name.
+class CudaFusedDecodeWorkspace : public GpuTest {};
+TEST_F(CudaFusedDecodeWorkspace, TooSmallIsRefused) {
+  DecodeCase d = make_decode_case(fused_decode_cases()[3], run_seed());
+  DeviceDecodeProblem dp(d, KDA_BACKEND_CUDA_GENERIC);
+  size_t need = 0;
+  ASSERT_EQ(kda_decode_workspace_size(&dp.args, &need), KDA_STATUS_SUCCESS) << kda_last_error();
+  EXPECT_GT(need, size_t{0});
+  EXPECT_EQ(kda_decode(&dp.args, nullptr, need - 1, nullptr), KDA_STATUS_WORKSPACE_TOO_SMALL);
+  EXPECT_NE(std::string(kda_last_error()).find("workspace_bytes"), std::string::npos) << kda_last_error();
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaFusedDecode, ::testing::ValuesIn(gpu_fused_cases()),

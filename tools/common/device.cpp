@@ -238,6 +238,14 @@ DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase& d, kda_backend_t backend) {
   }
   for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());  // poison
   args.out = dev(out);
+  // The workspace the call asks for (the fusions' intermediates), NaN-poisoned so a read of an unset part shows.
+  // A query that fails leaves none: the call itself then reports the same error.
+  if (kda_decode_workspace_size(&args, &workspace_bytes_) != KDA_STATUS_SUCCESS) workspace_bytes_ = 0;
+  if (workspace_bytes_ > 0) {
+    check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc workspace");
+    allocations_.push_back(workspace_);
+    check(cudaMemset(workspace_, 0xFF, workspace_bytes_), "cudaMemset workspace");
+  }
 }
 
 DeviceDecodeProblem::~DeviceDecodeProblem() {
@@ -246,7 +254,7 @@ DeviceDecodeProblem::~DeviceDecodeProblem() {
 }
 
 kda_status_t DeviceDecodeProblem::run() {
-  const kda_status_t st = kda_decode(&args, nullptr, 0, stream_);
+  const kda_status_t st = kda_decode(&args, workspace_, workspace_bytes_, stream_);
   if (st == KDA_STATUS_SUCCESS) check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "decode");
   return st;
 }
@@ -264,7 +272,9 @@ void DeviceDecodeProblem::download_conv(HostTensor* conv_state) const {
             "cudaMemcpy conv state");
 }
 
-kda_status_t DeviceDecodeProblem::enqueue(void* stream) { return kda_decode(&args, nullptr, 0, stream); }
+kda_status_t DeviceDecodeProblem::enqueue(void* stream) {
+  return kda_decode(&args, workspace_, workspace_bytes_, stream);
+}
 
 kda_status_t DeviceProblem::enqueue(void* stream) { return kda_forward(&args, workspace_, workspace_bytes_, stream); }
 

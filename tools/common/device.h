@@ -87,6 +87,8 @@ class DeviceDecodeProblem : public DeviceCall {
  private:
   std::vector<void*> allocations_;
   void* stream_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
 };
 
 // A backward problem on the device: the case's inputs and upstream gradients, NaN-poisoned (0xFF bytes) gradient

@@ -85,6 +85,7 @@
 #include "common/params.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device_common.cuh"
+#include "cuda/generic/decode_fusions.h"
 #include "cuda/launch.h"
 
 namespace kda::cuda {
@@ -532,27 +533,43 @@ void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
 
 }  // namespace
 
-Status decode(const DecodeParams& p, void* stream) {
+size_t decode_workspace_size(const DecodeParams& p) { return static_cast<size_t>(FusionLayout(p).bytes()); }
+
+Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, void* stream) {
   const ForwardParams& io = p.io;
   if (io.out_dtype == KDA_DTYPE_FLOAT64)
     return Status{KDA_STATUS_NOT_SUPPORTED, "out: float64 is only supported by KDA_BACKEND_REFERENCE"};
   if (io.K != 16 && io.K != 32 && io.K != 64 && io.K != 128 && io.K != 256)
     return make_status(KDA_STATUS_NOT_SUPPORTED, "q: head dim K = %d is not supported by the CUDA backend", io.K);
-  if (p.conv || p.out_norm)
-    return Status{KDA_STATUS_NOT_SUPPORTED, "q_conv_weight/out_gate: the CUDA decode has no fused conv or norm yet"};
+  const size_t need = decode_workspace_size(p);
+  if (workspace_bytes < need)
+    return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed (fused conv/norm)",
+                       workspace_bytes, need);
+  if (need > 0 && (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0))
+    return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: %zu bytes, 16-byte aligned, are needed (fused conv/norm)",
+                       need);
   if (io.N == 0 || io.T == 0) return Status::Ok();  // no token: nothing is read or written
 
   return launch_on_device(io.device_id, "kda decode kernel launch", [&] {
     int sms = 0;
-    const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
     if (e != cudaSuccess) return e;
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (p.conv) {
+      launch_decode_conv(p, workspace, sms, s);
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    const DecodeParams inner = fusion_inner_params(p, workspace);
     switch (io.K) {
-      case 16: launch<16>(p, sms, s); break;
-      case 32: launch<32>(p, sms, s); break;
-      case 64: launch<64>(p, sms, s); break;
-      case 128: launch<128>(p, sms, s); break;
-      default: launch<256>(p, sms, s); break;
+      case 16: launch<16>(inner, sms, s); break;
+      case 32: launch<32>(inner, sms, s); break;
+      case 64: launch<64>(inner, sms, s); break;
+      case 128: launch<128>(inner, sms, s); break;
+      default: launch<256>(inner, sms, s); break;
+    }
+    if (p.out_norm) {
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      launch_decode_norm(p, workspace, sms, s);
     }
     return cudaSuccess;
   });
