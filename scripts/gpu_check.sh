@@ -15,7 +15,9 @@
 #   profile Nsight Compute (--clock-control none) on the chunked forward's two kernels (h64-fixed) and the decode
 #           kernel (H = 32, B = 256): duration, occupancy, warp stall reasons, executed instructions
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
-# files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Uses the
+# files, and a step cut off by the time limit must not cost the earlier ones); check.log is the summary. Every tool
+# run has its own `timeout` below the 600 s a device call may last, so a slow step ends, and what its log holds so
+# far is archived (a train step given 250 s once returned nothing: the log was archived only when kda-bench ended). Uses the
 # binaries carried in .carry/bin (built by scripts/gpu_build.sh); builds on
 # the device only if they will not start there.
 set -uo pipefail
@@ -55,18 +57,18 @@ done_step setup gpu.txt resources.txt
 
 if want tests; then
   echo "== GPU tests"
-  "$BIN/kda_gpu_tests" --gtest_output=json:"$W/gpu_tests.json" > "$W/gpu_tests.log" 2>&1 || rc=1
+  timeout 500 "$BIN/kda_gpu_tests" --gtest_output=json:"$W/gpu_tests.json" > "$W/gpu_tests.log" 2>&1 || rc=1
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$W/gpu_tests.log" | head -40
   done_step tests gpu_tests.json gpu_tests.log
 fi
 if want verify; then
   echo "== kda-verify full"
-  "$BIN/kda-verify" --suite full --impl cuda-generic --json "$W/verify.json" > "$W/verify.log" 2>&1 || rc=1
+  timeout 300 "$BIN/kda-verify" --suite full --impl cuda-generic --json "$W/verify.json" > "$W/verify.log" 2>&1 || rc=1
   grep -E "FAIL|kda-verify:" "$W/verify.log" | head -30
-  "$BIN/kda-verify" --suite decode-full --impl cuda-generic --json "$W/verify_decode.json" \
+  timeout 200 "$BIN/kda-verify" --suite decode-full --impl cuda-generic --json "$W/verify_decode.json" \
     > "$W/verify_decode.log" 2>&1 || rc=1
   grep -E "FAIL|kda-verify:" "$W/verify_decode.log" | head -30
-  "$BIN/kda-verify" --suite backward-full --impl cuda-generic --json "$W/verify_backward.json" \
+  timeout 300 "$BIN/kda-verify" --suite backward-full --impl cuda-generic --json "$W/verify_backward.json" \
     > "$W/verify_backward.log" 2>&1 || rc=1
   grep -E "FAIL|kda-verify:" "$W/verify_backward.log" | head -30
   done_step verify verify.json verify.log verify_decode.json verify_decode.log verify_backward.json verify_backward.log
@@ -77,7 +79,7 @@ if want bench; then
   for x in h96-fixed h96-mixed h96-uniform h64-fixed h64-mixed h64-uniform kimi-8k serve-256x32 serve-64x100 \
            decode-h32-b1 decode-h32-b8 decode-h32-b32 decode-h32-b128 decode-h32-b256 decode-h32-b512 \
            decode-h12-b1 decode-h12-b32 decode-h12-b256; do w+=(--workload "$x"); done
-  "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 100 "${w[@]}" --json "$W/bench.json" \
+  timeout 400 "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 100 "${w[@]}" --json "$W/bench.json" \
     > "$W/bench.log" 2>&1 || rc=1
   grep -E "^[a-z0-9-]+:|median|WRONG|ERROR|copy" "$W/bench.log" | sed 's/ (seed.*//'
   done_step bench bench.json bench.log
@@ -86,7 +88,7 @@ if want train; then
   echo "== training steps"
   w=()
   for x in h96-fixed h96-mixed h96-uniform h64-fixed h64-mixed h64-uniform; do w+=(--workload "train-$x"); done
-  "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 20 "${w[@]}" --json "$W/train.json" \
+  timeout 400 "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-generic --iters 20 "${w[@]}" --json "$W/train.json" \
     > "$W/train.log" 2>&1 || rc=1
   grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/train.log" | sed 's/ (seed.*//'
   if [ -d .whl ]; then

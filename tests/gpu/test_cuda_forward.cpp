@@ -148,7 +148,7 @@ TEST_F(CudaBehaviour, WorkspaceQueryPerPath) {
                        Want{KDA_BACKEND_CUDA_GENERIC, KDA_DTYPE_FLOAT32, false}}) {
     CaseSpec s = correctness_case_base("ws_k128");
     s.K = s.V = 128;
-    s.in_dtype = w.in;
+    s.in_dtype = s.g_dtype = s.beta_dtype = w.in;  // fp32 q/k/v take fp32 g and beta
     Case c = make_case(s, run_seed());
     Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
     DeviceProblem dp(c, o, w.be);
