@@ -486,6 +486,7 @@ DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase&, kda_backend_t) {
 DeviceDecodeProblem::~DeviceDecodeProblem() = default;
 kda_status_t DeviceDecodeProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 void DeviceDecodeProblem::download(HostTensor&, HostTensor&) const {}
+void DeviceDecodeProblem::download_conv(HostTensor*) const {}
 kda_status_t DeviceDecodeProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
