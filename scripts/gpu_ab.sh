@@ -8,7 +8,7 @@
 # --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it; --impl a,b runs several
 # implementations of each build side by side, e.g. cuda-chunked,cuda-hopper of one build); --ncu REGEX profiles
 # the kernels matching REGEX on the first workload per build (Nsight Compute, full set with source, clocks as they
-# are): the details page as text and the per-SASS-instruction source page as gzipped CSV, to read here offline.
+# are): the details page as text and the source page per SASS instruction and per CUDA line as gzipped CSV, to read here offline.
 #
 # usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
 #                   --workload decode-h32-b1 --workload decode-h32-b256 ...
@@ -74,9 +74,11 @@ if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
       > "$W/ncu-run-$b.log" 2>&1 || rc=1
     ncu --import "$W/ncu-$b.ncu-rep" --page details > "$W/ncu-$b.txt" 2>&1
     ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$W/ncu-src-$b.csv.gz"
+    # Per CUDA source line too (the kernels are built with -lineinfo): which stage of a kernel the samples fall in.
+    ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source cuda 2>&1 | gzip > "$W/ncu-cu-$b.csv.gz"
     echo "== $b ncu"
     grep -E "^  [a-z_ ]*void|Duration|Registers Per Thread|Achieved Occupancy|Executed Instructions  " "$W/ncu-$b.txt" | cut -c1-150
-    (cd "$W" && tar -rf "$OUT/results.tar" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz")
+    (cd "$W" && tar -rf "$OUT/results.tar" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz" "ncu-cu-$b.csv.gz")
   done
 fi
 if [ ${#w[@]} -gt 0 ]; then
