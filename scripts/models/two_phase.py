@@ -20,7 +20,10 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
   phase 1:  akk  off-diagonal blocks of A_kk        (default 3xtf32)
             aqk  off-diagonal blocks of A_qk        (default 3xtf32)
             wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default bf16x3)
-            diag diagonal 16 x 16 blocks (fp32 FMA; fp32 or fp64)        (default fp32)
+            diag diagonal 16 x 16 blocks (fp32 FMA pairwise: fp32 or fp64; or factored: any product mode,
+                 e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
+                 g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
+                 not) (default fp32)
             tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32)
   phase 2:  ws   W S^T       in V_new = U - W S^T   (default bf16x3)
             qs   Qg S^T      in o                   (default bf16x3)
@@ -46,6 +49,7 @@ DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "bf16x3", "diag": "fp32", "t
             "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
+FACTORED = [0, 0]  # diagonal blocks factored / all (diag = a product mode), reported on stderr
 MODES = ("tf32", "3xtf32", "tf32a", "tf32b", "bf16", "bf16x3", "fp32", "fp64")
 
 
@@ -119,7 +123,7 @@ def parse_precision(spec):
         name, mode = item.split("=")
         if name not in p or mode not in MODES:
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
-        if name in ("diag", "tinv") and mode not in ("fp32", "fp64"):
+        if name == "tinv" and mode not in ("fp32", "fp64"):
             raise SystemExit(f"two_phase.py: {name} is fp32 FMA code: fp32 or fp64 only")
         p[name] = mode
     return p
@@ -174,7 +178,7 @@ def phase1(q, k, g, beta, vb, prec):
                     acc = acc + g[:, r]
                 e[:, i] = acc
             w = ex2(e) * k[:, base + c][:, None, :]
-            if prec["diag"] == "fp64":
+            if prec["diag"] != "fp32":  # fp64, and the factored modes' pairwise fallback computed exactly
                 vq = np.einsum("nrd,nrd->nr", q[:, rows].astype(np.float64), w.astype(np.float64)).astype(F32)
                 vk = np.einsum("nrd,nrd->nr", k[:, rows].astype(np.float64), w.astype(np.float64)).astype(F32)
             else:
@@ -218,6 +222,39 @@ def phase1(q, k, g, beta, vb, prec):
             Bt = np.swapaxes(B, 1, 2)
             Akk[:, bI, bJ] = beta[:, bI, None] * prod(Kr[:, bI], Bt, prec["akk"])
             Aqk[:, bI, bJ] = prod(Qr[:, bI], Bt, prec["aqk"])
+    # The factored diagonal blocks (diag = a product mode): exp2(sum over c+1 .. r) = exp2(Gl_r - S_b / 2)
+    # exp2((S_b - Gl_c) - S_b / 2), with Gl the block's inclusive local sum of g and S_b its total: the reference point
+    # is mid-block, so each operand q exp2(Gl_r - S_b / 2), k exp2(..) spans at most 2^(|S_b| / 2) either way. They are
+    # formed from q and k directly (not from Qr / Ksuf: those underflow first where |S_b| is large, and a zero
+    # operand times 2^(|S_b| / 2) loses a term of size 1; that variant failed the 1000-bit softplus probe: out 5.0e-2,
+    # state 2.7e-3). Blocks whose operands leave the finite normal range (or flush a nonzero q or k) keep the pairwise
+    # result.
+    if prec["diag"] not in ("fp32", "fp64"):
+        tiny = np.finfo(F32).tiny
+        lower = np.tril(np.ones((16, 16), bool))
+        strict = np.tril(np.ones((16, 16), bool), -1)
+        for bk in range(4):
+            sl = slice(16 * bk, 16 * bk + 16)
+            gl = np.cumsum(g[:, sl], axis=1, dtype=F32)  # sequential fp32 sums, as the kernel's scan
+            sb = gl[:, -1:, :]
+            with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+                half = F32(0.5) * sb
+                ops = [(q[:, sl] * ex2(gl - half)).astype(F32), (k[:, sl] * ex2(gl - half)).astype(F32),
+                       (k[:, sl] * ex2((sb - gl) - half)).astype(F32)]
+            raw = [q[:, sl], k[:, sl], k[:, sl]]
+            ok = np.ones(N, bool)
+            for o, r0 in zip(ops, raw):
+                bad = ~np.isfinite(o) | ((np.abs(o) < tiny) & (r0 != 0))
+                ok &= ~bad.reshape(N, -1).any(axis=1)
+            FACTORED[1] += N
+            if not ok.any():
+                continue
+            FACTORED[0] += int(ok.sum())
+            Bt = np.swapaxes(ops[2][ok], 1, 2)
+            aq = prod(ops[0][ok], Bt, prec["diag"])
+            ak = prod(ops[1][ok], Bt, prec["diag"])
+            Aqk[ok, sl, sl] = np.where(lower, aq, F32(0))
+            Akk[ok, sl, sl] = np.where(strict, beta[ok][:, sl, None] * ak, F32(0))
     # S4: T = (I + A_kk)^-1 by forward substitution.
     if prec["tinv"] == "fp64":
         A64 = Akk.astype(np.float64)
@@ -309,6 +346,8 @@ def main(argv):
     with np.errstate(under="ignore"):
         out, final = run(m, t, prec)
     write_output(a.dir, m, "out", out)
+    if FACTORED[1]:
+        print(f"two_phase.py: {FACTORED[0]} of {FACTORED[1]} diagonal blocks factored", file=sys.stderr)
     if m["output_final_state"]:
         write_output(a.dir, m, "final_state", final if m["state_v_first"] else final.transpose(0, 1, 3, 2))
 
