@@ -1,0 +1,35 @@
+"""The hand-written chunked backward (scripts/models/chunk_backward.py) against autograd of the token recurrence, in
+float64: the formulas issue #9's chunked kernels implement."""
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "models"))
+import chunk_backward as cb  # noqa: E402
+
+
+@pytest.mark.parametrize("T,K,V,C", [(37, 8, 6, 16), (64, 16, 8, 16), (50, 4, 4, 64), (33, 8, 8, 8), (1, 4, 4, 16)])
+def test_chunked_backward_matches_autograd_of_the_recurrence(seed, T, K, V, C):
+    worst = cb.check(seed, T, K, V, C)
+    assert max(worst.values()) < 1e-9, worst
+
+
+def test_a_wrong_gate_gradient_is_caught(seed):
+    """The check has teeth: the same backward without the final state's upstream gradient (every path through S_T,
+    including each chunk's end decay) is far off in dg."""
+    torch.manual_seed(seed)
+    T, K, V, C = 40, 8, 8, 16
+    D = torch.float64
+    q, k, g = torch.randn(T, K, dtype=D), torch.randn(T, K, dtype=D) / 3, -torch.rand(T, K, dtype=D)
+    v, beta, h0 = torch.randn(T, V, dtype=D), torch.rand(T, dtype=D), torch.randn(V, K, dtype=D)
+    do, dST = torch.randn(T, V, dtype=D), torch.randn(V, K, dtype=D)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v, g, beta, h0)]
+    o, s = cb.recurrent(*leaves)
+    ref = torch.autograd.grad((o * do).sum() + (s * dST).sum(), leaves)
+    _, _, starts = cb.chunk_forward(q, k, v, g, beta, h0, C)
+    good = cb.chunk_backward(q, k, v, g, beta, starts, do, dST, C)
+    assert ((good[3] - ref[3]).norm() / ref[3].norm()) < 1e-9
+    bad = cb.chunk_backward(q, k, v, g, beta, starts, do, torch.zeros_like(dST), C)  # drops dS_T's paths
+    assert ((bad[3] - ref[3]).norm() / ref[3].norm()) > 1e-3

@@ -1,0 +1,153 @@
+"""chunk_backward.py: the chunked (WY-form) backward of KDA written out by hand, in float64, checked against autograd
+of the token recurrence: the formulas a chunked CUDA / CPU backward implements (issue #9), before any of them is
+rounded. One value head; value-first state S [V, K]; per-channel log-decay g (natural log, the gate after its
+activation), beta as probabilities, q already scaled (and L2-normalized if the caller wants); the activations' and
+norms' chain rules are those of the reference backward (src/reference/backward.cpp) and stay outside.
+
+Forward of one chunk (C tokens, rows = tokens; Gam = inclusive cumsum of g over the chunk, E = exp(Gam)):
+    KG = K E, KI = K / E, QG = Q E, KD = K exp(Gam_C - Gam)
+    A  = diag(beta) strictly_lower(KG KI^T),  T = (I + A)^-1
+    U  = T diag(beta) V - T diag(beta) KG S0^T            (V_new)
+    O  = QG S0^T + lower(QG KI^T) U
+    SC = S0 diag(exp(Gam_C)) + U^T KD
+Backward (dO, dSC -> dS0 and the inputs' gradients), in the order chunk_backward() computes it:
+    dU   = lower(QG KI^T)^T dO + KD dSC^T
+    dS0  = dO^T QG + dSC diag(exp(Gam_C)) - dU^T T diag(beta) KG
+    dT   = dU (diag(beta) V)^T - dU S0 (diag(beta) KG)^T,   dA = -strictly_lower(T^T dT T^T)
+    then products and elementwise factors back to Q, K, V, beta and Gam; dg = reverse cumsum of dGam in the chunk.
+The exp(-Gam) factors here overflow for strong decays: a kernel forms every product through the reference points of
+docs/algorithm.md instead; this model fixes what is computed, not how it is rounded.
+
+usage: python3 scripts/models/chunk_backward.py [--seed S] [--cases N]   (prints the worst relative errors; exit 1
+       if any gradient is off by more than 1e-9 relative)
+"""
+import argparse
+import sys
+
+import torch
+
+D = torch.float64
+
+
+def recurrent(q, k, v, g, beta, h0):
+    """The token recurrence: S_t = S D_t + beta_t (v_t - S D_t k_t) k_t^T, o_t = S_t q_t. q, k, g [T, K]; v [T, V];
+    beta [T]; h0 [V, K]. Returns (o [T, V], S_T)."""
+    S = h0
+    outs = []
+    for t in range(q.shape[0]):
+        S = S * torch.exp(g[t])[None, :]
+        u = v[t] - S @ k[t]
+        S = S + beta[t] * torch.outer(u, k[t])
+        outs.append(S @ q[t])
+    return torch.stack(outs), S
+
+
+def chunk_forward(q, k, v, g, beta, h0, C):
+    """The chunked form above; returns (o, S_T, the chunk-start states)."""
+    T = q.shape[0]
+    S = h0
+    outs, starts = [], []
+    for c0 in range(0, T, C):
+        sl = slice(c0, min(c0 + C, T))
+        Q, K, Vv, G, B = q[sl], k[sl], v[sl], g[sl], beta[sl]
+        n = Q.shape[0]
+        gam = torch.cumsum(G, 0)
+        E = torch.exp(gam)
+        KG, KI, QG, KD = K * E, K / E, Q * E, K * torch.exp(gam[-1] - gam)
+        A = B[:, None] * torch.tril(KG @ KI.T, -1)
+        Tm = torch.linalg.inv(torch.eye(n, dtype=D) + A)
+        U = Tm @ (B[:, None] * Vv) - Tm @ (B[:, None] * KG) @ S.T
+        outs.append(QG @ S.T + torch.tril(QG @ KI.T) @ U)
+        starts.append(S)
+        S = S * torch.exp(gam[-1])[None, :] + U.T @ KD
+    return torch.cat(outs), S, starts
+
+
+def chunk_backward(q, k, v, g, beta, starts, do, dST, C):
+    """Gradients of (q, k, v, g, beta, h0) given dO [T, V] and dS_T [V, K], chunk by chunk from the last."""
+    T = q.shape[0]
+    dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
+    dS = dST
+    for ci in reversed(range(len(starts))):
+        c0 = ci * C
+        sl = slice(c0, min(c0 + C, T))
+        Q, K, Vv, G, B, S0, dO = q[sl], k[sl], v[sl], g[sl], beta[sl], starts[ci], do[sl]
+        n = Q.shape[0]
+        # Recompute the chunk's forward quantities.
+        gam = torch.cumsum(G, 0)
+        E, Ei, eC = torch.exp(gam), torch.exp(-gam), torch.exp(gam[-1])
+        KG, KI, QG, KD = K * E, K * Ei, Q * E, K * (eC[None, :] * Ei)
+        Ap = torch.tril(KG @ KI.T, -1)
+        Tm = torch.linalg.inv(torch.eye(n, dtype=D) + B[:, None] * Ap)
+        BV, BK = B[:, None] * Vv, B[:, None] * KG
+        W = Tm @ BK
+        U = Tm @ BV - W @ S0.T
+        M = torch.tril(QG @ KI.T)
+        # Reverse.
+        dU = M.T @ dO + KD @ dS.T
+        dM = torch.tril(dO @ U.T)
+        dQG = dO @ S0 + dM @ KI
+        dKI = dM.T @ QG
+        dS0 = dO.T @ QG + dS * eC[None, :] - dU.T @ W
+        deC = (S0 * dS).sum(0)
+        dKD = U @ dS
+        dW = -dU @ S0
+        dT = dU @ BV.T + dW @ BK.T
+        dBV, dBK = Tm.T @ dU, Tm.T @ dW
+        dA = -torch.tril(Tm.T @ dT @ Tm.T, -1)
+        dbeta = (dA * Ap).sum(1) + (dBV * Vv).sum(1) + (dBK * KG).sum(1)
+        dAp = B[:, None] * dA
+        dKG = dAp @ KI + B[:, None] * dBK
+        dKI = dKI + dAp.T @ KG
+        dE = dQG * Q + dKG * K
+        dEi = dKI * K + dKD * K * eC[None, :]
+        deC = deC + (dKD * K * Ei).sum(0)
+        dq[sl] = dQG * E
+        dk[sl] = dKG * E + dKI * Ei + dKD * eC[None, :] * Ei
+        dv[sl] = B[:, None] * dBV
+        db[sl] = dbeta
+        dgam = dE * E - dEi * Ei
+        dgam[-1] += deC * eC
+        dg[sl] = torch.flip(torch.cumsum(torch.flip(dgam, [0]), 0), [0])
+        dS = dS0
+    return dq, dk, dv, dg, db, dS
+
+
+def check(seed, T, K, V, C):
+    torch.manual_seed(seed)
+    q = torch.randn(T, K, dtype=D) / K ** 0.5
+    k = torch.nn.functional.normalize(torch.randn(T, K, dtype=D), dim=-1)
+    v = torch.randn(T, V, dtype=D)
+    g = -torch.rand(T, K, dtype=D) * 0.5
+    beta = torch.rand(T, dtype=D)
+    h0 = 0.3 * torch.randn(V, K, dtype=D)
+    do, dST = torch.randn(T, V, dtype=D), 0.1 * torch.randn(V, K, dtype=D)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v, g, beta, h0)]
+    o_ref, s_ref = recurrent(*leaves)
+    ref = torch.autograd.grad((o_ref * do).sum() + (s_ref * dST).sum(), leaves)
+    o, sT, starts = chunk_forward(q, k, v, g, beta, h0, C)
+    got = chunk_backward(q, k, v, g, beta, starts, do, dST, C)
+    worst = {"out": ((o - o_ref.detach()).norm() / o_ref.norm()).item(),
+             "state": ((sT - s_ref.detach()).norm() / s_ref.norm()).item()}
+    for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, ref):
+        worst[name] = ((a - b).norm() / b.norm()).item()
+    return worst
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--cases", type=int, default=4)
+    a = ap.parse_args(argv)
+    seed = a.seed if a.seed is not None else int(torch.randint(0, 2 ** 31 - 1, ()).item())
+    print(f"chunk_backward.py seed {seed} (replay: --seed {seed})")
+    bad = False
+    for i, (T, K, V, C) in enumerate([(37, 8, 6, 16), (64, 16, 8, 16), (50, 4, 4, 64), (33, 8, 8, 8)][:a.cases]):
+        w = check(seed + i, T, K, V, C)
+        print(f"  T={T} K={K} V={V} C={C}: " + "  ".join(f"{n} {e:.1e}" for n, e in w.items()))
+        bad |= any(e > 1e-9 for e in w.values())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
