@@ -15,8 +15,10 @@ Backward (dO, dSC -> dS0 and the inputs' gradients), in the order chunk_backward
     dS0  = dO^T QG + dSC diag(exp(Gam_C)) - dU^T T diag(beta) KG
     dT   = dU (diag(beta) V)^T - dU S0 (diag(beta) KG)^T,   dA = -strictly_lower(T^T dT T^T)
     then products and elementwise factors back to Q, K, V, beta and Gam; dg = reverse cumsum of dGam in the chunk.
-The exp(-Gam) factors here overflow for strong decays: a kernel forms every product through the reference points of
-docs/algorithm.md instead; this model fixes what is computed, not how it is rounded.
+The exp(-Gam) factors here overflow for strong decays, so chunk_forward_safe() / chunk_backward_safe() compute the
+same with only pair decays exp(sum of g over c+1 .. r) and chunk decays (all <= 1), the gate gradient assembled
+from the decay-aware parts of dq and dk: the form a kernel implements (through the reference points of
+docs/algorithm.md for the pair products). This model fixes what is computed, not how it is rounded.
 
 usage: python3 scripts/models/chunk_backward.py [--seed S] [--cases N]   (prints the worst relative errors; exit 1
        if any gradient is off by more than 1e-9 relative)
@@ -113,24 +115,116 @@ def chunk_backward(q, k, v, g, beta, starts, do, dST, C):
     return dq, dk, dv, dg, db, dS
 
 
-def check(seed, T, K, V, C):
+def pair_decays(G):
+    """For one chunk's gates G [n, K]: Dp [n, n, K] = exp(sum of g over c+1 .. r) for r >= c (0 above the diagonal),
+    E = exp(Gam) and Esuf = exp(sum over t+1 .. n-1): every factor is exp of a sum of g between two tokens, <= 1."""
+    n = G.shape[0]
+    ex = torch.zeros(n, n, G.shape[1], dtype=D)
+    for c in range(n):
+        ex[c + 1:, c] = torch.cumsum(G[c + 1:], 0)
+    Dp = torch.exp(ex) * torch.tril(torch.ones(n, n, dtype=D))[:, :, None]
+    suf = torch.flip(torch.cumsum(torch.flip(G, [0]), 0), [0]) - G  # a kernel accumulates it backwards instead
+    return Dp, torch.exp(torch.cumsum(G, 0)), torch.exp(suf)
+
+
+def chunk_forward_safe(q, k, v, g, beta, h0, C):
+    """chunk_forward() through pair_decays (no exp(-Gam)): what a kernel computes for any decay."""
+    T = q.shape[0]
+    S = h0
+    outs, starts = [], []
+    for c0 in range(0, T, C):
+        sl = slice(c0, min(c0 + C, T))
+        Q, K, Vv, G, B = q[sl], k[sl], v[sl], g[sl], beta[sl]
+        n = Q.shape[0]
+        Dp, E, Esuf = pair_decays(G)
+        M = torch.einsum("rd,cd,rcd->rc", Q, K, Dp)
+        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(n, n, dtype=D), -1)
+        Tm = torch.linalg.inv(torch.eye(n, dtype=D) + B[:, None] * Ap)
+        U = Tm @ (B[:, None] * Vv) - Tm @ (B[:, None] * K * E) @ S.T
+        outs.append((Q * E) @ S.T + M @ U)
+        starts.append(S)
+        S = S * E[-1][None, :] + U.T @ (K * Esuf)
+    return torch.cat(outs), S, starts
+
+
+def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C):
+    """chunk_backward() with no exp(-Gam) anywhere: every factor is exp of a sum of g between two tokens (<= 1), as a
+    kernel can form it. The pair decays D[r, c] = exp(sum of g over c+1 .. r) (r >= c) replace KI in the intra-chunk
+    products, and the gate gradient is assembled from the decay-aware parts of dq and dk (each exponent's derivative
+    is +x dx for the factor's later end and -x dx for its earlier end):
+        dGam = q dq - k (dk_M + dk_Acol + dk_KD) + k (dk_Arow + dk_KG),   dGam_C += S0 . dS exp(Gam_C) + sum_t k dk_KD
+    with dq = dq_QG + dq_M the two paths into q, and dk split by the product it came through."""
+    T = q.shape[0]
+    dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
+    dS = dST
+    for ci in reversed(range(len(starts))):
+        c0 = ci * C
+        sl = slice(c0, min(c0 + C, T))
+        Q, K, Vv, G, B, S0, dO = q[sl], k[sl], v[sl], g[sl], beta[sl], starts[ci], do[sl]
+        n = Q.shape[0]
+        Dp, E, Esuf = pair_decays(G)
+        eC = E[-1]
+        QG, KG, KD = Q * E, K * E, K * Esuf
+        M = torch.einsum("rd,cd,rcd->rc", Q, K, Dp)                       # lower(QG KI^T), diagonal included
+        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(n, n, dtype=D), -1)
+        Tm = torch.linalg.inv(torch.eye(n, dtype=D) + B[:, None] * Ap)
+        BV, BK = B[:, None] * Vv, B[:, None] * KG
+        W = Tm @ BK
+        U = Tm @ BV - W @ S0.T
+        # Reverse, as chunk_backward() down to dA.
+        dU = M.T @ dO + KD @ dS.T
+        dM = torch.tril(dO @ U.T)
+        dS0 = dO.T @ QG + dS * eC[None, :] - dU.T @ W
+        dKD = U @ dS
+        dW = -dU @ S0
+        dT = dU @ BV.T + dW @ BK.T
+        dBV, dBK = Tm.T @ dU, Tm.T @ dW
+        dA = -torch.tril(Tm.T @ dT @ Tm.T, -1)
+        dbeta = (dA * Ap).sum(1) + (dBV * Vv).sum(1) + (dBK * KG).sum(1)
+        dAp = B[:, None] * dA
+        # The decay-aware parts of dq and dk, each a product with the pair decays (never with exp(-Gam)).
+        dq_QG = (dO @ S0) * E
+        dq_M = torch.einsum("rc,cd,rcd->rd", dM, K, Dp)
+        dk_M = torch.einsum("rc,rd,rcd->cd", dM, Q, Dp)                  # column end of M's pairs
+        dk_Arow = torch.einsum("rc,cd,rcd->rd", dAp, K, Dp)             # row end of A's pairs
+        dk_Acol = torch.einsum("rc,rd,rcd->cd", dAp, K, Dp)             # column end
+        dk_KG = (B[:, None] * dBK) * E
+        dk_KD = dKD * Esuf
+        dq[sl] = dq_QG + dq_M
+        dk[sl] = dk_M + dk_Arow + dk_Acol + dk_KG + dk_KD
+        dv[sl] = B[:, None] * dBV
+        db[sl] = dbeta
+        dgam = Q * (dq_QG + dq_M) - K * (dk_M + dk_Acol + dk_KD) + K * (dk_Arow + dk_KG)
+        dgam[-1] += (S0 * dS).sum(0) * eC + (K * dk_KD).sum(0)
+        dg[sl] = torch.flip(torch.cumsum(torch.flip(dgam, [0]), 0), [0])
+        dS = dS0
+    return dq, dk, dv, dg, db, dS
+
+
+def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ")):
+    """Worst relative errors of the chunked forward and of the backward forms named in `forms` against autograd of
+    the recurrence; g ~ -U(0, decay) nats per token and channel."""
     torch.manual_seed(seed)
     q = torch.randn(T, K, dtype=D) / K ** 0.5
     k = torch.nn.functional.normalize(torch.randn(T, K, dtype=D), dim=-1)
     v = torch.randn(T, V, dtype=D)
-    g = -torch.rand(T, K, dtype=D) * 0.5
+    g = -torch.rand(T, K, dtype=D) * decay
     beta = torch.rand(T, dtype=D)
     h0 = 0.3 * torch.randn(V, K, dtype=D)
     do, dST = torch.randn(T, V, dtype=D), 0.1 * torch.randn(V, K, dtype=D)
     leaves = [x.clone().requires_grad_(True) for x in (q, k, v, g, beta, h0)]
     o_ref, s_ref = recurrent(*leaves)
     ref = torch.autograd.grad((o_ref * do).sum() + (s_ref * dST).sum(), leaves)
-    o, sT, starts = chunk_forward(q, k, v, g, beta, h0, C)
-    got = chunk_backward(q, k, v, g, beta, starts, do, dST, C)
-    worst = {"out": ((o - o_ref.detach()).norm() / o_ref.norm()).item(),
-             "state": ((sT - s_ref.detach()).norm() / s_ref.norm()).item()}
-    for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, ref):
-        worst[name] = ((a - b).norm() / b.norm()).item()
+    worst = {}
+    for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe)):
+        if tag not in forms:
+            continue
+        o, sT, starts = fwd(q, k, v, g, beta, h0, C)
+        worst[tag + "out"] = ((o - o_ref.detach()).norm() / o_ref.norm()).item()
+        worst[tag + "state"] = ((sT - s_ref.detach()).norm() / s_ref.norm()).item()
+        got = bwd(q, k, v, g, beta, starts, do, dST, C)
+        for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, ref):
+            worst[tag + name] = ((a - b).norm() / b.norm()).item()
     return worst
 
 
