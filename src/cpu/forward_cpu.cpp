@@ -18,6 +18,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "common/host_token.h"
@@ -42,13 +43,46 @@ struct Workspace {
   Mat Qg, Kdec;          // C x K: exp(Gam) . Q and exp(Gam_last - Gam) . K
   Mat Kr, Qr, Kc;        // block rows scaled to the reference point, and the earlier rows scaled from it
   Mat E;                 // kSubBlock x K: exp(Gamma_r - Gamma_c) . k_c for the rows r of one column c
+  Mat F, Qf, Kf, Kb;     // kSubBlock x K: a block's factored operands (see factored_block)
   RowVec suffix;         // K
 
   Workspace(int C, int K, int V)
       : S(V, K), Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), Aqk(C, C),
         Rhs(C, V + K), Vnew(C, V), O(C, V), Qg(C, K), Kdec(C, K), Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K),
-        E(kSubBlock, K), suffix(K) {}
+        E(kSubBlock, K), F(kSubBlock, K), Qf(kSubBlock, K), Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K) {}
 };
+
+// True where x * scale keeps the value exactly representable as a normal float (or x is 0): nothing the products
+// below take has overflowed, or flushed a nonzero input below the normal range.
+template <typename A, typename B>
+bool all_normal(const A& scaled, const B& raw) {
+  const float big = std::numeric_limits<float>::max(), tiny = std::numeric_limits<float>::min();
+  return ((scaled.array().abs() <= big) && ((scaled.array().abs() >= tiny) || (raw.array() == 0.0f))).all();
+}
+
+// The block r0 .. r0 + nb - 1's pairs through a reference point in mid-block: with Gloc the block's inclusive
+// prefix sums of g and S its total, exp(Gamma_r - Gamma_c) = F_r / F_c for F = exp(Gloc - S / 2), and F and 1 / F
+// stay within exp(|S| / 2) of 1, so Aqk = (Q . F) (K / F)^T and Akk = (K . F) (K / F)^T are two small matrix
+// products instead of one exp per (row, column, channel). False (nothing written) where an operand would leave the
+// normal range (|S| past ~170 nats, or tiny q / k with a large |S|): the caller keeps the pairwise form there. The
+// same factoring as the CUDA phase 1's S1 (chunk_prepare.cu); the CPU model (scripts/models/two_phase.py --precision
+// diag=3xtf32) measured its errors on the verifier's stress probes.
+bool factored_block(Workspace& w, int r0, int nb) {
+  auto f = w.F.topRows(nb);
+  f = (w.Gloc.middleRows(r0, nb).rowwise() - 0.5f * w.Gloc.row(r0 + nb - 1)).array().exp().matrix();
+  auto qf = w.Qf.topRows(nb), kf = w.Kf.topRows(nb), kb = w.Kb.topRows(nb);
+  qf = (w.Q.middleRows(r0, nb).array() * f.array()).matrix();
+  kf = (w.Kk.middleRows(r0, nb).array() * f.array()).matrix();
+  kb = (w.Kk.middleRows(r0, nb).array() / f.array()).matrix();
+  if (!all_normal(qf, w.Q.middleRows(r0, nb)) || !all_normal(kf, w.Kk.middleRows(r0, nb)) ||
+      !all_normal(kb, w.Kk.middleRows(r0, nb)))
+    return false;
+  w.Aqk.block(r0, r0, nb, nb).noalias() = qf * kb.transpose();
+  w.Akk.block(r0, r0, nb, nb).noalias() = kf * kb.transpose();
+  w.Aqk.block(r0, r0, nb, nb).triangularView<Eigen::StrictlyUpper>().setZero();
+  w.Akk.block(r0, r0, nb, nb).triangularView<Eigen::Upper>().setZero();
+  return true;
+}
 
 // The intra-chunk coefficient matrices Akk (c < r, before the beta scaling) and Aqk (c <= r) for L tokens.
 void intra_chunk_coefficients(Workspace& w, int L) {
@@ -56,10 +90,11 @@ void intra_chunk_coefficients(Workspace& w, int L) {
   w.Aqk.topLeftCorner(L, L).setZero();
   for (int r0 = 0; r0 < L; r0 += kSubBlock) {
     const int r1 = std::min(r0 + kSubBlock, L), nb = r1 - r0;
-    // Pairs inside the block: exp(Gamma_r - Gamma_c) with the exponent summed from token c + 1 to r (never a
-    // difference of two block sums, which would carry the rounding of any huge decay before c). One column c
-    // at a time, so each step is a (rows x K) array expression rather than a K-long one per pair.
-    for (int c = r0; c < r1; ++c) {
+    // Pairs inside the block: factored through its mid point where that stays in range; else exp(Gamma_r -
+    // Gamma_c) with the exponent summed from token c + 1 to r (never a difference of two block sums, which would
+    // carry the rounding of any huge decay before c), one column c at a time, so each step is a (rows x K) array
+    // expression rather than a K-long one per pair.
+    for (int c = factored_block(w, r0, nb) ? r1 : r0; c < r1; ++c) {
       const int n = r1 - c;  // rows r = c .. r1 - 1
       auto e = w.E.topRows(n);
       e.row(0).setZero();
