@@ -40,7 +40,7 @@ struct Workspace {
   Mat Akk, Aqk;          // C x C intra-chunk coefficients (Akk strictly lower and scaled by beta)
   Mat Rhs;               // C x (V + K): [beta * V | beta * exp(Gam) . K]; solved in place into [U | W]
   Mat Vnew, O;           // C x V
-  Mat Qg, Kdec;          // C x K: exp(Gam) . Q and exp(Gam_last - Gam) . K
+  Mat Qg, Kdec, EG;      // C x K: exp(Gam) . Q, exp(Gam_last - Gam) . K and exp(Gam)
   Mat Kr, Qr, Kc;        // block rows scaled to the reference point, and the earlier rows scaled from it
   Mat E;                 // kSubBlock x K: exp(Gamma_r - Gamma_c) . k_c for the rows r of one column c
   Mat F, Qf, Kf, Kb;     // kSubBlock x K: a block's factored operands (see factored_block)
@@ -48,7 +48,7 @@ struct Workspace {
 
   Workspace(int C, int K, int V)
       : S(V, K), Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), Aqk(C, C),
-        Rhs(C, V + K), Vnew(C, V), O(C, V), Qg(C, K), Kdec(C, K), Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K),
+        Rhs(C, V + K), Vnew(C, V), O(C, V), Qg(C, K), Kdec(C, K), EG(C, K), Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K),
         E(kSubBlock, K), F(kSubBlock, K), Qf(kSubBlock, K), Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K) {}
 };
 
@@ -107,8 +107,9 @@ void intra_chunk_coefficients(Workspace& w, int L) {
     }
     if (r0 == 0) continue;
     // Rows r in the block against all columns c < r0, through the reference point r0 - 1.
-    w.Kr.topRows(nb) = (w.Kk.middleRows(r0, nb).array() * w.Gloc.middleRows(r0, nb).array().exp()).matrix();
-    w.Qr.topRows(nb) = (w.Q.middleRows(r0, nb).array() * w.Gloc.middleRows(r0, nb).array().exp()).matrix();
+    w.F.topRows(nb) = w.Gloc.middleRows(r0, nb).array().exp().matrix();  // one exp per element for both
+    w.Kr.topRows(nb) = (w.Kk.middleRows(r0, nb).array() * w.F.topRows(nb).array()).matrix();
+    w.Qr.topRows(nb) = (w.Q.middleRows(r0, nb).array() * w.F.topRows(nb).array()).matrix();
     w.suffix.setZero();  // sum of g over (c, r0 - 1]
     for (int c = r0 - 1; c >= 0; --c) {
       w.Kc.row(c) = (w.Kk.row(c).array() * w.suffix.array().exp()).matrix();
@@ -151,6 +152,7 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
         w.Gloc.row(i) = w.Gloc.row(i - 1) + w.G.row(i);
     }
     intra_chunk_coefficients(w, L);
+    w.EG.topRows(L) = w.Gam.topRows(L).array().exp().matrix();  // exp(Gam): W's rows and Qg both take it
 
     // [U | W] = (I + diag(beta) tril(Akk, -1))^-1 [diag(beta) V | diag(beta) exp(Gam) . K]
     auto akk = w.Akk.topLeftCorner(L, L);
@@ -158,7 +160,7 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
     auto rhs = w.Rhs.topRows(L);
     rhs.leftCols(V) = w.beta.head(L).asDiagonal() * w.Vv.topRows(L);
     rhs.rightCols(K) =
-        w.beta.head(L).asDiagonal() * (w.Kk.topRows(L).array() * w.Gam.topRows(L).array().exp()).matrix();
+        w.beta.head(L).asDiagonal() * (w.Kk.topRows(L).array() * w.EG.topRows(L).array()).matrix();
     akk.triangularView<Eigen::UnitLower>().solveInPlace(rhs);
 
     // V_new = U - W S^T: the corrections the chunk writes, against the state at the chunk start.
@@ -168,7 +170,7 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
 
     // O = scale * ((exp(Gam) . Q) S^T + tril(Aqk) V_new)
     auto qg = w.Qg.topRows(L);
-    qg = (w.Q.topRows(L).array() * w.Gam.topRows(L).array().exp()).matrix();
+    qg = (w.Q.topRows(L).array() * w.EG.topRows(L).array()).matrix();
     auto o = w.O.topRows(L);
     o.noalias() = qg * w.S.transpose();
     o.noalias() += w.Aqk.topLeftCorner(L, L).triangularView<Eigen::Lower>() * vnew;
