@@ -177,9 +177,8 @@ def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C):
         dS0 = dO.T @ QG + dS * eC[None, :] - dU.T @ W
         dKD = U @ dS
         dW = -dU @ S0
-        dT = dU @ BV.T + dW @ BK.T
-        dBV, dBK = Tm.T @ dU, Tm.T @ dW
-        dA = -torch.tril(Tm.T @ dT @ Tm.T, -1)
+        dBV, dBK = Tm.T @ dU, Tm.T @ dW  # a kernel: one transposed unit-triangular solve, two right-hand sides
+        dA = -torch.tril(dBV @ (U + W @ S0.T).T + dBK @ W.T, -1)  # = -T^T dT T^T without T itself
         dbeta = (dA * Ap).sum(1) + (dBV * Vv).sum(1) + (dBK * KG).sum(1)
         dAp = B[:, None] * dA
         # The decay-aware parts of dq and dk, each a product with the pair decays (never with exp(-Gam)).
