@@ -201,14 +201,46 @@ void chunked_sequence_backward(int64_t L, int K, int V, double scale, const doub
     const Mat dk_KG = ((ch.beta.asDiagonal() * dBK).array() * ch.E.array()).matrix();
     const Mat dk_KD = (dKD.array() * ch.Esuf.array()).matrix();
     const Mat dqs = dq_QG + dq_M;
-    // The cumulative gate's gradient from the decay-aware parts (each exponent: +x dx at its later end, -x dx at
-    // its earlier one), then its reverse cumsum within the chunk.
-    Mat dgam = (ch.Q.array() * dqs.array() - ch.Kk.array() * (dk_M + dk_Acol + dk_KD).array() +
-                ch.Kk.array() * (dk_Arow + dk_KG).array())
-                   .matrix();
-    dgam.row(n - 1) += ((S0.array() * dS.array()).colwise().sum() * ch.EC.array()).matrix() +
-                       (ch.Kk.array() * dk_KD.array()).colwise().sum().matrix();
-    for (int t = n - 2; t >= 0; --t) dgam.row(t) += dgam.row(t + 1);
+    // The log-decay's gradient. Every exponent of the chunk is a sum of g over a run of its tokens; d/dg_s collects
+    // the coefficient of every run that contains s, summed directly over those runs. (The shorter route, the reverse
+    // cumsum of dGam = q dq - k dk_M ..., cancels the pairs that lie wholly after s, exactly in exact arithmetic
+    // but not in floating point, where their residue swamps the gradient of a channel a huge decay cut off.)
+    Mat dgl = Mat::Zero(n, K);
+    {
+      // Runs 0 .. t (exp(Gam_t) in Qg and in W's rows): coefficient q dq_QG + k dk_KG at t, for every s <= t.
+      const Mat head = (ch.Q.array() * dq_QG.array() + ch.Kk.array() * dk_KG.array()).matrix();
+      Eigen::RowVectorXd acc = Eigen::RowVectorXd::Zero(K);
+      for (int t = n - 1; t >= 0; --t) {
+        acc += head.row(t);
+        dgl.row(t) += acc;
+      }
+      // Runs t+1 .. end (exp(sum over t+1 .. end) in K . Esuf): coefficient k dk_KD at t, for every s > t.
+      acc.setZero();
+      for (int t = 0; t < n; ++t) {
+        dgl.row(t) += acc;
+        acc += (ch.Kk.row(t).array() * dk_KD.row(t).array()).matrix();
+      }
+      // The whole chunk (S0's decay exp(Gam_C)).
+      dgl.rowwise() += ((S0.array() * dS.array()).colwise().sum() * ch.EC.array()).matrix();
+      // Pairs c+1 .. r of A_qk and A': X[r, c] = (dM[r, c] q_r + dA'[r, c] k_r) k_c D[r, c], for every c < s <= r.
+      Eigen::ArrayXd pre(K), xr(K);
+      for (int r = 1; r < n; ++r) {
+        pre.setZero();
+        for (int c = 0; c < r; ++c) {
+          const double wm = dM(r, c), wa = dAp(r, c);
+          if (ch.pd.factored) {
+            xr = (wm * ch.Q.row(r).array() + wa * ch.Kk.row(r).array()).transpose() *
+                 (ch.pd.F.row(r).array() / ch.pd.F.row(c).array()).transpose() * ch.Kk.row(c).array().transpose();
+          } else {
+            for (int d = 0; d < K; ++d)
+              xr(d) = (wm * ch.Q(r, d) + wa * ch.Kk(r, d)) * ch.Kk(c, d) * ch.pd.at(r, c, d);
+          }
+          pre += xr;                            // sum over c' <= c of X[r, c']
+          dgl.row(c + 1) += pre.matrix().transpose();  // s = c + 1 <= r
+        }
+      }
+    }
+    const Mat& dgam = dgl;
     MMap(dqh + t0 * K, n, K) = scale * dqs;
     MMap(dkh + t0 * K, n, K) = dk_M + dk_Arow + dk_Acol + dk_KG + dk_KD;
     MMap(dv + t0 * V, n, V) = ch.beta.asDiagonal() * dBV;
