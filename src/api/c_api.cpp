@@ -146,6 +146,8 @@ void for_each_element(const kda_tensor_t& t, F&& f) {
   }
 }
 
+// The host backends' backward: the float64 reference reverse (REFERENCE), or the same inputs and chain rules around
+// the CPU backend's chunked float64 core (CPU).
 template <typename T>
 Status run_backward_host(const kda_backward_args_t& a, const ForwardParams& p) {
   std::vector<T> dout(static_cast<size_t>(p.B * p.T * p.HV * p.V)), dfinal;
@@ -157,7 +159,8 @@ Status run_backward_host(const kda_backward_args_t& a, const ForwardParams& p) {
     });
   }
   reference::GradientsT<T> g;
-  KDA_RETURN_IF_ERROR(reference::backward<T>(p, dout.data(), dfinal.empty() ? nullptr : dfinal.data(), &g));
+  KDA_RETURN_IF_ERROR(reference::backward<T>(p, dout.data(), dfinal.empty() ? nullptr : dfinal.data(), &g,
+                                             p.backend == KDA_BACKEND_CPU));
   auto put = [](const kda_tensor_t& t, const std::vector<T>& v) {
     if (t.data) for_each_element(t, [&](int64_t i, int64_t off) { store_element(t.data, t.dtype, off, v[i]); });
   };
@@ -227,8 +230,8 @@ Status run_backward(const kda_backward_args_t* args, void* workspace, size_t wor
   ForwardParams p;
   KDA_RETURN_IF_ERROR(prepare_backward(args, &p));
   switch (p.backend) {
-    // The CPU backend's backward is the float64 reverse recurrence (threaded over heads): a float32 one needs a
-    // conditioning-aware bound first (dbeta cancels when keys repeat; see bench/LEDGER.md).
+    // The CPU backend's backward is the chunked form in float64 (threaded over heads; src/cpu/backward_cpu.cpp): a
+    // float32 one needs a conditioning-aware bound first (dbeta cancels when keys repeat; see bench/LEDGER.md).
     case KDA_BACKEND_REFERENCE:
     case KDA_BACKEND_CPU: return run_backward_host<double>(*args, p);
     case KDA_BACKEND_CUDA_GENERIC: {

@@ -8,9 +8,11 @@
 #include "reference/backward.h"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "common/host_token.h"
+#include "cpu/backward_cpu.h"
 #include "common/threads.h"
 
 namespace kda::reference {
@@ -53,7 +55,7 @@ void norm_backward(const T* xh, T r, const T* dxh, int n, T* dx_acc) {
 }  // namespace
 
 template <typename T>
-Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* g) {
+Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* g, bool chunked) {
   const std::vector<SequenceSpan> seqs = host_sequences(p);
   const int K = p.K, V = p.V, H = p.H, HV = p.HV;
   const int64_t BT = p.B * p.T;
@@ -110,14 +112,35 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             for (int d = 0; d < K; ++d)
               x[i * K + d] += load_element(p.dt_bias.data, p.dt_bias.dtype, hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]);
         }
-        // Forward, keeping the state at the start of every segment.
-        const int64_t segments = (L + kSegment - 1) / kSegment;
-        std::vector<T> ckpt(static_cast<size_t>(segments + 1) * SK, T(0)), S(SK, T(0));
+        // The initial state and the final state's gradient.
+        std::vector<T> S(SK, T(0)), G(SK, T(0));
         if (p.has_initial_state())
           for (int vi = 0; vi < V; ++vi)
             for (int ki = 0; ki < K; ++ki)
               S[vi * K + ki] = load_element(p.initial_state.data, p.initial_state.dtype,
                                             p.state_offset(p.initial_state.stride, n, hv, vi, ki));
+        if (dfinal)
+          for (int vi = 0; vi < V; ++vi)
+            for (int ki = 0; ki < K; ++ki) G[vi * K + ki] = dfinal[state_index(n, hv, vi, ki)];
+        // Gradients of the preprocessed inputs, per token: dqh, dkh (of the normalized q, k), dv, dglog (of the
+        // log-decay), dbeta (of the activated beta), and the token core's mag sums; then the chain rules below.
+        std::vector<T> dQh(L * K, T(0)), dKh(L * K, T(0)), dV(L * V, T(0)), dGl(L * K, T(0)), dB(L, T(0)),
+            mDb(L, T(0)), mDg(L * K, T(0));
+        if constexpr (std::is_same_v<T, double>) {
+          if (chunked) {
+            std::vector<T> dO(L * V);
+            for (int64_t i = 0; i < L; ++i)
+              for (int vi = 0; vi < V; ++vi)
+                dO[i * V + vi] = dout[((sp.batch * p.T + sp.start + i) * HV + hv) * V + vi];
+            cpu::chunked_sequence_backward(L, K, V, p.scale, qh.data(), kh.data(), v.data(), glog.data(),
+                                           beta.data(), dO.data(), S.data(), G.data(), dQh.data(), dKh.data(),
+                                           dV.data(), dGl.data(), dB.data());
+          }
+        }
+        if (!chunked) {
+        // Forward, keeping the state at the start of every segment.
+        const int64_t segments = (L + kSegment - 1) / kSegment;
+        std::vector<T> ckpt(static_cast<size_t>(segments + 1) * SK, T(0));
         auto step = [&](int64_t i, std::vector<T>& St, std::vector<T>* p_out) {
           // S <- S diag(a) + beta (v - S diag(a) k) k^T; returns p = S' k in p_out if given.
           for (int vi = 0; vi < V; ++vi) {
@@ -137,13 +160,8 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int64_t i = sgm * kSegment; i < std::min(L, (sgm + 1) * kSegment); ++i) step(i, S, nullptr);
         }
         // Reverse, one segment at a time from the last.
-        std::vector<T> G(SK, T(0));
-        if (dfinal)
-          for (int vi = 0; vi < V; ++vi)
-            for (int ki = 0; ki < K; ++ki) G[vi * K + ki] = dfinal[state_index(n, hv, vi, ki)];
         std::vector<T> prev(static_cast<size_t>(kSegment) * SK), Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V),
-            dqh(K), dkh(K), da(K),
-            pabs(V), daabs(K);
+            pabs(V);
         for (int64_t sgm = segments - 1; sgm >= 0; --sgm) {
           const int64_t i0 = sgm * kSegment, i1 = std::min(L, i0 + kSegment);
           std::copy(ckpt.begin() + sgm * SK, ckpt.begin() + (sgm + 1) * SK, St.begin());
@@ -154,6 +172,8 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int64_t i = i1 - 1; i >= i0; --i) {
             const int64_t t = sp.start + i;
             const T* Sprev = &prev[(i - i0) * SK];
+            T* const dqh = &dQh[i * K];
+            T* const dkh = &dKh[i * K];
             // Recompute S', p, u and S_t.
             for (size_t e = 0; e < SK; ++e) Sp[e] = Sprev[e] * std::exp(glog[i * K + e % K]);
             for (int vi = 0; vi < V; ++vi) {
@@ -173,7 +193,6 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             const int64_t orow = ((sp.batch * p.T + t) * HV + hv) * V;
             for (int vi = 0; vi < V; ++vi) dO[vi] = dout[orow + vi];
             // G += scale dO q^T; dq = scale S_t^T dO.
-            std::fill(dqh.begin(), dqh.end(), T(0));
             for (int vi = 0; vi < V; ++vi)
               for (int d = 0; d < K; ++d) {
                 G[vi * K + d] += p.scale * dO[vi] * qh[i * K + d];
@@ -181,7 +200,6 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
               }
             // du = G k; dk = G^T u; dbeta; dv; dp.
             T dbeta = 0, mag_db = 0;
-            std::fill(dkh.begin(), dkh.end(), T(0));
             for (int vi = 0; vi < V; ++vi) {
               T s = 0, sa = 0;
               for (int d = 0; d < K; ++d) {
@@ -194,56 +212,67 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
               const T u = beta[i] * r;
               for (int d = 0; d < K; ++d) dkh[d] += G[vi * K + d] * u;
               dbeta += s * r;
-              g->dv[orow + vi] += beta[i] * s;
+              dV[i * V + vi] = beta[i] * s;
               dp[vi] = -beta[i] * s;
             }
             // dS' = G + dp k^T; dk += S'^T dp; da = colsum(S_{t-1} . dS'); G <- dS' diag(a).
-            std::fill(da.begin(), da.end(), T(0));
-            std::fill(daabs.begin(), daabs.end(), T(0));
+            T* const dgl = &dGl[i * K];
+            T* const mdg = &mDg[i * K];
             for (int vi = 0; vi < V; ++vi)
               for (int d = 0; d < K; ++d) {
                 const T dsp = G[vi * K + d] + dp[vi] * kh[i * K + d];
                 dkh[d] += Sp[vi * K + d] * dp[vi];
-                da[d] += Sprev[vi * K + d] * dsp;
-                daabs[d] += std::fabs(Sprev[vi * K + d]) * (std::fabs(G[vi * K + d]) + std::fabs(dp[vi] * kh[i * K + d]));
+                dgl[d] += Sprev[vi * K + d] * dsp;
+                mdg[d] += std::fabs(Sprev[vi * K + d]) * (std::fabs(G[vi * K + d]) + std::fabs(dp[vi] * kh[i * K + d]));
                 G[vi * K + d] = dsp * std::exp(glog[i * K + d]);
               }
-            // Through the preprocessing.
-            const int64_t qrow = ((sp.batch * p.T + t) * H + h) * K;
-            if (p.use_qk_l2norm) {
-              norm_backward(&qh[i * K], rq[i], dqh.data(), K, &g->dq[qrow]);
-              norm_backward(&kh[i * K], rk[i], dkh.data(), K, &g->dk[qrow]);
-            } else {
-              for (int d = 0; d < K; ++d) {
-                g->dq[qrow + d] += dqh[d];
-                g->dk[qrow + d] += dkh[d];
-              }
-            }
-            const int64_t grow = ((sp.batch * p.T + t) * HV + hv) * K;
-            for (int d = 0; d < K; ++d) {
-              const T dglog = da[d] * std::exp(glog[i * K + d]);
-              const GateGrad gg = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], dglog);
-              g->dg[grow + d] += gg.dx;
-              if (gated) g->ddt_bias[hv * K + d] += gg.dx;
-              if (has_a) g->dA_log[hv] += gg.dA;
+            for (int d = 0; d < K; ++d) {  // da -> d/dglog (da * alpha); its mag likewise
               const T alpha = std::exp(glog[i * K + d]);
-              if (alpha > 0) {
-                const GateGrad unit = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], T(1));
-                const T m = daabs[d] * alpha;
-                g->mag_dg[grow + d] += m * std::fabs(unit.dx);
-                if (gated) g->mag_ddt_bias[hv * K + d] += m * std::fabs(unit.dx);
-                if (has_a) g->mag_dA_log[hv] += m * std::fabs(unit.dA);
-              }
+              dgl[d] *= alpha;
+              mdg[d] *= alpha;
             }
-            T db = dbeta;
-            if (p.beta_is_logits) {
-              const T s = sigmoid(braw[i]);
-              db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
-              mag_db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
-            }
-            g->mag_dbeta[(sp.batch * p.T + t) * HV + hv] += mag_db;
-            g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;
+            dB[i] = dbeta;
+            mDb[i] = mag_db;
           }
+        }
+        }
+        // Through the preprocessing, token by token.
+        for (int64_t i = 0; i < L; ++i) {
+          const int64_t t = sp.start + i;
+          const int64_t qrow = ((sp.batch * p.T + t) * H + h) * K;
+          if (p.use_qk_l2norm) {
+            norm_backward(&qh[i * K], rq[i], &dQh[i * K], K, &g->dq[qrow]);
+            norm_backward(&kh[i * K], rk[i], &dKh[i * K], K, &g->dk[qrow]);
+          } else {
+            for (int d = 0; d < K; ++d) {
+              g->dq[qrow + d] += dQh[i * K + d];
+              g->dk[qrow + d] += dKh[i * K + d];
+            }
+          }
+          const int64_t orow = ((sp.batch * p.T + t) * HV + hv) * V;
+          for (int vi = 0; vi < V; ++vi) g->dv[orow + vi] += dV[i * V + vi];
+          const int64_t grow = ((sp.batch * p.T + t) * HV + hv) * K;
+          for (int d = 0; d < K; ++d) {
+            const GateGrad gg = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], dGl[i * K + d]);
+            g->dg[grow + d] += gg.dx;
+            if (gated) g->ddt_bias[hv * K + d] += gg.dx;
+            if (has_a) g->dA_log[hv] += gg.dA;
+            if (std::exp(glog[i * K + d]) > 0) {
+              const GateGrad unit = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], T(1));
+              const T m = mDg[i * K + d];
+              g->mag_dg[grow + d] += m * std::fabs(unit.dx);
+              if (gated) g->mag_ddt_bias[hv * K + d] += m * std::fabs(unit.dx);
+              if (has_a) g->mag_dA_log[hv] += m * std::fabs(unit.dA);
+            }
+          }
+          T db = dB[i], mag_db = mDb[i];
+          if (p.beta_is_logits) {
+            const T s = sigmoid(braw[i]);
+            db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
+            mag_db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
+          }
+          g->mag_dbeta[(sp.batch * p.T + t) * HV + hv] += mag_db;
+          g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;
         }
         if (p.has_initial_state())
           for (int vi = 0; vi < V; ++vi)
@@ -254,6 +283,6 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
   return Status::Ok();
 }
 
-template Status backward<double>(const ForwardParams&, const double*, const double*, GradientsT<double>*);
+template Status backward<double>(const ForwardParams&, const double*, const double*, GradientsT<double>*, bool);
 
 }  // namespace kda::reference

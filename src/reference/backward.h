@@ -28,8 +28,10 @@ struct GradientsT {
 using Gradients = GradientsT<double>;
 
 // dout: [B, T, HV, V] contiguous; dfinal: the final state's gradient in the state layout of p (contiguous
-// [N, HV, ., .]) or null for none. p's out and final_state are not written.
+// [N, HV, ., .]) or null for none. p's out and final_state are not written. chunked: each sequence's reverse runs
+// the CPU backend's chunked core (src/cpu/backward_cpu.h, float64 matrix products) instead of the token reverse;
+// the loading and the chain rules are shared, and the mag_* sums stay 0 (they belong to the oracle).
 template <typename T>
-Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* grads);
+Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* grads, bool chunked = false);
 
 }  // namespace kda::reference

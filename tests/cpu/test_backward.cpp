@@ -11,6 +11,7 @@
 
 #include "common/cases.h"
 #include "common/compare.h"
+#include "common/suites.h"
 #include "reference/backward.h"
 #include "api/validate.h"
 
@@ -191,8 +192,27 @@ kda_status_t abi_backward(Case& c, const HostTensor& dout, const HostTensor& dfi
   return kda_backward(&a, nullptr, 0, nullptr);
 }
 
+// x (the CPU backend's fp32 gradient) against r (the reference's float64 one): within one fp32 rounding (2^-24 |r|)
+// plus float64-level differences: 1e-12 of the size of the sum behind the element (mag, the reference's mag_* where
+// it has one: dg, dbeta, ddt_bias and dA_log cancel far below their terms for dead channels), else of the tensor's
+// RMS. That is what the chunked float64 core (src/cpu/backward_cpu.cpp) rounded once to fp32 must meet.
+void expect_fp32_rounding_of(const HostTensor& x, const std::vector<double>& r, const char* name,
+                             const std::vector<double>* mag = nullptr) {
+  ASSERT_EQ(x.dtype, KDA_DTYPE_FLOAT32) << name;
+  ASSERT_EQ(x.numel(), static_cast<int64_t>(r.size())) << name;
+  double ss = 0;
+  for (double e : r) ss += e * e;
+  const double rms = r.empty() ? 0.0 : std::sqrt(ss / static_cast<double>(r.size()));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double size = mag ? (*mag)[static_cast<size_t>(i)] : rms;
+    // 2^-149: half of fp32's smallest subnormal spacing, where a gradient rounds into the subnormal range.
+    ASSERT_LE(std::fabs(x.at(i) - r[i]), std::ldexp(std::fabs(r[i]), -24) + 1e-12 * size + std::ldexp(1.0, -149))
+        << name << "[" << i << "]";
+  }
+}
+
 // The C ABI's reference backward returns exactly the gradients of reference::backward, written through the
-// tensors' strides and dtypes, and the CPU backend the same values rounded to its fp32 gradient tensors.
+// tensors' strides and dtypes, and the CPU backend the same values to fp32 rounding (its chunked core).
 TEST(BackwardAbi, ReferenceAndCpuMatchDirectCall) {
   CaseSpec s;
   s.name = "abi";
@@ -235,13 +255,10 @@ TEST(BackwardAbi, ReferenceAndCpuMatchDirectCall) {
   same(abi.ddt_bias, g.ddt_bias, "ddt_bias");
   same(abi.dh0, g.dh0, "dh0");
 
-  // The CPU backend: the same float64 gradients, each rounded once to its fp32 tensor.
+  // The CPU backend: its chunked float64 core around the same loading and chain rules.
   AbiGrads cpu;
   ASSERT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_CPU, &cpu), KDA_STATUS_SUCCESS) << kda_last_error();
-  auto rounded = [](const HostTensor& x, const std::vector<double>& r, const char* name) {
-    ASSERT_EQ(x.dtype, KDA_DTYPE_FLOAT32) << name;
-    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x.at(i), static_cast<double>(static_cast<float>(r[i]))) << name;
-  };
+  auto rounded = [](const HostTensor& x, const std::vector<double>& r, const char* name) { expect_fp32_rounding_of(x, r, name); };
   rounded(cpu.dq, g.dq, "dq");
   rounded(cpu.dk, g.dk, "dk");
   rounded(cpu.dv, g.dv, "dv");
@@ -251,6 +268,49 @@ TEST(BackwardAbi, ReferenceAndCpuMatchDirectCall) {
   rounded(cpu.ddt_bias, g.ddt_bias, "ddt_bias");
   rounded(cpu.dh0, g.dh0, "dh0");
 }
+
+// The CPU backend's chunked core against the reference backend on every hostile case of the correctness suite:
+// single-token 1e4-nat decays and softplus gates past 1000 bits per chunk (the core's pairwise form), repeated and
+// near-identical keys, beta = 2, packed layouts with empty and length-1 sequences, both state layouts.
+class CpuChunkedBackward : public ::testing::TestWithParam<CaseSpec> {};
+TEST_P(CpuChunkedBackward, MatchesTheReferenceToFp32Rounding) {
+  const CaseSpec& s = GetParam();
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  Case c = make_case(s, seed);
+  std::mt19937_64 rng(seed + 7);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  HostTensor dout = make_tensor(KDA_DTYPE_FLOAT32, {c.spec.B, c.spec.T, s.HV, s.V});
+  for (int64_t i = 0; i < dout.numel(); ++i) dout.set(i, normal(rng));
+  HostTensor dfinal;
+  if (s.want_final) {
+    dfinal = make_tensor(KDA_DTYPE_FLOAT32, {c.spec.seqlens.empty() ? c.spec.B : static_cast<int64_t>(c.spec.seqlens.size()),
+                                             s.HV, s.v_first ? s.V : s.K, s.v_first ? s.K : s.V});
+    for (int64_t i = 0; i < dfinal.numel(); ++i) dfinal.set(i, 0.1 * normal(rng));
+  }
+  AbiGrads cpu;
+  ASSERT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_CPU, &cpu), KDA_STATUS_SUCCESS) << kda_last_error();
+  // The reference directly, for its mag_* sums, on the same (contiguous) upstream gradients.
+  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
+  kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
+  ForwardParams p;
+  ASSERT_TRUE(validate_forward(&a, &p).ok());
+  std::vector<double> d(static_cast<size_t>(dout.numel())), f(static_cast<size_t>(dfinal.present() ? dfinal.numel() : 0));
+  for (size_t i = 0; i < d.size(); ++i) d[i] = dout.at(static_cast<int64_t>(i));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = dfinal.at(static_cast<int64_t>(i));
+  reference::Gradients g;
+  ASSERT_TRUE(reference::backward(p, d.data(), f.empty() ? nullptr : f.data(), &g).ok());
+  expect_fp32_rounding_of(cpu.dq, g.dq, "dq");
+  expect_fp32_rounding_of(cpu.dk, g.dk, "dk");
+  expect_fp32_rounding_of(cpu.dv, g.dv, "dv");
+  expect_fp32_rounding_of(cpu.dg, g.dg, "dg", &g.mag_dg);
+  expect_fp32_rounding_of(cpu.dbeta, g.dbeta, "dbeta", &g.mag_dbeta);
+  if (!g.dA_log.empty()) expect_fp32_rounding_of(cpu.dA_log, g.dA_log, "dA_log", &g.mag_dA_log);
+  if (!g.ddt_bias.empty()) expect_fp32_rounding_of(cpu.ddt_bias, g.ddt_bias, "ddt_bias", &g.mag_ddt_bias);
+  if (!g.dh0.empty()) expect_fp32_rounding_of(cpu.dh0, g.dh0, "dh0");
+}
+INSTANTIATE_TEST_SUITE_P(Cases, CpuChunkedBackward, ::testing::ValuesIn(correctness_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 
 TEST(BackwardAbi, MissingGradientTensorsAreNamed) {
   CaseSpec s;
