@@ -122,8 +122,11 @@ def _call(call, cuda, flags, *buffers, results, aliases):
                                            ctypes.byref(attrs), ctypes.byref(nbytes)), call)
 
     absent = jax.ShapeDtypeStruct((0,), jnp.float32)
+    # vmap_method="sequential": under jax.vmap the call runs once per mapped element (the kernels take one batch of
+    # their own, [B, T, ...]; a mapped axis is a loop around them), with the workspace sized for one element.
     out = jax.ffi.ffi_call(call, [absent if r is None else r for r in results]
-                           + [jax.ShapeDtypeStruct((nbytes.value,), jnp.uint8)], input_output_aliases=aliases)(
+                           + [jax.ShapeDtypeStruct((nbytes.value,), jnp.uint8)], input_output_aliases=aliases,
+                           vmap_method="sequential")(
         *[jnp.zeros((0,), jnp.float32) if x is None else x for x in buffers],
         **{name: (np.float32 if ctype is ctypes.c_float else np.int32)(getattr(attrs, name))
            for name, ctype in _Attrs._fields_})
