@@ -7,8 +7,8 @@ for. kda never allocates: each call's workspace is an extra result of its ffi_ca
 by kda's own workspace query (kda_jax_workspace_size, through ctypes), which validates every argument at that
 point too, so a bad argument raises ValueError / NotImplementedError (TypeError for a dtype kda does not take)
 naming it before anything runs. Gradients of q, k, v, g, beta, A_log, dt_bias and initial_state come from kda's
-backward (host: float64, the CPU backend's chunked form; CUDA: the exact token-recurrent one) through jax.custom_vjp. The
-decode updates its state pool in place (its pool result is aliased to its pool operand) and is inference-only.
+backward (host: float64, the CPU backend's chunked form; CUDA: the exact token-recurrent one) through
+jax.custom_vjp. The decode updates its state pool in place (its pool result is aliased to its pool operand) and is inference-only.
 """
 from __future__ import annotations
 

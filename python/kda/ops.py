@@ -115,7 +115,8 @@ def _backward(ctx, dout, dfinal_state):
         dout = torch.zeros_like(v, dtype=q.dtype)
     if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
         dfinal_state = None
-    # CPU tensors: the host backward (float64: the CPU backend's chunked form, or the reference's reverse recurrence). CUDA tensors: AUTO, kda's CUDA backward (the
+    # CPU tensors: the host backward (float64: the CPU backend's chunked form, or the reference's reverse
+    # recurrence). CUDA tensors: AUTO, kda's CUDA backward (the
     # exact token-recurrent one; the chunked forward has no backward of its own).
     if q.device.type == "cpu":
         backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]

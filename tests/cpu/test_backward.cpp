@@ -258,7 +258,9 @@ TEST(BackwardAbi, ReferenceAndCpuMatchDirectCall) {
   // The CPU backend: its chunked float64 core around the same loading and chain rules.
   AbiGrads cpu;
   ASSERT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_CPU, &cpu), KDA_STATUS_SUCCESS) << kda_last_error();
-  auto rounded = [](const HostTensor& x, const std::vector<double>& r, const char* name) { expect_fp32_rounding_of(x, r, name); };
+  auto rounded = [](const HostTensor& x, const std::vector<double>& r, const char* name) {
+    expect_fp32_rounding_of(x, r, name);
+  };
   rounded(cpu.dq, g.dq, "dq");
   rounded(cpu.dk, g.dk, "dk");
   rounded(cpu.dv, g.dv, "dv");
@@ -284,8 +286,8 @@ TEST_P(CpuChunkedBackward, MatchesTheReferenceToFp32Rounding) {
   for (int64_t i = 0; i < dout.numel(); ++i) dout.set(i, normal(rng));
   HostTensor dfinal;
   if (s.want_final) {
-    dfinal = make_tensor(KDA_DTYPE_FLOAT32, {c.spec.seqlens.empty() ? c.spec.B : static_cast<int64_t>(c.spec.seqlens.size()),
-                                             s.HV, s.v_first ? s.V : s.K, s.v_first ? s.K : s.V});
+    const int64_t N = c.spec.seqlens.empty() ? c.spec.B : static_cast<int64_t>(c.spec.seqlens.size());
+    dfinal = make_tensor(KDA_DTYPE_FLOAT32, {N, s.HV, s.v_first ? s.V : s.K, s.v_first ? s.K : s.V});
     for (int64_t i = 0; i < dfinal.numel(); ++i) dfinal.set(i, 0.1 * normal(rng));
   }
   AbiGrads cpu;
@@ -295,7 +297,8 @@ TEST_P(CpuChunkedBackward, MatchesTheReferenceToFp32Rounding) {
   kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
   ForwardParams p;
   ASSERT_TRUE(validate_forward(&a, &p).ok());
-  std::vector<double> d(static_cast<size_t>(dout.numel())), f(static_cast<size_t>(dfinal.present() ? dfinal.numel() : 0));
+  std::vector<double> d(static_cast<size_t>(dout.numel()));
+  std::vector<double> f(static_cast<size_t>(dfinal.present() ? dfinal.numel() : 0));
   for (size_t i = 0; i < d.size(); ++i) d[i] = dout.at(static_cast<int64_t>(i));
   for (size_t i = 0; i < f.size(); ++i) f[i] = dfinal.at(static_cast<int64_t>(i));
   reference::Gradients g;
