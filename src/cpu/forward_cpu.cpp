@@ -5,7 +5,8 @@
 // (non-increasing, every g_log <= 0), the intra-chunk coefficients need exp(Gamma_r - Gamma_c) for c <= r.
 // Factoring that as exp(Gamma_r) * exp(-Gamma_c) overflows once a chunk decays past ~88 nats, which the
 // unbounded softplus gate does routinely. Instead, for the rows of 16-token block I (first row r0):
-//   - pairs inside the block use exp(Gamma_r - Gamma_c) directly (one exp per pair and channel), the exponent
+//   - pairs inside the block: factored through its mid point, F = exp(Gloc - S / 2) (factored_block), where the
+//     factors stay normal; else exp(Gamma_r - Gamma_c) directly (one exp per pair and channel), the exponent
 //     summed over the tokens c + 1 .. r;
 //   - pairs with c < r0 split at the reference point r0 - 1, which lies between c and r:
 //       exp(Gamma_r - Gamma_{r0-1}) * exp(Gamma_{r0-1} - Gamma_c), both factors <= 1,
