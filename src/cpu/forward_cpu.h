@@ -8,7 +8,7 @@
 namespace kda::cpu {
 
 constexpr int kDefaultChunk = 64;
-constexpr int kSubBlock = 16;  // exact pairwise decays inside 16-token blocks; see forward_cpu.cpp
+constexpr int kSubBlock = 16;  // in-block decays factored through the block mid point (or pairwise); forward_cpu.cpp
 
 Status forward(const ForwardParams& p);
 
