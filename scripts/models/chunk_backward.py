@@ -25,6 +25,7 @@ usage: python3 scripts/models/chunk_backward.py [--seed S] [--cases N]   (prints
 """
 import argparse
 import sys
+from functools import partial
 
 import torch
 
@@ -118,11 +119,11 @@ def chunk_backward(q, k, v, g, beta, starts, do, dST, C):
 def pair_decays(G):
     """For one chunk's gates G [n, K]: Dp [n, n, K] = exp(sum of g over c+1 .. r) for r >= c (0 above the diagonal),
     E = exp(Gam) and Esuf = exp(sum over t+1 .. n-1): every factor is exp of a sum of g between two tokens, <= 1."""
-    n = G.shape[0]
-    ex = torch.zeros(n, n, G.shape[1], dtype=D)
+    n, dt = G.shape[0], G.dtype
+    ex = torch.zeros(n, n, G.shape[1], dtype=dt)
     for c in range(n):
         ex[c + 1:, c] = torch.cumsum(G[c + 1:], 0)
-    Dp = torch.exp(ex) * torch.tril(torch.ones(n, n, dtype=D))[:, :, None]
+    Dp = torch.exp(ex) * torch.tril(torch.ones(n, n, dtype=dt))[:, :, None]
     suf = torch.flip(torch.cumsum(torch.flip(G, [0]), 0), [0]) - G  # a kernel accumulates it backwards instead
     return Dp, torch.exp(torch.cumsum(G, 0)), torch.exp(suf)
 
@@ -138,8 +139,8 @@ def chunk_forward_safe(q, k, v, g, beta, h0, C):
         n = Q.shape[0]
         Dp, E, Esuf = pair_decays(G)
         M = torch.einsum("rd,cd,rcd->rc", Q, K, Dp)
-        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(n, n, dtype=D), -1)
-        Tm = torch.linalg.inv(torch.eye(n, dtype=D) + B[:, None] * Ap)
+        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(n, n, dtype=q.dtype), -1)
+        Tm = torch.linalg.inv(torch.eye(n, dtype=q.dtype) + B[:, None] * Ap)
         U = Tm @ (B[:, None] * Vv) - Tm @ (B[:, None] * K * E) @ S.T
         outs.append((Q * E) @ S.T + M @ U)
         starts.append(S)
@@ -147,13 +148,15 @@ def chunk_forward_safe(q, k, v, g, beta, h0, C):
     return torch.cat(outs), S, starts
 
 
-def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C):
+def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C, dg_runs=False):
     """chunk_backward() with no exp(-Gam) anywhere: every factor is exp of a sum of g between two tokens (<= 1), as a
     kernel can form it. The pair decays D[r, c] = exp(sum of g over c+1 .. r) (r >= c) replace KI in the intra-chunk
     products, and the gate gradient is assembled from the decay-aware parts of dq and dk (each exponent's derivative
     is +x dx for the factor's later end and -x dx for its earlier end):
         dGam = q dq - k (dk_M + dk_Acol + dk_KD) + k (dk_Arow + dk_KG),   dGam_C += S0 . dS exp(Gam_C) + sum_t k dk_KD
-    with dq = dq_QG + dq_M the two paths into q, and dk split by the product it came through."""
+    with dq = dq_QG + dq_M the two paths into q, and dk split by the product it came through. dg_runs: dg as the
+    sum, for each token s, of the coefficients of the exponent runs that contain s (what src/cpu/backward_cpu.cpp
+    does: no reverse cumsum of dGam, whose cancelled pairs swamp a dead channel's gradient in finite precision)."""
     T = q.shape[0]
     dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
     dS = dST
@@ -166,8 +169,8 @@ def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C):
         eC = E[-1]
         QG, KG, KD = Q * E, K * E, K * Esuf
         M = torch.einsum("rd,cd,rcd->rc", Q, K, Dp)                       # lower(QG KI^T), diagonal included
-        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(n, n, dtype=D), -1)
-        Tm = torch.linalg.inv(torch.eye(n, dtype=D) + B[:, None] * Ap)
+        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(n, n, dtype=q.dtype), -1)
+        Tm = torch.linalg.inv(torch.eye(n, dtype=q.dtype) + B[:, None] * Ap)
         BV, BK = B[:, None] * Vv, B[:, None] * KG
         W = Tm @ BK
         U = Tm @ BV - W @ S0.T
@@ -193,14 +196,27 @@ def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C):
         dk[sl] = dk_M + dk_Arow + dk_Acol + dk_KG + dk_KD
         dv[sl] = B[:, None] * dBV
         db[sl] = dbeta
-        dgam = Q * (dq_QG + dq_M) - K * (dk_M + dk_Acol + dk_KD) + K * (dk_Arow + dk_KG)
-        dgam[-1] += (S0 * dS).sum(0) * eC + (K * dk_KD).sum(0)
-        dg[sl] = torch.flip(torch.cumsum(torch.flip(dgam, [0]), 0), [0])
+        if dg_runs:
+            head = Q * dq_QG + K * dk_KG                      # runs 0 .. t
+            tail = K * dk_KD                                  # runs t+1 .. end
+            X = (dM[:, :, None] * Q[:, None, :] + dAp[:, :, None] * K[:, None, :]) * K[None, :, :] * Dp  # pairs c+1 .. r
+            X = X * torch.tril(torch.ones(n, n, dtype=q.dtype), -1)[:, :, None]
+            pre = torch.cumsum(X, 1)                          # pre[r, c] = sum over c' <= c of X[r, c']
+            dgs = torch.flip(torch.cumsum(torch.flip(head, [0]), 0), [0])
+            dgs[1:] += torch.cumsum(tail, 0)[:-1]
+            dgs += ((S0 * dS).sum(0) * eC)[None, :]
+            for s_ in range(1, n):                            # pairs with c < s <= r
+                dgs[s_] += pre[s_:, s_ - 1].sum(0)
+            dg[sl] = dgs
+        else:
+            dgam = Q * (dq_QG + dq_M) - K * (dk_M + dk_Acol + dk_KD) + K * (dk_Arow + dk_KG)
+            dgam[-1] += (S0 * dS).sum(0) * eC + (K * dk_KD).sum(0)
+            dg[sl] = torch.flip(torch.cumsum(torch.flip(dgam, [0]), 0), [0])
         dS = dS0
     return dq, dk, dv, dg, db, dS
 
 
-def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ")):
+def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ")):
     """Worst relative errors of the chunked forward and of the backward forms named in `forms` against autograd of
     the recurrence; g ~ -U(0, decay) nats per token and channel."""
     torch.manual_seed(seed)
@@ -215,7 +231,9 @@ def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ")):
     o_ref, s_ref = recurrent(*leaves)
     ref = torch.autograd.grad((o_ref * do).sum() + (s_ref * dST).sum(), leaves)
     worst = {}
-    for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe)):
+    runs = partial(chunk_backward_safe, dg_runs=True)
+    for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe),
+                          ("runs ", chunk_forward_safe, runs)):
         if tag not in forms:
             continue
         o, sT, starts = fwd(q, k, v, g, beta, h0, C)

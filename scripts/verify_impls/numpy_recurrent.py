@@ -14,27 +14,29 @@ def sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
-def main(directory):
-    m, t = read_case(directory)
-    backward = m.get("request", "forward") == "backward"
-    B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
-    q0, k0, v = (t[x].astype(np.float64) for x in ("q", "k", "v"))
-    graw, braw = t["g"].astype(np.float64), t["beta"].astype(np.float64)
-    q, k = q0, k0
+def preprocess(m, t, dtype=np.float64):
+    """The inputs after the L2 norms, the gate activation and the beta sigmoid, in `dtype`, plus what the chain rules
+    need: a dict with q0 k0 (raw), q k (normalized), v, g (log-decay), beta, rq rk, x z a (gate), braw, seqs."""
+    B, T, HV, K, N = (m[x] for x in ("B", "T", "HV", "K", "N"))
+    c = lambda x: x.astype(dtype)  # noqa: E731
+    q0, k0, v = (c(t[x]) for x in ("q", "k", "v"))
+    graw, braw = c(t["g"]), c(t["beta"])
+    q, k, rq, rk, x, z = q0, k0, None, None, None, None
     if m["use_qk_l2norm"]:
-        rq = np.sqrt((q0 * q0).sum(-1, keepdims=True) + 1e-6)
-        rk = np.sqrt((k0 * k0).sum(-1, keepdims=True) + 1e-6)
+        rq = np.sqrt((q0 * q0).sum(-1, keepdims=True) + dtype(1e-6))
+        rk = np.sqrt((k0 * k0).sum(-1, keepdims=True) + dtype(1e-6))
         q, k = q0 / rq, k0 / rk
     g = graw
-    a = np.exp(t["A_log"].astype(np.float64))[:, None] if "A_log" in t else None
+    a = np.exp(c(t["A_log"]))[:, None] if "A_log" in t else None
     if m["gate"] != "log_decay":
-        x = graw + t["dt_bias"].astype(np.float64).reshape(HV, K)
+        x = graw + c(t["dt_bias"]).reshape(HV, K)
         if m["gate"] == "softplus":
-            sp = np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+            with np.errstate(over="ignore"):
+                sp = np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
             g = -a * sp
         else:
             z = x * a if a is not None else x
-            g = m["lower_bound"] * sigmoid(z)
+            g = dtype(m["lower_bound"]) * sigmoid(z)
     beta = braw
     if m["beta_is_logits"]:
         beta = sigmoid(braw) * (2 if m["allow_neg_eigval"] else 1)
@@ -43,6 +45,54 @@ def main(directory):
         seqs = [(0, cu[n], cu[n + 1]) for n in range(N)]
     else:
         seqs = [(b, 0, T) for b in range(B)]
+    return dict(q0=q0, k0=k0, q=q, k=k, v=v, g=g, beta=beta, rq=rq, rk=rk, x=x, z=z, a=a, braw=braw, seqs=seqs)
+
+
+def write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0):
+    """Through the grouped heads, the L2 norms, the gate activation and the beta sigmoid; writes the gradients the
+    case asks for. dqh, dkh [B, T, HV, K] of the normalized q, k per value head; dglog of the log-decay; dbeta of
+    the activated beta; dh0 value-first."""
+    B, T, H, HV, K = (m[x] for x in ("B", "T", "H", "HV", "K"))
+    group = HV // H
+    q0, k0, rq, rk, x, z, a, g = (pre[n] for n in ("q0", "k0", "rq", "rk", "x", "z", "a", "g"))
+    dq = dqh.reshape(B, T, H, group, K).sum(3)
+    dk = dkh.reshape(B, T, H, group, K).sum(3)
+    if m["use_qk_l2norm"]:
+        dq = dq / rq - q0 * (q0 * dq).sum(-1, keepdims=True) / rq ** 3
+        dk = dk / rk - k0 * (k0 * dk).sum(-1, keepdims=True) / rk ** 3
+    grads = {"dq": dq, "dk": dk, "dv": dv}
+    if m["gate"] == "log_decay":
+        grads["dg"] = dglog
+    else:
+        if m["gate"] == "softplus":
+            dx = dglog * -a * np.where(x > 20, 1.0, sigmoid(x))
+            dA = (dglog * g).sum((0, 1, 3))
+        else:
+            s = sigmoid(z)
+            dz = dglog * m["lower_bound"] * s * (1 - s)
+            dx = dz * a if a is not None else dz
+            dA = (dz * z).sum((0, 1, 3))
+        grads["dg"] = dx
+        grads["ddt_bias"] = dx.sum((0, 1)).reshape(t["dt_bias"].shape)
+        if a is not None:
+            grads["dA_log"] = dA
+    if m["beta_is_logits"]:
+        s = sigmoid(pre["braw"])
+        dbeta = dbeta * (2 if m["allow_neg_eigval"] else 1) * s * (1 - s)
+    grads["dbeta"] = dbeta
+    if "initial_state" in t:
+        grads["dh0"] = dh0 if m["state_v_first"] else dh0.transpose(0, 1, 3, 2)
+    for name, value in grads.items():
+        if name in m["outputs"]:
+            write_output(directory, m, name, value)
+
+
+def main(directory):
+    m, t = read_case(directory)
+    backward = m.get("request", "forward") == "backward"
+    B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
+    pre = preprocess(m, t)
+    q, k, v, g, beta, seqs = (pre[n] for n in ("q", "k", "v", "g", "beta", "seqs"))
     scale = m["scale"]
     out = np.zeros((B, T, HV, V))
     final = np.zeros((N, HV, V, K))
@@ -101,38 +151,7 @@ def main(directory):
         if m["output_final_state"]:
             write_output(directory, m, "final_state", final if m["state_v_first"] else final.transpose(0, 1, 3, 2))
         return
-    # Through the grouped heads, the L2 norms, the gate activation and the beta sigmoid.
-    dq = dqh.reshape(B, T, H, group, K).sum(3)
-    dk = dkh.reshape(B, T, H, group, K).sum(3)
-    if m["use_qk_l2norm"]:
-        dq = dq / rq - q0 * (q0 * dq).sum(-1, keepdims=True) / rq ** 3
-        dk = dk / rk - k0 * (k0 * dk).sum(-1, keepdims=True) / rk ** 3
-    grads = {"dq": dq, "dk": dk, "dv": dv}
-    if m["gate"] == "log_decay":
-        grads["dg"] = dglog
-    else:
-        if m["gate"] == "softplus":
-            dx = dglog * -a * np.where(x > 20, 1.0, sigmoid(x))
-            dA = (dglog * g).sum((0, 1, 3))
-        else:
-            s = sigmoid(z)
-            dz = dglog * m["lower_bound"] * s * (1 - s)
-            dx = dz * a if a is not None else dz
-            dA = (dz * z).sum((0, 1, 3))
-        grads["dg"] = dx
-        grads["ddt_bias"] = dx.sum((0, 1)).reshape(t["dt_bias"].shape)
-        if a is not None:
-            grads["dA_log"] = dA
-    if m["beta_is_logits"]:
-        s = sigmoid(braw)
-        dbeta = dbeta * (2 if m["allow_neg_eigval"] else 1) * s * (1 - s)
-    grads["dbeta"] = dbeta
-    if "initial_state" in t:
-        grads["dh0"] = dh0 if m["state_v_first"] else dh0.transpose(0, 1, 3, 2)
-    for name, value in grads.items():
-        if name in m["outputs"]:
-            write_output(directory, m, name, value)
-
+    write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0)
 
 if __name__ == "__main__":
     main(sys.argv[1])
