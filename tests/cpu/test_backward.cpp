@@ -192,6 +192,20 @@ kda_status_t abi_backward(Case& c, const HostTensor& dout, const HostTensor& dfi
   return kda_backward(&a, nullptr, 0, nullptr);
 }
 
+// reference::backward called directly on c with the contiguous upstream gradients dout (and dfinal, if present): the
+// float64 gradients and their mag_* sums that the ABI results are compared with.
+void direct_reference(Case& c, const HostTensor& dout, const HostTensor& dfinal, reference::Gradients* g) {
+  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
+  kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
+  ForwardParams p;
+  ASSERT_TRUE(validate_forward(&a, &p).ok());
+  std::vector<double> d(static_cast<size_t>(dout.numel()));
+  std::vector<double> f(static_cast<size_t>(dfinal.present() ? dfinal.numel() : 0));
+  for (size_t i = 0; i < d.size(); ++i) d[i] = dout.at(static_cast<int64_t>(i));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = dfinal.at(static_cast<int64_t>(i));
+  ASSERT_TRUE(reference::backward(p, d.data(), f.empty() ? nullptr : f.data(), g).ok());
+}
+
 // x (the CPU backend's fp32 gradient) against r (the reference's float64 one): within one fp32 rounding (2^-24 |r|)
 // plus float64-level differences: 1e-12 of the size of the sum behind the element (mag, the reference's mag_* where
 // it has one: dg, dbeta, ddt_bias and dA_log cancel far below their terms for dead channels), else of the tensor's
@@ -233,15 +247,9 @@ TEST(BackwardAbi, ReferenceAndCpuMatchDirectCall) {
   AbiGrads abi;
   ASSERT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_REFERENCE, &abi), KDA_STATUS_SUCCESS) << kda_last_error();
 
-  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
-  kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
-  ForwardParams p;
-  ASSERT_TRUE(validate_forward(&a, &p).ok());
-  std::vector<double> d(static_cast<size_t>(dout.numel())), f(static_cast<size_t>(dfinal.numel()));
-  for (size_t i = 0; i < d.size(); ++i) d[i] = dout.at(static_cast<int64_t>(i));
-  for (size_t i = 0; i < f.size(); ++i) f[i] = dfinal.at(static_cast<int64_t>(i));
   reference::Gradients g;
-  ASSERT_TRUE(reference::backward(p, d.data(), f.data(), &g).ok());
+  direct_reference(c, dout, dfinal, &g);
+  if (HasFatalFailure()) return;
   auto same = [](const HostTensor& x, const std::vector<double>& r, const char* name) {
     ASSERT_EQ(x.numel(), static_cast<int64_t>(r.size())) << name;
     for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(x.at(i), r[i]) << name << "[" << i << "]";
@@ -293,16 +301,9 @@ TEST_P(CpuChunkedBackward, MatchesTheReferenceToFp32Rounding) {
   AbiGrads cpu;
   ASSERT_EQ(abi_backward(c, dout, dfinal, KDA_BACKEND_CPU, &cpu), KDA_STATUS_SUCCESS) << kda_last_error();
   // The reference directly, for its mag_* sums, on the same (contiguous) upstream gradients.
-  Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
-  kda_forward_args_t a = host_args(c, unused, KDA_BACKEND_REFERENCE);
-  ForwardParams p;
-  ASSERT_TRUE(validate_forward(&a, &p).ok());
-  std::vector<double> d(static_cast<size_t>(dout.numel()));
-  std::vector<double> f(static_cast<size_t>(dfinal.present() ? dfinal.numel() : 0));
-  for (size_t i = 0; i < d.size(); ++i) d[i] = dout.at(static_cast<int64_t>(i));
-  for (size_t i = 0; i < f.size(); ++i) f[i] = dfinal.at(static_cast<int64_t>(i));
   reference::Gradients g;
-  ASSERT_TRUE(reference::backward(p, d.data(), f.empty() ? nullptr : f.data(), &g).ok());
+  direct_reference(c, dout, dfinal, &g);
+  if (HasFatalFailure()) return;
   expect_fp32_rounding_of(cpu.dq, g.dq, "dq");
   expect_fp32_rounding_of(cpu.dk, g.dk, "dk");
   expect_fp32_rounding_of(cpu.dv, g.dv, "dv");
