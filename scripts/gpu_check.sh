@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh: everything one GPU lease runs, in one call. Steps (all by default, or those named as arguments):
 #   tests   the GPU test suite (prefill and decode against the fp64 oracle)
+#   chunkbwd  the chunked backward (not in the default set): its GPU tests, kda-verify --suite backward-full on
+#           cuda-chunked, and train-h64-fixed / train-h96-fixed with the chunked forward and backward
 #   verify  kda-verify --suite full, --suite decode-full and --suite backward-full on the CUDA path
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
 #   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
@@ -60,6 +62,22 @@ if want tests; then
   timeout 500 "$BIN/kda_gpu_tests" --gtest_output=json:"$W/gpu_tests.json" > "$W/gpu_tests.log" 2>&1 || rc=1
   grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$W/gpu_tests.log" | head -40
   done_step tests gpu_tests.json gpu_tests.log
+fi
+if want chunkbwd; then
+  # The chunked backward first (issue #9): its GPU tests, the backward verifier on it, then training steps on the
+  # two fixed workloads (the chunked forward + the chunked backward, gradients verified, then timed).
+  echo "== chunked backward"
+  timeout 200 "$BIN/kda_gpu_tests" --gtest_filter='*CudaChunkedBackward*:*CudaBackwardDeterminism*' \
+    --gtest_output=json:"$W/chunkbwd_tests.json" > "$W/chunkbwd_tests.log" 2>&1 || rc=1
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|Failure" "$W/chunkbwd_tests.log" | head -30
+  timeout 150 "$BIN/kda-verify" --suite backward-full --impl cuda-chunked --json "$W/verify_chunkbwd.json" \
+    > "$W/verify_chunkbwd.log" 2>&1 || rc=1
+  grep -E "FAIL|kda-verify:|passed" "$W/verify_chunkbwd.log" | head -30
+  timeout 200 "$BIN/kda-bench" --commit "$COMMIT" --impl cuda-chunked --iters 20 --workload train-h64-fixed \
+    --workload train-h96-fixed --json "$W/train_chunked.json" > "$W/train_chunked.log" 2>&1 || rc=1
+  grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/train_chunked.log" | sed 's/ (seed.*//'
+  done_step chunkbwd chunkbwd_tests.json chunkbwd_tests.log verify_chunkbwd.json verify_chunkbwd.log \
+    train_chunked.json train_chunked.log
 fi
 if want verify; then
   echo "== kda-verify full"

@@ -115,12 +115,13 @@ struct Record {
   int rotate = 1;
 };
 
-// The backward of a train-* workload for one implementation (the CUDA backward for CUDA forwards; the host
-// backends' own), on upstream gradients for the output and the final state: gradients verified against the fp64
+// The backward of a train-* workload for one implementation (cuda-chunked: the chunked CUDA backward, judged as
+// tensor-core code; the other CUDA forwards: the token-recurrent CUDA backward; the host backends' own), on upstream gradients for the output and the final state: gradients verified against the fp64
 // reference backward (*oracle, when verifying) by the backward verifier's rule, then timed. False if it failed.
 bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients* oracle, kda_backend_t be, bool on_gpu,
                     const Options& opt, Record* r) {
-  const kda_backend_t bbe = on_gpu ? KDA_BACKEND_CUDA_GENERIC : be;
+  const bool chunked = on_gpu && be == KDA_BACKEND_CUDA_CHUNKED;
+  const kda_backend_t bbe = on_gpu && !chunked ? KDA_BACKEND_CUDA_GENERIC : be;
   Grads g = make_grads(c, false);
   std::unique_ptr<DeviceBackwardProblem> dp;
   kda_status_t st;
@@ -137,7 +138,8 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
   }
   r->has_bwd = true;
   if (oracle) {
-    const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kFp32, longest_sequence(c.spec));
+    const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, chunked ? ComputeClass::kTensorCore : ComputeClass::kFp32,
+                                        longest_sequence(c.spec));
     std::string worst;
     r->grads_verified = true;
     for (const GradItem& it : grad_items(c.spec, g, *oracle)) {

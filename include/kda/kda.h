@@ -235,7 +235,9 @@ typedef struct kda_decode_args {
  *   tensors' dtypes; CUDA_GENERIC (and AUTO on CUDA tensors): the exact token-recurrent reverse in fp32 for K and V
  *   in {64, 128} (other sizes: KDA_STATUS_NOT_SUPPORTED), deterministic (identical calls give identical bits), with a
  *   caller-owned workspace of kda_backward_workspace_size bytes (16-byte aligned), asynchronous on the stream with
- *   no host sync; dfinal_state fp32. CUDA_CHUNKED has no backward (NOT_SUPPORTED). */
+ *   no host sync; dfinal_state fp32. CUDA_CHUNKED: the chunked backward (the forward's chunk products recomputed
+ *   and kept, a reverse state pass over chunks in bf16x3 tensor-core products, per-chunk gradients in fp32) for the
+ *   inputs its forward takes (else NOT_SUPPORTED), deterministic, workspace 256-byte aligned; not yet the default. */
 typedef struct kda_backward_args {
   kda_forward_args_t forward;
   kda_tensor_t dout, dfinal_state;

@@ -216,7 +216,93 @@ def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C, dg_runs=False):
     return dq, dk, dv, dg, db, dS
 
 
-def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ")):
+def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C):
+    """The CUDA chunked backward's arrangement, loop for loop (chunk_reverse.cu and chunk_grad.cu; the CPU-side model
+    of their index math): every chunk padded with zero rows to C (the kernels' tiles), the tiles the recompute keeps
+    (W, U0, V_new, A_qk, A', T with only its lower triangle read, Qg, Kd, decay), the reverse pass's dU and chunk-end
+    dS, then the gradient pass's products P1-P3 and its per-channel P4: the exponent terms with the run sums, and the
+    pair loop from the diagonal down with D = exp of the locally accumulated sum, the column-side terms and the
+    pairs' log-decay coefficients summed per spanned token. Vectorized over channels only (a thread each in P4)."""
+    T = q.shape[0]
+    dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
+    dS = dST
+
+    def pad(x, n):
+        return torch.cat([x, x.new_zeros((C - n,) + tuple(x.shape[1:]))])
+
+    for ci in reversed(range(len(starts))):
+        c0 = ci * C
+        sl = slice(c0, min(c0 + C, T))
+        n = sl.stop - sl.start
+        Q, K, Vv, G, B, dO = (pad(x[sl], n) for x in (q, k, v, g, beta, do))
+        S0 = starts[ci]
+        # The recompute's tiles (phase 1 and the forward's state pass).
+        Dp, E, Esuf = pair_decays(G)
+        lower = torch.tril(torch.ones(C, C, dtype=q.dtype))
+        Aqk = torch.einsum("rd,cd,rcd->rc", Q, K, Dp) * lower
+        Ap = torch.einsum("rd,cd,rcd->rc", K, K, Dp) * torch.tril(torch.ones(C, C, dtype=q.dtype), -1)
+        Tm = torch.linalg.inv(torch.eye(C, dtype=q.dtype) + B[:, None] * Ap)
+        W = Tm @ (B[:, None] * K * E)
+        U0 = Tm @ (B[:, None] * Vv)
+        Vn = U0 - W @ S0.T
+        Qg, Kd, dec = Q * E, K * Esuf, E[-1]
+        # chunk_reverse.cu: steps 0, A, B.
+        dsend = dS
+        dU = Aqk.T @ dO + Kd @ dS.T
+        dS = dS * dec[None, :] + dO.T @ Qg - dU.T @ W
+        # chunk_grad.cu P1-P3 (T read on and below its diagonal only).
+        dM = torch.tril(dO @ Vn.T)
+        QS, KDg, dW = dO @ S0, Vn @ dsend, -dU @ S0
+        Tl = Tm * lower
+        BV, BK = Tl.T @ dU, Tl.T @ dW
+        dA = -torch.tril(BV @ U0.T + BK @ W.T, -1)
+        # P4: per channel.
+        DQ, DK, TB, DG, X, Dkc = (torch.zeros_like(Q) for _ in range(6))
+        gam = torch.zeros_like(G[0])
+        for t in range(C):
+            gam = gam + G[t]
+            e = torch.exp(gam)
+            DQ[t] = QS[t] * e
+            DK[t] = B[t] * BK[t] * e
+            TB[t] = BK[t] * K[t] * e
+            DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
+        whole = (S0 * dsend).sum(0) * torch.exp(gam)
+        suf, head = torch.zeros_like(gam), torch.zeros_like(gam)
+        for t in reversed(range(C)):
+            dkd = KDg[t] * torch.exp(suf)
+            DK[t] += dkd
+            X[t] = K[t] * dkd
+            head = head + DG[t]
+            DG[t] = head + whole
+            suf = suf + G[t]
+        tail = torch.zeros_like(gam)
+        for t in range(C):
+            DG[t] += tail
+            tail = tail + X[t]
+        for r in range(n):
+            dqr, dkr, ex = (torch.zeros_like(gam) for _ in range(3))
+            for c in range(r, -1, -1):
+                D = torch.exp(ex)
+                wm, wa = dM[r, c], B[r] * dA[r, c]
+                dqr = dqr + wm * K[c] * D
+                dkr = dkr + wa * K[c] * D
+                z = (wm * Q[r] + wa * K[r]) * D
+                Dkc[c] += z
+                X[c] = z * K[c]
+                ex = ex + G[c]
+            DQ[r] += dqr
+            DK[r] += dkr
+            pre = torch.zeros_like(gam)
+            for c in range(r):
+                pre = pre + X[c]
+                DG[c + 1] += pre
+        # P5: per row.
+        dbeta = (dA * Ap).sum(1) + (BV * Vv).sum(1) + TB.sum(1)
+        dq[sl], dk[sl], dv[sl], dg[sl], db[sl] = DQ[:n], (DK + Dkc)[:n], (B[:, None] * BV)[:n], DG[:n], dbeta[:n]
+    return dq, dk, dv, dg, db, dS
+
+
+def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ")):
     """Worst relative errors of the chunked forward and of the backward forms named in `forms` against autograd of
     the recurrence; g ~ -U(0, decay) nats per token and channel."""
     torch.manual_seed(seed)
@@ -233,7 +319,7 @@ def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ")):
     worst = {}
     runs = partial(chunk_backward_safe, dg_runs=True)
     for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe),
-                          ("runs ", chunk_forward_safe, runs)):
+                          ("runs ", chunk_forward_safe, runs), ("kernel ", chunk_forward_safe, chunk_backward_kernel)):
         if tag not in forms:
             continue
         o, sT, starts = fwd(q, k, v, g, beta, h0, C)

@@ -210,10 +210,8 @@ BackwardParams backward_params(const kda_backward_args_t& a, const ForwardParams
 Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_backward(args, p));
   KDA_RETURN_IF_ERROR(resolve_backend(p, args->forward.q.device_type));
-  if (p->backend == KDA_BACKEND_CUDA_CHUNKED)
-    return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "backend: KDA_BACKEND_CUDA_CHUNKED has no backward yet; use KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
-  // The CUDA backward is token-recurrent: the recurrent backend names the same kernel.
+  // KDA_BACKEND_CUDA_GENERIC's backward stays the token-recurrent one (the recurrent backend names the same kernel)
+  // until the chunked backward (KDA_BACKEND_CUDA_CHUNKED) has passed the backward verifier on the GPU.
   if (p->backend == KDA_BACKEND_CUDA_RECURRENT) p->backend = KDA_BACKEND_CUDA_GENERIC;
   return Status::Ok();
 }
@@ -222,6 +220,7 @@ Status backward_workspace_size(const kda_backward_args_t* args, size_t* bytes) {
   ForwardParams p;
   KDA_RETURN_IF_ERROR(prepare_backward(args, &p));
   if (p.backend == KDA_BACKEND_CUDA_GENERIC) return cuda::generic_backward_workspace_size(backward_params(*args, p), bytes);
+  if (p.backend == KDA_BACKEND_CUDA_CHUNKED) return cuda::chunked_backward_workspace_size(backward_params(*args, p), bytes);
   *bytes = 0;  // host backends keep their buffers in host memory
   return Status::Ok();
 }
@@ -234,15 +233,19 @@ Status run_backward(const kda_backward_args_t* args, void* workspace, size_t wor
     // float32 one needs a conditioning-aware bound first (dbeta cancels when keys repeat; see bench/LEDGER.md).
     case KDA_BACKEND_REFERENCE:
     case KDA_BACKEND_CPU: return run_backward_host<double>(*args, p);
-    case KDA_BACKEND_CUDA_GENERIC: {
+    case KDA_BACKEND_CUDA_GENERIC:
+    case KDA_BACKEND_CUDA_CHUNKED: {
+      const bool chunked = p.backend == KDA_BACKEND_CUDA_CHUNKED;
       const BackwardParams bp = backward_params(*args, p);
       size_t need = 0;
-      KDA_RETURN_IF_ERROR(cuda::generic_backward_workspace_size(bp, &need));
+      KDA_RETURN_IF_ERROR(chunked ? cuda::chunked_backward_workspace_size(bp, &need)
+                                  : cuda::generic_backward_workspace_size(bp, &need));
       if (workspace_bytes < need)
         return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
       if (need > 0 && workspace == nullptr)
         return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
-      return cuda::generic_backward(bp, workspace, workspace_bytes, stream);
+      return chunked ? cuda::chunked_backward(bp, workspace, workspace_bytes, stream)
+                     : cuda::generic_backward(bp, workspace, workspace_bytes, stream);
     }
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }

@@ -32,6 +32,15 @@ Status generic_backward_support(const BackwardParams& p);
 Status generic_backward_workspace_size(const BackwardParams& p, size_t* bytes);
 Status generic_backward(const BackwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
 
+// The chunked backward (KDA_BACKEND_CUDA_CHUNKED, src/cuda/generic/backward_chunked.cu): recompute of the chunked
+// forward's two phases keeping A', T, the chunk-start states and V_new; the reverse state pass (bf16x3 mma.sync);
+// the per-chunk gradient pass (fp32); then the group sums. The inputs the chunked forward takes, fp32 dfinal_state;
+// support() says NOT_SUPPORTED (naming why) otherwise. Deterministic, no host sync, CUDA-graph capturable; the
+// workspace holds every saved tensor (about 0.2 MB per chunk and value head at K = V = 128).
+Status chunked_backward_support(const BackwardParams& p);
+Status chunked_backward_workspace_size(const BackwardParams& p, size_t* bytes);
+Status chunked_backward(const BackwardParams& p, void* workspace, size_t workspace_bytes, void* stream);
+
 // Decode against a state pool (one CTA per (sequence, value head, row block)); asynchronous on stream. The fused
 // conv and gated RMSNorm (decode_fusions.cu) run as kernels before and after it in the same call and need
 // decode_workspace_size(p) bytes of caller workspace, 16-byte aligned (0 without fusions).

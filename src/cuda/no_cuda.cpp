@@ -21,5 +21,8 @@ Status decode(const DecodeParams&, void*, size_t, void*) { return unavailable();
 Status generic_backward_support(const BackwardParams&) { return unavailable(); }
 Status generic_backward_workspace_size(const BackwardParams&, size_t*) { return unavailable(); }
 Status generic_backward(const BackwardParams&, void*, size_t, void*) { return unavailable(); }
+Status chunked_backward_support(const BackwardParams&) { return unavailable(); }
+Status chunked_backward_workspace_size(const BackwardParams&, size_t*) { return unavailable(); }
+Status chunked_backward(const BackwardParams&, void*, size_t, void*) { return unavailable(); }
 
 }  // namespace kda::cuda

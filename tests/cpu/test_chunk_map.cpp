@@ -1,8 +1,11 @@
 // test_chunk_map.cpp: the two-phase CUDA forward's work plan (src/cuda/generic/chunk_map.h) on the CPU: the chunk
 // list built from random packed layouts covers every token exactly once, in order, never crossing a sequence end;
-// the capacity bound holds; malformed device cu_seqlens stay in bounds; the V-tile choice and workspace layout.
+// the capacity bound holds; malformed device cu_seqlens stay in bounds; the V-tile choice and the workspace layouts
+// of the chunked forward and backward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <random>
 #include <vector>
 
@@ -110,6 +113,28 @@ TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   EXPECT_EQ(w.bytes, w.tiles + 129 * 64 * tile * 4);
   // About 2.3 KB per token and head.
   EXPECT_NEAR(static_cast<double>(tile * 4) / kChunk, 2312.0, 1.0);
+}
+
+// The backward's regions follow the forward's workspace in order, 256-byte aligned, each at least its size apart,
+// and the gradient pass's grid (and so its scratch) is capped.
+TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
+  for (const auto& [B, T, N, HV, K, V] : {std::array<int64_t, 6>{1, 8192, 1, 64, 128, 128},
+                                          std::array<int64_t, 6>{1, 333, 7, 3, 64, 128},
+                                          std::array<int64_t, 6>{2, 100, 2, 2, 128, 64}}) {
+    const BackwardLayout l = backward_layout(B, T, N, HV, K, V);
+    const int64_t cap = l.fwd.cap, per = cap * HV * 4, C = kChunk;
+    const int64_t starts[] = {l.akk, l.tinv, l.starts, l.vnew, l.du, l.dsend, l.dqk, l.gate, l.scratch, l.bytes};
+    const int64_t sizes[] = {per * C * C, per * C * C, per * V * K, per * C * V, per * C * V, per * V * K,
+                             2 * B * T * HV * K * 4, cap * HV * (K + 1) * 8,
+                             l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
+    EXPECT_GE(l.akk, l.fwd.bytes);
+    for (int i = 0; i < 9; ++i) {
+      EXPECT_EQ(starts[i] % 256, 0) << i;
+      EXPECT_GE(starts[i + 1] - starts[i], sizes[i]) << i;
+      EXPECT_LT(starts[i + 1] - starts[i], sizes[i] + 256) << i;
+    }
+    EXPECT_EQ(l.grad_ctas, std::min<int64_t>(cap * HV, kGradCtas));
+  }
 }
 
 // Phase 1's S2 tasks cover every (channel, sub-block) once, a warp's 32 tasks one sub-block of consecutive channels.

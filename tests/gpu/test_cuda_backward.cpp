@@ -1,5 +1,6 @@
-// test_cuda_backward.cpp: the CUDA backward (KDA_BACKEND_CUDA_GENERIC and AUTO on CUDA tensors) against the float64
-// reference backward on the same rounded inputs, by compare_grad (docs/numerics.md, "Gradients"): small and medium
+// test_cuda_backward.cpp: the CUDA backwards (the token-recurrent KDA_BACKEND_CUDA_GENERIC and AUTO on CUDA tensors,
+// and the chunked KDA_BACKEND_CUDA_CHUNKED, judged as tensor-core code) against the float64 reference backward on
+// the same rounded inputs, by compare_grad (docs/numerics.md, "Gradients"): small and medium
 // cases crossing the 64-token recompute segments, packed batches with empty and length-1 sequences, grouped value
 // heads, both state layouts, the three gates (incl. the unbounded softplus with huge single-token decays), beta as
 // logits (with negative eigenvalues) and as probabilities, with and without the L2 norm, h0 and dS_final, K and V in
@@ -40,6 +41,10 @@ kda_status_t run_device(Case& c, const HostTensor& dout, const HostTensor& dfina
   return run_backward_device(c, up, be, g);
 }
 
+// The chunked backward's products are bf16x3 tensor-core code (its reverse state pass) and take the forward's
+// chunked inputs only (bf16 / fp16 q, k, v): anything else is NOT_SUPPORTED, named.
+bool chunked_takes(const CaseSpec& s) { return s.in_dtype == KDA_DTYPE_BFLOAT16 || s.in_dtype == KDA_DTYPE_FLOAT16; }
+
 void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be) {
   const uint64_t seed = run_seed();
   const CaseSpec& s = bc.s;
@@ -51,9 +56,15 @@ void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be) {
   const reference::Gradients ref = backward_oracle(c, up);
 
   Grads g;
+  if (be == KDA_BACKEND_CUDA_CHUNKED && !chunked_takes(s)) {
+    EXPECT_EQ(run_device(c, up.dout, up.dfinal, be, bc.grads_in_input_dtype, &g), KDA_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(std::string(kda_last_error()).find("KDA_BACKEND_CUDA_CHUNKED"), std::string::npos) << kda_last_error();
+    return;
+  }
   ASSERT_EQ(run_device(c, up.dout, up.dfinal, be, bc.grads_in_input_dtype, &g), KDA_STATUS_SUCCESS) << kda_last_error();
 
-  const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kFp32, longest_sequence(s));
+  const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32;
+  const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, cls, longest_sequence(s));
   const std::vector<GradItem> items = grad_items(s, g, ref);
   std::printf("  %s\n", s.name.c_str());
   for (const GradItem& it : items) {
@@ -174,6 +185,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward, ::testing::ValuesIn(backward_cases
 INSTANTIATE_TEST_SUITE_P(Large, CudaBackward, ::testing::ValuesIn(large_backward_cases()),
                          [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
 
+class CudaChunkedBackward : public GpuTest, public ::testing::WithParamInterface<BwdCase> {};
+
+TEST_P(CudaChunkedBackward, MatchesReference) { expect_backward_matches_reference(GetParam(), KDA_BACKEND_CUDA_CHUNKED); }
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkedBackward, ::testing::ValuesIn(backward_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
+INSTANTIATE_TEST_SUITE_P(Large, CudaChunkedBackward, ::testing::ValuesIn(large_backward_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
+
 class CudaBackwardBehaviour : public GpuTest {};
 
 TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {
@@ -182,8 +202,12 @@ TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {
   expect_backward_matches_reference(c, KDA_BACKEND_AUTO);
 }
 
-// Identical calls give identical bits (no atomics; fixed-order sums), also with grouped heads and packing.
-TEST_F(CudaBackwardBehaviour, Deterministic) {
+// Identical calls give identical bits (no atomics; fixed-order sums), also with grouped heads and packing; both
+// CUDA backwards.
+class CudaBackwardDeterminism : public GpuTest, public ::testing::WithParamInterface<kda_backend_t> {};
+INSTANTIATE_TEST_SUITE_P(Backends, CudaBackwardDeterminism,
+                         ::testing::Values(KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED));
+TEST_P(CudaBackwardDeterminism, Deterministic) {
   CaseSpec s = base("determinism");
   s.seqlens = {64, 3, 130};
   s.H = 1;
@@ -192,8 +216,8 @@ TEST_F(CudaBackwardBehaviour, Deterministic) {
   Case c = make_case(s, run_seed());
   Upstream up = make_upstream(c, true, 3);
   Grads g1, g2;
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_GENERIC, false, &g1), KDA_STATUS_SUCCESS) << kda_last_error();
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_GENERIC, false, &g2), KDA_STATUS_SUCCESS) << kda_last_error();
+  ASSERT_EQ(run_device(c, up.dout, up.dfinal, GetParam(), false, &g1), KDA_STATUS_SUCCESS) << kda_last_error();
+  ASSERT_EQ(run_device(c, up.dout, up.dfinal, GetParam(), false, &g2), KDA_STATUS_SUCCESS) << kda_last_error();
   EXPECT_EQ(g1.dq.bytes, g2.dq.bytes);
   EXPECT_EQ(g1.dk.bytes, g2.dk.bytes);
   EXPECT_EQ(g1.dv.bytes, g2.dv.bytes);

@@ -226,6 +226,11 @@ Implementation implementation_by_name(const std::string& name) {
     impl.cls = forward_class(KDA_BACKEND_CUDA_CHUNKED, true);
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_CHUNKED); };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_CHUNKED); };
+    // The chunked backward: bf16x3 products in its reverse state pass, judged as tensor-core code.
+    impl.backward_cls = ComputeClass::kTensorCore;
+    impl.backward = [](Case& c, const Upstream& up, Grads& g) {
+      return run_backward_device(c, up, KDA_BACKEND_CUDA_CHUNKED, &g);
+    };
   } else if (name.rfind("cmd:", 0) == 0) {  // an external implementation, judged by the loosest class
     impl.cls = impl.decode_cls = ComputeClass::kTensorCore;
     const std::string command = name.substr(4);

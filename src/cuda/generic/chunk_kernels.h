@@ -1,5 +1,5 @@
-// chunk_kernels.h: the launch entry points of the two-phase chunked forward's kernels, for its launcher
-// (forward_chunked.cu). Host code; each returns the cudaError_t of its own setup (the launch error is read by the
+// chunk_kernels.h: the launch entry points of the chunked kernels, for their launchers (forward_chunked.cu,
+// backward_chunked.cu). Host code; each returns the cudaError_t of its own setup (the launch error is read by the
 // caller).
 #pragma once
 
@@ -10,14 +10,51 @@
 
 #include "common/params.h"
 
+#include "common/backward_params.h"
+
+namespace kda::cuda {
+
+// The input side of chunked_forward_supported (forward_chunked.cu): K, V, dtypes, strides, alignment, grid limits
+// (not the output, the final state or the device's shared memory). The chunked backward recomputes the forward
+// from the same inputs.
+bool chunked_inputs_supported(const ForwardParams& p);
+
+}  // namespace kda::cuda
+
 namespace kda::cuda::chunk {
+
+// What the backward's recompute keeps of the forward's two phases (chunk_map.h BackwardLayout; all null in the
+// forward): phase 1 writes A' (not scaled by beta) and T, phase 2 the chunk-start states and V_new.
+struct BackwardSaves {
+  float* akk = nullptr;
+  float* tinv = nullptr;
+  float* starts = nullptr;
+  float* vnew = nullptr;
+};
+
+// The chunk list from cu_seqlens, on the device (forward_chunked.cu): one CTA; header, seq_first and list of the
+// workspace (chunk_map.h).
+cudaError_t launch_chunk_map(const ForwardParams& p, char* workspace, cudaStream_t s);
 
 // Phase 1 (chunk_prepare.cu): one CTA per (chunk-list entry, value head) of a capacity-sized grid.
 size_t prepare_smem_bytes(int K, int V);
-cudaError_t launch_prepare(const ForwardParams& p, char* workspace, int64_t cap, cudaStream_t s);
+cudaError_t launch_prepare(const ForwardParams& p, char* workspace, int64_t cap, cudaStream_t s,
+                           const BackwardSaves& saves = {});
 
-// Phase 2 (chunk_state.cu): one CTA per (sequence, value head, V tile of bv columns).
+// Phase 2 (chunk_state.cu): one CTA per (sequence, value head, V tile of bv columns). With p.out null the output is
+// not written.
 size_t state_smem_bytes(int K, int bv);
-cudaError_t launch_state(const ForwardParams& p, const char* workspace, int bv, cudaStream_t s);
+cudaError_t launch_state(const ForwardParams& p, const char* workspace, int bv, cudaStream_t s,
+                         const BackwardSaves& saves = {});
+
+// The backward's reverse state pass (chunk_reverse.cu): one CTA per (sequence, value head, V tile of bv columns),
+// chunks from the last; writes dV_new and the chunk-end state gradients (BackwardLayout du, dsend) and dh0.
+size_t reverse_smem_bytes(int K, int bv);
+cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, int bv, cudaStream_t s);
+
+// The backward's gradient pass (chunk_grad.cu): per (chunk, value head), every gradient of the chunk's tokens (dq and
+// dk per value head into BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial sums).
+size_t grad_smem_bytes(int K, int V);
+cudaError_t launch_grad(const BackwardParams& bp, char* workspace, cudaStream_t s);
 
 }  // namespace kda::cuda::chunk

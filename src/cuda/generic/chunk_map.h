@@ -146,4 +146,48 @@ KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms) {
   return best;
 }
 
+// The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1
+// tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named:
+//   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)
+//   tinv    [cap][HV][C][C]   T = (I + diag(beta) A')^-1 (phase 1)
+//   starts  [cap][HV][V][K]   the state at each chunk's start, value-first (the forward's state pass)
+//   vnew    [cap][HV][C][V]   V_new = U - W S0^T (the forward's state pass)
+//   du      [cap][HV][C][V]   dV_new (the reverse state pass, chunk_reverse.cu)
+//   dsend   [cap][HV][V][K]   the gradient of the state at each chunk's end (the reverse state pass)
+//   dqk     [2][B T][HV][K]   gradients of q_hat and k_hat per value head (the gradient pass, chunk_grad.cu)
+//   gate    double [cap][HV][K + 1]   per-chunk partial sums of ddt_bias (K) and dA_log (1)
+//   scratch [grad_ctas][kGradScratch][C][max(K, V)]   the gradient pass's per-CTA intermediates
+// Rows of a chunk past its length are zeros in every per-chunk tile, as in the forward's.
+constexpr int kGradCtas = 256;    // the gradient pass's grid cap (its per-CTA scratch is sized by it)
+constexpr int kGradScratch = 9;  // [C][max(K, V)] arrays of scratch per gradient-pass CTA
+
+struct BackwardLayout {
+  WorkspaceLayout fwd;
+  int64_t akk, tinv, starts, vnew, du, dsend, dqk, gate, scratch, bytes;
+  int64_t grad_ctas;
+};
+KDA_HOST_DEVICE int64_t grad_ctas_for(int64_t cap, int64_t hv) {
+  const int64_t tasks = cap * hv;
+  return tasks < kGradCtas ? (tasks > 0 ? tasks : 1) : kGradCtas;
+}
+KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_seq, int64_t hv, int64_t K, int64_t V) {
+  BackwardLayout l;
+  l.fwd = workspace_layout(B * T, n_seq, hv, K, V);
+  const int64_t per = l.fwd.cap * hv * int64_t{sizeof(float)};
+  const int64_t C = kChunk;
+  l.akk = align256(l.fwd.bytes);
+  l.tinv = l.akk + align256(per * C * C);
+  l.starts = l.tinv + align256(per * C * C);
+  l.vnew = l.starts + align256(per * V * K);
+  l.du = l.vnew + align256(per * C * V);
+  l.dsend = l.du + align256(per * C * V);
+  l.dqk = l.dsend + align256(per * V * K);
+  l.gate = l.dqk + align256(2 * B * T * hv * K * int64_t{sizeof(float)});
+  l.scratch = l.gate + align256(l.fwd.cap * hv * (K + 1) * int64_t{sizeof(double)});
+  l.grad_ctas = grad_ctas_for(l.fwd.cap, hv);
+  const int64_t width = K > V ? K : V;
+  l.bytes = l.scratch + l.grad_ctas * kGradScratch * C * width * int64_t{sizeof(float)};
+  return l;
+}
+
 }  // namespace kda::cuda

@@ -84,7 +84,8 @@ struct PrepLayout {
 };
 
 template <int K, int V>
-__global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws) {
+__global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
+                                                              const BackwardSaves keep) {
   using Ly = PrepLayout<K, V>;
   constexpr int PK = Ly::PK, PV = Ly::PV, PA = Ly::PA;
   extern __shared__ __align__(16) float smem[];
@@ -112,6 +113,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   const int L = rec.len;
   const TileLayout tl{K, V};
   float* const tile = reinterpret_cast<float*>(ws + wl.tiles) + (ci * p.HV + hv) * tl.floats();
+  // The backward's copies of A' (unscaled) and T for this (chunk, value head), [C][C] each (null in the forward).
+  float* const akk_save = keep.akk ? keep.akk + (ci * p.HV + hv) * kC * kC : nullptr;
+  float* const tinv_save = keep.tinv ? keep.tinv + (ci * p.HV + hv) * kC * kC : nullptr;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
@@ -254,10 +258,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     }
     const float sum = reduce_scatter32(val, lane);
     const int r = lane & 15;
-    if (lane < 16)
+    if (lane < 16) {
       Aqk[(base + r) * PA + base + c] = r >= c ? sum : 0.0f;
-    else
+    } else {
       Akk[(base + r) * PA + base + c] = r > c ? beta_s[base + r] * sum : 0.0f;
+      if (akk_save) akk_save[(base + r) * kC + base + c] = r > c ? sum : 0.0f;
+    }
   }
   __syncthreads();
 
@@ -374,6 +380,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       Aqk[a0 * PA + col + 1] = aqk[nt][1];
       Aqk[a1 * PA + col] = aqk[nt][2];
       Aqk[a1 * PA + col + 1] = aqk[nt][3];
+      if (akk_save) {
+        *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(akk[nt][0], akk[nt][1]);
+        *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(akk[nt][2], akk[nt][3]);
+      }
     }
   }
   __syncthreads();
@@ -442,6 +452,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     for (int e = tid; e < kC * kC / 2; e += kThreads) {
       const int r = e / (kC / 2), c = 2 * (e % (kC / 2));
       store_split2(Tp, kC * kC, swizzled(r, c, kC), Tm[r * PA + c], Tm[r * PA + c + 1]);
+      if (tinv_save) *reinterpret_cast<float2*>(tinv_save + r * kC + c) = make_float2(Tm[r * PA + c], Tm[r * PA + c + 1]);
     }
     for (int e = tid; e < kC * K / 2; e += kThreads) {
       const int r = e / (K / 2), c = 2 * (e % (K / 2));
@@ -508,12 +519,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 }
 
 template <int K, int V>
-cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s) {
+cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
   const size_t bytes = PrepLayout<K, V>::kBytes;
   cudaError_t e =
       cudaFuncSetAttribute(prepare_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
-  prepare_kernel<K, V><<<dim3(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV)), kThreads, bytes, s>>>(p, ws);
+  prepare_kernel<K, V><<<dim3(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV)), kThreads, bytes, s>>>(p, ws, keep);
   return cudaSuccess;
 }
 
@@ -524,9 +535,9 @@ size_t prepare_smem_bytes(int K, int V) {
   return V == 64 ? PrepLayout<128, 64>::kBytes : PrepLayout<128, 128>::kBytes;
 }
 
-cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s) {
-  if (p.K == 64) return p.V == 64 ? launch<64, 64>(p, ws, cap, s) : launch<64, 128>(p, ws, cap, s);
-  return p.V == 64 ? launch<128, 64>(p, ws, cap, s) : launch<128, 128>(p, ws, cap, s);
+cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
+  if (p.K == 64) return p.V == 64 ? launch<64, 64>(p, ws, cap, s, keep) : launch<64, 128>(p, ws, cap, s, keep);
+  return p.V == 64 ? launch<128, 64>(p, ws, cap, s, keep) : launch<128, 128>(p, ws, cap, s, keep);
 }
 
 }  // namespace kda::cuda::chunk

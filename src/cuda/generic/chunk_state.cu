@@ -6,6 +6,8 @@
 //   2  o = scale (Qg S^T + A_qk V_new), stored in the output dtype for the chunk's L rows
 //   3  S = S diag(decay) + V_new^T Kd                      [BV x K]    (registers, then the split smem copy)
 // The state is loaded from initial_state (either layout, or zeros) and written to final_state (either layout).
+// For the backward's recompute (BackwardSaves, chunk_kernels.h) it also writes each chunk's start state and V_new,
+// and skips the output where p.out is null.
 //
 // Precision: every product is bf16x3 on mma.m16n8k16 (chunk_common.cuh): both operands split into bf16 hi / lo,
 // three bf16 products, fp32 accumulation; the state itself is only ever accumulated in fp32 (registers). Why: with
@@ -72,7 +74,8 @@ __device__ __forceinline__ void load_planes(bf16* dst, int pitch, const bf16* sr
 }
 
 template <int K, int BV>
-__global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams p, const char* ws, int vtiles) {
+__global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams p, const char* ws, int vtiles,
+                                                            const BackwardSaves keep) {
   using Ly = StateLayout<K, BV>;
   constexpr int PK = Ly::PK, PA = Ly::PA, PV = Ly::PV, PU = Ly::PU;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -206,6 +209,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
+    if (keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
+      float* const st = keep.starts + (ci * p.HV + hv) * int64_t{V} * K;
+#pragma unroll
+      for (int nt = 0; nt < NT3; ++nt) {
+        const int d = dn0 + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(st + int64_t{v0 + sv} * K + d) = make_float2(S[nt][0], S[nt][1]);
+        *reinterpret_cast<float2*>(st + int64_t{v0 + sv + 8} * K + d) = make_float2(S[nt][2], S[nt][3]);
+      }
+    }
 
     // ---- 1: V_new = U - W S^T. A = W [token][d] (m-major), B = S^T: the state planes [v][d] are n-major.
     cp_async_wait<2>();
@@ -220,6 +232,11 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
         const float2 u1 = *reinterpret_cast<const float2*>(Us + r1 * PU + col);
         store_split2(Vh, Ly::kVPlane, r0 * PV + col, u0.x - acc[nt][0], u0.y - acc[nt][1]);
         store_split2(Vh, Ly::kVPlane, r1 * PV + col, u1.x - acc[nt][2], u1.y - acc[nt][3]);
+        if (keep.vnew) {  // the backward's copy of V_new [C][V]
+          float* const vn = keep.vnew + (ci * p.HV + hv) * int64_t{kC} * V + v0 + col;
+          *reinterpret_cast<float2*>(vn + r0 * V) = make_float2(u0.x - acc[nt][0], u0.y - acc[nt][1]);
+          *reinterpret_cast<float2*>(vn + r1 * V) = make_float2(u1.x - acc[nt][2], u1.y - acc[nt][3]);
+        }
       }
     }
     __syncthreads();  // V_new complete; W and U free
@@ -252,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = half ? r1 : r0;
-        if (r >= rec.len) continue;
+        if (r >= rec.len || p.out == nullptr) continue;
         const int64_t rb_ = ob + (rec.start + r) * p.out_stride[1];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -323,13 +340,13 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 }
 
 template <int K, int BV>
-cudaError_t launch(const ForwardParams& p, const char* ws, cudaStream_t s) {
+cudaError_t launch(const ForwardParams& p, const char* ws, cudaStream_t s, const BackwardSaves& keep) {
   const size_t bytes = StateLayout<K, BV>::kBytes;
   cudaError_t e =
       cudaFuncSetAttribute(state_kernel<K, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const int vtiles = p.V / BV;
-  state_kernel<K, BV><<<static_cast<unsigned>(p.N * p.HV * vtiles), kThreads, bytes, s>>>(p, ws, vtiles);
+  state_kernel<K, BV><<<static_cast<unsigned>(p.N * p.HV * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, keep);
   return cudaSuccess;
 }
 
@@ -340,9 +357,9 @@ size_t state_smem_bytes(int K, int bv) {
   return bv == 64 ? StateLayout<128, 64>::kBytes : StateLayout<128, 32>::kBytes;
 }
 
-cudaError_t launch_state(const ForwardParams& p, const char* ws, int bv, cudaStream_t s) {
-  if (p.K == 64) return bv == 64 ? launch<64, 64>(p, ws, s) : launch<64, 32>(p, ws, s);
-  return bv == 64 ? launch<128, 64>(p, ws, s) : launch<128, 32>(p, ws, s);
+cudaError_t launch_state(const ForwardParams& p, const char* ws, int bv, cudaStream_t s, const BackwardSaves& keep) {
+  if (p.K == 64) return bv == 64 ? launch<64, 64>(p, ws, s, keep) : launch<64, 32>(p, ws, s, keep);
+  return bv == 64 ? launch<128, 64>(p, ws, s, keep) : launch<128, 32>(p, ws, s, keep);
 }
 
 }  // namespace kda::cuda::chunk

@@ -64,29 +64,38 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15)
 
 }  // namespace
 
-bool chunked_forward_supported(const ForwardParams& p) {
+cudaError_t chunk::launch_chunk_map(const ForwardParams& p, char* ws, cudaStream_t s) {
+  build_chunk_map<<<1, kMapThreads, 0, s>>>(p, ws);
+  return cudaGetLastError();
+}
+
+bool chunked_inputs_supported(const ForwardParams& p) {
   if ((p.K != 64 && p.K != 128) || (p.V != 64 && p.V != 128)) return false;
   const kda_dtype_t dt = p.q.dtype;
   if (dt != KDA_DTYPE_BFLOAT16 && dt != KDA_DTYPE_FLOAT16) return false;
   if (p.k.dtype != dt || p.v.dtype != dt) return false;
   if (p.g.dtype != dt && p.g.dtype != KDA_DTYPE_FLOAT32) return false;
   if (p.beta.dtype != dt && p.beta.dtype != KDA_DTYPE_FLOAT32) return false;
-  if (p.out_dtype != KDA_DTYPE_BFLOAT16 && p.out_dtype != KDA_DTYPE_FLOAT16 && p.out_dtype != KDA_DTYPE_FLOAT32)
-    return false;
   if (p.has_initial_state() && p.initial_state.dtype != KDA_DTYPE_FLOAT32) return false;
-  if (p.has_final_state() && p.final_state_dtype != KDA_DTYPE_FLOAT32) return false;
-  // 16-byte vector loads of q, k, v, g rows (8 elements of 2 bytes, or 4 of fp32 g) and pair stores of out.
-  if (p.q.stride[3] != 1 || p.k.stride[3] != 1 || p.v.stride[3] != 1 || p.g.stride[3] != 1 || p.out_stride[3] != 1)
-    return false;
+  // 16-byte vector loads of q, k, v, g rows (8 elements of 2 bytes, or 4 of fp32 g).
+  if (p.q.stride[3] != 1 || p.k.stride[3] != 1 || p.v.stride[3] != 1 || p.g.stride[3] != 1) return false;
   const int g_vec = p.g.dtype == KDA_DTYPE_FLOAT32 ? 4 : 8;
   for (int i = 0; i < 3; ++i)
-    if (p.q.stride[i] % 8 || p.k.stride[i] % 8 || p.v.stride[i] % 8 || p.g.stride[i] % g_vec || p.out_stride[i] % 2)
-      return false;
-  if (p.T > 0 && (!aligned16(p.q.data) || !aligned16(p.k.data) || !aligned16(p.v.data) || !aligned16(p.g.data) ||
-                  !aligned16(p.out)))
+    if (p.q.stride[i] % 8 || p.k.stride[i] % 8 || p.v.stride[i] % 8 || p.g.stride[i] % g_vec) return false;
+  if (p.T > 0 && (!aligned16(p.q.data) || !aligned16(p.k.data) || !aligned16(p.v.data) || !aligned16(p.g.data)))
     return false;
   // Grid limits: phase 1 is (capacity, HV), phase 2 N * HV * (V / 32) at most.
-  if (p.HV > 65535 || chunk_capacity(p.B * p.T, p.N) > INT_MAX || p.N * p.HV * (p.V / 32) > INT_MAX) return false;
+  return p.HV <= 65535 && chunk_capacity(p.B * p.T, p.N) <= INT_MAX && p.N * p.HV * (p.V / 32) <= INT_MAX;
+}
+
+bool chunked_forward_supported(const ForwardParams& p) {
+  if (!chunked_inputs_supported(p)) return false;
+  if (p.out_dtype != KDA_DTYPE_BFLOAT16 && p.out_dtype != KDA_DTYPE_FLOAT16 && p.out_dtype != KDA_DTYPE_FLOAT32)
+    return false;
+  if (p.has_final_state() && p.final_state_dtype != KDA_DTYPE_FLOAT32) return false;
+  // Pair stores of out.
+  if (p.out_stride[3] != 1 || p.out_stride[0] % 2 || p.out_stride[1] % 2 || p.out_stride[2] % 2) return false;
+  if (p.T > 0 && !aligned16(p.out)) return false;
   int optin = 0;
   if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, p.device_id) != cudaSuccess) {
     cudaGetLastError();
@@ -112,8 +121,7 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
     int sms = 0;
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id);
     if (e != cudaSuccess) return e;
-    build_chunk_map<<<1, kMapThreads, 0, s>>>(p, ws);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if ((e = chunk::launch_chunk_map(p, ws, s)) != cudaSuccess) return e;
     const int64_t cap = workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).cap;
     if ((e = chunk::launch_prepare(p, ws, cap, s)) != cudaSuccess) return e;
     if ((e = cudaGetLastError()) != cudaSuccess) return e;

@@ -1,0 +1,113 @@
+// backward_chunked.cu: the launcher of the chunked CUDA backward (chunked_backward*() of cuda_backend.h,
+// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Seven launches on the caller's stream, nothing synchronizes with the
+// host (CUDA-graph capturable), every buffer in the caller's workspace (chunk_map.h BackwardLayout):
+//   0  launch_chunk_map: the chunk list from cu_seqlens
+//   1  chunk_prepare.cu (the forward's phase 1), keeping A' and T
+//   2  chunk_state.cu (the forward's state pass, no output), keeping the chunk-start states and V_new
+//   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
+//   4  chunk_grad.cu: every per-token gradient, per (chunk, value head)
+//   5  finalize_qk_kernel: dq / dk summed over each value-head group, through the L2 norm's backward
+//   6  gate_params_kernel: ddt_bias / dA_log from the per-chunk partials, in chunk order
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/cuda_backend.h"
+#include "cuda/device_common.cuh"
+#include "cuda/generic/backward_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
+#include "cuda/generic/chunk_map.h"
+#include "cuda/launch.h"
+
+namespace kda::cuda {
+
+Status chunked_backward_support(const BackwardParams& bp) {
+  const ForwardParams& p = bp.f;
+  if (!chunked_inputs_supported(p))
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "backend: the KDA_BACKEND_CUDA_CHUNKED backward takes K and V in {64, 128}, bf16 or fp16 q/k/v with "
+                  "unit innermost strides and 16-byte aligned rows; use KDA_BACKEND_AUTO for everything else"};
+  if (bp.dfinal.data && bp.dfinal.dtype != KDA_DTYPE_FLOAT32)
+    return Status{KDA_STATUS_NOT_SUPPORTED, "dfinal_state: the CUDA backward reads float32 only"};
+  const GradView* grads[] = {&bp.dq, &bp.dk, &bp.dv, &bp.dg, &bp.dbeta, &bp.dA_log, &bp.ddt_bias, &bp.dh0};
+  for (const GradView* g : grads)
+    if (g->data && g->dtype == KDA_DTYPE_FLOAT64)
+      return Status{KDA_STATUS_NOT_SUPPORTED, "gradients: float64 gradient tensors are KDA_BACKEND_REFERENCE only"};
+  if (static_cast<int64_t>(p.N) * p.HV * (p.V / 32) > INT_MAX)
+    return Status{KDA_STATUS_NOT_SUPPORTED, "q: too many sequences x heads for the chunked backward's grid"};
+  int optin = 0;
+  if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, p.device_id) != cudaSuccess) {
+    cudaGetLastError();
+    return Status{KDA_STATUS_CUDA_ERROR, "device: cannot read its shared-memory limit"};
+  }
+  const size_t need = std::max({chunk::prepare_smem_bytes(p.K, p.V), chunk::state_smem_bytes(p.K, 64),
+                                chunk::reverse_smem_bytes(p.K, 64), chunk::grad_smem_bytes(p.K, p.V)});
+  if (static_cast<size_t>(optin) < need)
+    return make_status(KDA_STATUS_NOT_SUPPORTED,
+                       "device: the chunked backward needs %zu bytes of shared memory per block, the device offers %d",
+                       need, optin);
+  return Status::Ok();
+}
+
+Status chunked_backward_workspace_size(const BackwardParams& bp, size_t* bytes) {
+  KDA_RETURN_IF_ERROR(chunked_backward_support(bp));
+  const ForwardParams& p = bp.f;
+  *bytes = static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V).bytes);
+  return Status::Ok();
+}
+
+Status chunked_backward(const BackwardParams& bp, void* workspace, size_t workspace_bytes, void* stream) {
+  KDA_RETURN_IF_ERROR(chunked_backward_support(bp));
+  const ForwardParams& p = bp.f;
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V);
+  if (workspace_bytes < static_cast<size_t>(bl.bytes))
+    return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %lld needed", workspace_bytes,
+                       static_cast<long long>(bl.bytes));
+  if ((reinterpret_cast<uintptr_t>(workspace) & 255) != 0)
+    return Status{KDA_STATUS_INVALID_ARGUMENT, "workspace: the chunked CUDA backward needs a 256-byte aligned workspace"};
+  return launch_on_device(p.device_id, "kda chunked backward kernel launch", [&] {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    char* const ws = static_cast<char*>(workspace);
+    int sms = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id);
+    if (e != cudaSuccess) return e;
+    // The forward's inputs, without its outputs: the recompute writes only the workspace.
+    ForwardParams f = p;
+    f.out = nullptr;
+    f.final_state = nullptr;
+    f.ckpt = nullptr;
+    const int bv = choose_v_tile(p.N * p.HV, p.V, sms);
+    if (p.N > 0) {
+      if ((e = chunk::launch_chunk_map(f, ws, s)) != cudaSuccess) return e;
+      chunk::BackwardSaves keep1, keep2;
+      keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
+      keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
+      keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
+      keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
+      if ((e = chunk::launch_prepare(f, ws, bl.fwd.cap, s, keep1)) != cudaSuccess) return e;
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      if ((e = chunk::launch_state(f, ws, bv, s, keep2)) != cudaSuccess) return e;
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      if ((e = chunk::launch_reverse(bp, ws, bv, s)) != cudaSuccess) return e;
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      if ((e = chunk::launch_grad(bp, ws, s)) != cudaSuccess) return e;
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    const int64_t rows = 2 * p.B * p.T * p.H;
+    if (rows > 0) {
+      const int64_t blocks = std::min<int64_t>((rows + 7) / 8, 65535);
+      const float* dqk = reinterpret_cast<const float*>(ws + bl.dqk);
+      if (p.K == 64)
+        finalize_qk_kernel<64><<<static_cast<unsigned>(blocks), 256, 0, s>>>(bp, dqk, rows);
+      else
+        finalize_qk_kernel<128><<<static_cast<unsigned>(blocks), 256, 0, s>>>(bp, dqk, rows);
+    }
+    if (p.gate_mode != KDA_GATE_LOG_DECAY) {
+      const int64_t entries = static_cast<int64_t>(p.HV) * (p.K + 1);
+      const double* part = reinterpret_cast<const double*>(ws + bl.gate);
+      gate_params_kernel<<<static_cast<unsigned>((entries + 255) / 256), 256, 0, s>>>(bp, part, p.N > 0 ? bl.fwd.cap : 0);
+    }
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace kda::cuda

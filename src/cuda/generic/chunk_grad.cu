@@ -1,0 +1,415 @@
+// chunk_grad.cu: the chunked backward's gradient pass (docs/backward.md, kernel 3): per (chunk, value head), every
+// gradient of the chunk's tokens from the saved forward quantities (BackwardLayout: A', T, S0, V_new; phase 1's
+// U0 and W tiles) and the reverse pass's dU and chunk-end dS. Line by line the safe form of the CPU backend's
+// chunked core (src/cpu/backward_cpu.cpp), in fp32:
+//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation), beta (activation)       [smem]
+//   P1  dM = lower(dO' V_new^T), QS = dO' S0, KD = V_new dS, dW = -dU S0                            (dO' = scale dO)
+//   P2  dBV = T^T dU, dBK = T^T dW
+//   P3  dA = -strictly_lower(dBV U0^T + dBK W^T)
+//   P4  per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf, and the log-decay
+//       gradient summed over the runs each exponent spans (never a difference of cumulated sums); then the pair
+//       products through D[r, c] = exp2(sum of g over c+1 .. r), accumulated along c from the diagonal so each D is
+//       one exp2 of a local sum: dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K
+//       (column side), dg += the pairs spanning each token
+//   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV
+//   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
+//       the L2 norm's backward); dg through the gate activation; the chunk's partial sums of ddt_bias and dA_log
+// Deterministic: no atomics, every sum in a fixed order.
+//
+// This is the first, plain version: the products are a block-wide fp32 SIMT GEMM (block_gemm: 64 x N outputs, 4 x
+// N / 16 per thread, operands staged through shared memory 16 k-steps at a time) and the pair products run one
+// thread per channel. Tensor-core products and a factored pair decay are the next step once this one is measured.
+//
+// Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
+// the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
+// terms [64][K] each, dM and dA [64][64], staging: 210,176 bytes, one CTA per SM. The other intermediates live in
+// the CTA's slice of workspace scratch (9 arrays of [64][max(K, V)] fp32).
+#include <climits>
+#include <cstdint>
+
+#include "cuda/device_common.cuh"
+#include "cuda/generic/backward_common.cuh"
+#include "cuda/generic/chunk_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
+#include "cuda/generic/chunk_map.h"
+
+namespace kda::cuda::chunk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kC = kChunk;
+
+template <int K, int V>
+struct GradLayout {  // float offsets into shared memory
+  static constexpr int W = K > V ? K : V;
+  static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDkc = kG + kC * K, kX = kDkc + kC * K;
+  static constexpr int kM = kX + kC * K, kA = kM + kC * kC;
+  static constexpr int kAs = kA + kC * kC, kBs = kAs + 16 * (kC + 4), kBeta = kBs + 16 * (W + 4);
+  static constexpr size_t kBytes = sizeof(float) * (kBeta + kC);
+};
+
+// acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple
+// of 16. Thread (tr, tc) = (tid / 16, tid % 16) owns rows 4 tr .. 4 tr + 3 and columns tc + 16 j. Ends with a barrier,
+// so the caller may restage right after.
+template <int N, class FA, class FB>
+__device__ __forceinline__ void block_gemm(float* As, float* Bs, int kin, FA fa, FB fb, float (&acc)[4][N / 16]) {
+  constexpr int PA = kC + 4, PB = N + 4;
+  const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
+  for (int k0 = 0; k0 < kin; k0 += 16) {
+    for (int e = tid; e < 16 * kC; e += kThreads) {
+      const int r = e >> 4, kk = e & 15;
+      As[kk * PA + r] = fa(r, k0 + kk);
+    }
+    for (int e = tid; e < 16 * N; e += kThreads) {
+      const int kk = e / N, c = e % N;
+      Bs[kk * PB + c] = fb(k0 + kk, c);
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int kk = 0; kk < 16; ++kk) {
+      const float4 a = *reinterpret_cast<const float4*>(As + kk * PA + 4 * tr);
+#pragma unroll
+      for (int j = 0; j < N / 16; ++j) {
+        const float bv = Bs[kk * PB + tc + 16 * j];
+        acc[0][j] = fmaf(a.x, bv, acc[0][j]);
+        acc[1][j] = fmaf(a.y, bv, acc[1][j]);
+        acc[2][j] = fmaf(a.z, bv, acc[2][j]);
+        acc[3][j] = fmaf(a.w, bv, acc[3][j]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[4][N / 16]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) acc[i][j] = 0.0f;
+}
+
+// Calls epi(row, col, value) for each of this thread's block_gemm outputs.
+template <int N, class Epi>
+__device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi epi) {
+  const int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < N / 16; ++j) epi(4 * tr + i, tc + 16 * j, acc[i][j]);
+}
+
+__device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+
+template <int K, int V>
+__global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams bp, char* ws) {
+  using Ly = GradLayout<K, V>;
+  constexpr int W = Ly::W, CK = K / 32;
+  const ForwardParams& p = bp.f;
+  extern __shared__ __align__(16) float smem[];
+  float* const Qs = smem + Ly::kQ;      // q_hat [C][K] (not scaled)
+  float* const Ks = smem + Ly::kK;      // k_hat [C][K]
+  float* const Gs = smem + Ly::kG;      // g_log [C][K], log2 units
+  float* const Dkc = smem + Ly::kDkc;   // column-side pair terms of dk [C][K]
+  float* const Xs = smem + Ly::kX;      // per-channel pair terms [C][K]
+  float* const dMs = smem + Ly::kM;     // dM [C][C]
+  float* const dAs = smem + Ly::kA;     // dA [C][C] (not scaled by beta)
+  float* const As = smem + Ly::kAs;
+  float* const Bs = smem + Ly::kBs;
+  float* const beta_s = smem + Ly::kBeta;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const WorkspaceLayout& wl = bl.fwd;
+  const int64_t count = *reinterpret_cast<const int64_t*>(ws);
+  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const TileLayout tl{K, V};
+  float* const scr = reinterpret_cast<float*>(ws + bl.scratch) + blockIdx.x * int64_t{kGradScratch} * kC * W;
+  float* const QS = scr;                // dO' S0 [C][K]
+  float* const KDg = scr + kC * W;      // V_new dS [C][K]
+  float* const dWg = scr + 2 * kC * W;  // -dU S0 [C][K]
+  float* const BV = scr + 3 * kC * W;   // T^T dU [C][V]
+  float* const BK = scr + 4 * kC * W;   // T^T dW [C][K]
+  float* const DQ = scr + 5 * kC * W;   // dq_hat [C][K]
+  float* const DK = scr + 6 * kC * W;   // dk_hat, all but the column-side pair terms [C][K]
+  float* const DG = scr + 7 * kC * W;   // d g_log [C][K]
+  float* const TB = scr + 8 * kC * W;   // dBK . K . E, dbeta's third term before its row sum [C][K]
+  const bool has_a = p.has_A_log();
+  const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
+  const TensorView& dO = bp.dout;
+  float* const dqk = reinterpret_cast<float*>(ws + bl.dqk);  // [2][B T][HV][K]
+
+#pragma unroll 1
+  for (int64_t task = blockIdx.x; task < wl.cap * p.HV; task += gridDim.x) {
+    const int64_t ci = task / p.HV;
+    const int hv = static_cast<int>(task % p.HV), h = hv / p.group;
+    double* const part = reinterpret_cast<double*>(ws + bl.gate) + task * (K + 1);
+    if (ci >= count) {  // past the list: its gate partials are zeros (the reduction reads every entry)
+      for (int d = tid; d <= K; d += kThreads) part[d] = 0.0;
+      continue;
+    }
+    const ChunkRec rec = list[ci];
+    const int L = rec.len;
+    const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
+    const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+    const float* const S0 = reinterpret_cast<const float*>(ws + bl.starts) + task * int64_t{V} * K;
+    const float* const dSe = reinterpret_cast<const float*>(ws + bl.dsend) + task * int64_t{V} * K;
+    const float* const Vn = reinterpret_cast<const float*>(ws + bl.vnew) + task * int64_t{kC} * V;
+    const float* const dU = reinterpret_cast<const float*>(ws + bl.du) + task * int64_t{kC} * V;
+    const float* const Tm = reinterpret_cast<const float*>(ws + bl.tinv) + task * int64_t{kC} * kC;
+    const float* const Ap = reinterpret_cast<const float*>(ws + bl.akk) + task * int64_t{kC} * kC;
+    const float* const tile = reinterpret_cast<const float*>(ws + wl.tiles) + task * tl.floats();
+    const float* const U0 = tile + tl.U();
+    const __nv_bfloat16* const Wp = reinterpret_cast<const __nv_bfloat16*>(tile + tl.W());  // hi, then lo plane
+
+    // ---- P0: stage. Warp w: rows w, w + 8, ...; lane: channels lane + 32 j. Rows past L are zeros.
+    for (int r = warp; r < kC; r += kThreads / 32) {
+      const int64_t t = t0 + r;
+      float q[CK], k[CK];
+#pragma unroll
+      for (int j = 0; j < CK; ++j) q[j] = k[j] = 0.0f;
+      if (r < L) {
+        const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
+        const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
+#pragma unroll
+        for (int j = 0; j < CK; ++j) {
+          q[j] = load_f(p.q.data, p.q.dtype, qb + (32 * j + lane) * p.q.stride[3]);
+          k[j] = load_f(p.k.data, p.k.dtype, kb + (32 * j + lane) * p.k.stride[3]);
+        }
+        if (p.use_qk_l2norm) {
+          const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
+#pragma unroll
+          for (int j = 0; j < CK; ++j) {
+            q[j] *= iq;
+            k[j] *= ik;
+          }
+        }
+      }
+      const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+#pragma unroll
+      for (int j = 0; j < CK; ++j) {
+        const int d = 32 * j + lane;
+        Qs[r * K + d] = q[j];
+        Ks[r * K + d] = k[j];
+        float gl = 0.0f;
+        if (r < L) {
+          const float g = load_f(p.g.data, p.g.dtype, gb + d * p.g.stride[3]);
+          const float bias = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
+                                                                               d * p.dt_bias.stride[1]]
+                                   : 0.0f;
+          gl = gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound) * kLog2e;
+        }
+        Gs[r * K + d] = gl;
+      }
+      if (lane == 0)
+        beta_s[r] = r < L ? beta_activation<float>(load_f(p.beta.data, p.beta.dtype,
+                                                          b * p.beta.stride[0] + t * p.beta.stride[1] +
+                                                              hv * p.beta.stride[2]),
+                                                   p.beta_is_logits, p.allow_neg_eigval)
+                          : 0.0f;
+    }
+    __syncthreads();
+
+    // ---- P1: the products with the state and V_new (inner dimension V).
+    auto dOp = [&](int t, int v) {
+      return t < L ? p.scale * load_f(dO.data, dO.dtype,
+                                      b * dO.stride[0] + (t0 + t) * dO.stride[1] + hv * dO.stride[2] + v * dO.stride[3])
+                   : 0.0f;
+    };
+    auto s0_at = [&](int v, int d) { return S0[v * K + d]; };
+    {
+      float acc[4][kC / 16];
+      zero<kC>(acc);
+      block_gemm<kC>(As, Bs, V, dOp, [&](int v, int c) { return Vn[c * V + v]; }, acc);
+      for_each_out<kC>(acc, [&](int r, int c, float x) { dMs[r * kC + c] = c <= r ? x : 0.0f; });
+    }
+    {
+      float acc[4][K / 16];
+      zero<K>(acc);
+      block_gemm<K>(As, Bs, V, dOp, s0_at, acc);
+      for_each_out<K>(acc, [&](int r, int c, float x) { QS[r * K + c] = x; });
+      zero<K>(acc);
+      block_gemm<K>(As, Bs, V, [&](int t, int v) { return Vn[t * V + v]; }, [&](int v, int d) { return dSe[v * K + d]; },
+                    acc);
+      for_each_out<K>(acc, [&](int r, int c, float x) { KDg[r * K + c] = x; });
+      zero<K>(acc);
+      block_gemm<K>(As, Bs, V, [&](int t, int v) { return dU[t * V + v]; }, s0_at, acc);
+      for_each_out<K>(acc, [&](int r, int c, float x) { dWg[r * K + c] = -x; });
+    }
+    __syncthreads();
+
+    // ---- P2: dBV = T^T dU, dBK = T^T dW (T lower triangular: only its entries r >= t are read).
+    auto tT = [&](int t, int r) { return r >= t ? Tm[r * kC + t] : 0.0f; };
+    {
+      float acc[4][V / 16];
+      zero<V>(acc);
+      block_gemm<V>(As, Bs, kC, tT, [&](int r, int v) { return dU[r * V + v]; }, acc);
+      for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = x; });
+    }
+    {
+      float acc[4][K / 16];
+      zero<K>(acc);
+      block_gemm<K>(As, Bs, kC, tT, [&](int r, int d) { return dWg[r * K + d]; }, acc);
+      for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
+    }
+    __syncthreads();
+
+    // ---- P3: dA = -strictly_lower(dBV U0^T + dBK W^T); W from its bf16 hi / lo planes.
+    {
+      float acc[4][kC / 16];
+      zero<kC>(acc);
+      block_gemm<kC>(As, Bs, V, [&](int t, int v) { return BV[t * V + v]; }, [&](int v, int c) { return U0[c * V + v]; },
+                     acc);
+      block_gemm<kC>(As, Bs, K, [&](int t, int d) { return BK[t * K + d]; },
+                     [&](int d, int c) { return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d); }, acc);
+      for_each_out<kC>(acc, [&](int r, int c, float x) { dAs[r * kC + c] = c < r ? -x : 0.0f; });
+    }
+    __syncthreads();
+
+    // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
+    if (tid < K) {
+      const int d = tid;
+      // Runs 0 .. t (exp(Gamma_t) in Qg and in W's rows): dq = QS . E, dk = beta dBK . E; their coefficients
+      // q dq + k dk (the log-decay gradient of every s <= t) go to DG, summed backwards below.
+      float gam = 0.0f;
+      for (int t = 0; t < kC; ++t) {
+        gam += Gs[t * K + d];
+        const float e = ex2(gam);
+        const float dqe = QS[t * K + d] * e, bk = BK[t * K + d];
+        const float dke = beta_s[t] * bk * e;
+        DQ[t * K + d] = dqe;
+        DK[t * K + d] = dke;
+        TB[t * K + d] = bk * Ks[t * K + d] * e;
+        DG[t * K + d] = Qs[t * K + d] * dqe + Ks[t * K + d] * dke;
+        Dkc[t * K + d] = 0.0f;
+      }
+      // The whole chunk: S0's decay exp(Gamma_C), coefficient colsum(S0 . dS).
+      float cs = 0.0f;
+      for (int v = 0; v < V; ++v) cs = fmaf(S0[v * K + d], dSe[v * K + d], cs);
+      const float whole = cs * ex2(gam);
+      // Runs t+1 .. end (K . Esuf): dk += KD . Esuf; its coefficient k dk (of every s > t) is summed forwards.
+      float suf = 0.0f, head = 0.0f;
+      for (int t = kC - 1; t >= 0; --t) {
+        const float dkd = KDg[t * K + d] * ex2(suf);
+        DK[t * K + d] += dkd;
+        Xs[t * K + d] = Ks[t * K + d] * dkd;
+        head += DG[t * K + d];
+        DG[t * K + d] = head + whole;
+        suf += Gs[t * K + d];
+      }
+      float tail = 0.0f;
+      for (int t = 0; t < kC; ++t) {
+        DG[t * K + d] += tail;
+        tail += Xs[t * K + d];
+      }
+      // Pairs (r, c <= r) of A_qk and A': D = exp2(sum of g over c+1 .. r), accumulated from the diagonal down.
+      for (int r = 0; r < L; ++r) {
+        const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
+        float dq = 0.0f, dk = 0.0f, ex = 0.0f;
+        for (int c = r; c >= 0; --c) {
+          const float D = ex2(ex);
+          const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = Ks[c * K + d];
+          dq = fmaf(wm * kc, D, dq);
+          dk = fmaf(wa * kc, D, dk);
+          const float z = (wm * qr + wa * kr) * D;
+          Dkc[c * K + d] += z;
+          Xs[c * K + d] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
+          ex += Gs[c * K + d];
+        }
+        DQ[r * K + d] += dq;
+        DK[r * K + d] += dk;
+        float pre = 0.0f;
+        for (int c = 0; c < r; ++c) {
+          pre += Xs[c * K + d];
+          DG[(c + 1) * K + d] += pre;
+        }
+      }
+    }
+    __syncthreads();
+
+    // ---- P5: per row (a warp each): dbeta and dv.
+    for (int r = warp; r < L; r += kThreads / 32) {
+      const int64_t t = t0 + r;
+      float s = 0.0f;
+      for (int c = lane; c < r; c += 32) s = fmaf(dAs[r * kC + c], Ap[r * kC + c], s);
+      const int64_t vb = b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2];
+      const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
+      for (int v = lane; v < V; v += 32) {
+        const float x = BV[r * V + v];
+        s = fmaf(x, load_f(p.v.data, p.v.dtype, vb + v * p.v.stride[3]), s);
+        if (bp.dv.data) store_out(bp.dv.data, bp.dv.dtype, dvb + v * bp.dv.stride[3], beta_s[r] * x);
+      }
+      for (int d = lane; d < K; d += 32) s += TB[r * K + d];
+      s = group_sum<32>(s);
+      if (lane == 0 && bp.dbeta.data) {
+        if (p.beta_is_logits) {
+          const float braw =
+              load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
+          const float sg = sigmoid(braw);
+          s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sg * (1.0f - sg);
+        }
+        store_out(bp.dbeta.data, bp.dbeta.dtype,
+                  b * bp.dbeta.stride[0] + t * bp.dbeta.stride[1] + hv * bp.dbeta.stride[2], s);
+      }
+    }
+
+    // ---- P6: per channel, dq_hat / dk_hat of this value head, dg through the activation, the gate partials.
+    double acc_bias = 0.0, acc_a = 0.0;
+    if (tid < K) {
+      const int d = tid;
+      const float bias =
+          gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]] : 0.0f;
+      for (int r = 0; r < L; ++r) {
+        const int64_t t = t0 + r, bt = b * p.T + t;
+        dqk[(bt * p.HV + hv) * K + d] = DQ[r * K + d];
+        dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = DK[r * K + d] + Dkc[r * K + d];
+        const float g = load_f(p.g.data, p.g.dtype, b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2] +
+                                                        d * p.g.stride[3]);
+        const float glog = gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound);
+        float dx, dA;
+        gate_grad(p, g + bias, a_log, has_a, glog, DG[r * K + d], &dx, &dA);
+        if (bp.dg.data)
+          store_out(bp.dg.data, bp.dg.dtype,
+                    b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
+        acc_bias += dx;
+        acc_a += dA;
+      }
+      part[d] = acc_bias;
+    }
+    if (tid < K) reinterpret_cast<double*>(Xs)[tid] = acc_a;  // Xs is free after P4
+    __syncthreads();
+    if (tid == 0) {
+      double s = 0.0;
+      for (int d = 0; d < K; ++d) s += reinterpret_cast<const double*>(Xs)[d];
+      part[K] = s;
+    }
+    __syncthreads();  // the next task restages every shared buffer
+  }
+}
+
+template <int K, int V>
+cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const size_t bytes = GradLayout<K, V>::kBytes;
+  cudaError_t e =
+      cudaFuncSetAttribute(grad_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  const ForwardParams& p = bp.f;
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  grad_kernel<K, V><<<static_cast<unsigned>(bl.grad_ctas), kThreads, bytes, s>>>(bp, ws);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+size_t grad_smem_bytes(int K, int V) {
+  if (K == 64) return V == 64 ? GradLayout<64, 64>::kBytes : GradLayout<64, 128>::kBytes;
+  return V == 64 ? GradLayout<128, 64>::kBytes : GradLayout<128, 128>::kBytes;
+}
+
+cudaError_t launch_grad(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const ForwardParams& p = bp.f;
+  if (p.K == 64) return p.V == 64 ? launch<64, 64>(bp, ws, s) : launch<64, 128>(bp, ws, s);
+  return p.V == 64 ? launch<128, 64>(bp, ws, s) : launch<128, 128>(bp, ws, s);
+}
+
+}  // namespace kda::cuda::chunk

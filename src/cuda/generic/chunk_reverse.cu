@@ -1,0 +1,322 @@
+// chunk_reverse.cu: the chunked backward's reverse state pass (docs/backward.md, kernel 2): the only serial chain of
+// the backward, the mirror of the forward's state pass (chunk_state.cu). One CTA of 256 threads (8 warps) per
+// (sequence n, value head hv, V tile of BV columns); it walks the sequence's chunks from the last with its BV x K
+// slice of dS (the gradient of the state at the current chunk's end) in registers, and per chunk, from phase 1's
+// tiles (W, Qg, Kd, A_qk, decay) and dO' = scale dO:
+//   0  dS -> workspace dsend (the gradient pass reads it)
+//   A  dU = A_qk^T dO' + Kd dS^T                             [64 x BV]  -> workspace du, and -dU to smem
+//   B  dS = dS diag(decay) + dO'^T Qg - dU^T W               [BV x K]   (registers, then the split smem copy)
+// which is the forward's V_new = U - W S^T, o = scale (Qg S^T + A_qk V_new), S' = S diag(decay) + V_new^T Kd run
+// backwards. It starts from dfinal_state (or zeros) and ends with the gradient of the initial state (dh0).
+//
+// Precision: as the forward's state pass, every product is bf16x3 on mma.m16n8k16 (both operands as hi / lo bf16
+// planes, fp32 accumulation) and dS itself is accumulated in fp32 registers; phase 1's tiles are already split.
+//
+// Loads: two cp.async groups per chunk, {Kd, A_qk} for step A and {Qg, W, decay} for step B, each issued as soon as
+// the previous chunk has finished with its buffers and waited for (wait_group 1) just before its step; dO is read
+// with plain loads (converted, scaled and split) at the top of each chunk.
+//
+// Shared memory (K = 128, BV = 64): planes of W, Qg, Kd [64][K + 8], of dS [BV][K + 8], A_qk [64][72], dO' and -dU
+// [64][BV + 8]; decay [K]: 195,072 bytes, one CTA per SM. Registers: dS's tile as the forward's state tile.
+#include <climits>
+#include <cstdint>
+
+#include "cuda/device_common.cuh"
+#include "cuda/generic/chunk_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
+#include "cuda/generic/chunk_map.h"
+#include "cuda/generic/mma_layout.h"
+
+namespace kda::cuda::chunk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kC = kChunk;
+using bf16 = __nv_bfloat16;
+
+// Byte offsets of the shared-memory buffers; a plane pair is the hi plane followed by the lo plane.
+template <int K, int BV>
+struct ReverseLayout {
+  static constexpr int PK = K + 8;   // W, Qg, Kd, dS planes (bf16 elements per row)
+  static constexpr int PA = kC + 8;  // A_qk planes
+  static constexpr int PV = BV + 8;  // dO' and -dU planes
+  static constexpr int kRowPlane = kC * PK, kSPlane = BV * PK, kAPlane = kC * PA, kVPlane = kC * PV;  // elements
+  static constexpr size_t kW = 0, kQ = kW + 4 * kRowPlane, kKd = kQ + 4 * kRowPlane, kS = kKd + 4 * kRowPlane;
+  static constexpr size_t kA = kS + 4 * kSPlane, kO = kA + 4 * kAPlane, kU = kO + 4 * kVPlane;
+  static constexpr size_t kDec = kU + 4 * kVPlane;
+  static constexpr size_t kBytes = kDec + 4 * K;
+};
+
+// cp.async of a [rows][cols] hi / lo plane pair stored densely in the workspace into a plane pair of pitch `pitch`.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_planes(bf16* dst, int pitch, const bf16* src, int tid) {
+  constexpr int kPerRow = COLS / 8, kPerPlane = ROWS * kPerRow;
+  for (int e = tid; e < 2 * kPerPlane; e += kThreads) {
+    const int plane = e / kPerPlane, rem = e % kPerPlane, r = rem / kPerRow, c = 8 * (rem % kPerRow);
+    cp_async16(dst + plane * ROWS * pitch + r * pitch + c, src + plane * ROWS * COLS + r * COLS + c);
+  }
+}
+
+template <int K, int BV>
+__global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardParams bp, char* ws, int vtiles) {
+  using Ly = ReverseLayout<K, BV>;
+  constexpr int PK = Ly::PK, PA = Ly::PA, PV = Ly::PV;
+  const ForwardParams& p = bp.f;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* const Wh = reinterpret_cast<bf16*>(smem + Ly::kW);
+  bf16* const Qh = reinterpret_cast<bf16*>(smem + Ly::kQ);
+  bf16* const Kh = reinterpret_cast<bf16*>(smem + Ly::kKd);
+  bf16* const Sh = reinterpret_cast<bf16*>(smem + Ly::kS);
+  bf16* const Ah = reinterpret_cast<bf16*>(smem + Ly::kA);
+  bf16* const Oh = reinterpret_cast<bf16*>(smem + Ly::kO);
+  bf16* const Uh = reinterpret_cast<bf16*>(smem + Ly::kU);
+  float* const dec = reinterpret_cast<float*>(smem + Ly::kDec);
+  const bf16* const Wl = Wh + Ly::kRowPlane;
+  const bf16* const Ql = Qh + Ly::kRowPlane;
+  const bf16* const Kl = Kh + Ly::kRowPlane;
+  const bf16* const Sl = Sh + Ly::kSPlane;
+  const bf16* const Al = Ah + Ly::kAPlane;
+  const bf16* const Ol = Oh + Ly::kVPlane;
+  const bf16* const Ul = Uh + Ly::kVPlane;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int grp = lane >> 2, tig = lane & 3;
+  const int vt = static_cast<int>(blockIdx.x % vtiles);
+  const int64_t nh = blockIdx.x / vtiles;
+  const int hv = static_cast<int>(nh % p.HV);
+  const int64_t n = nh / p.HV;
+  const int v0 = vt * BV;
+  const int V = p.V;
+
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const WorkspaceLayout& wl = bl.fwd;
+  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
+  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const TileLayout tl{K, V};
+  const float* const tiles = reinterpret_cast<const float*>(ws + wl.tiles);
+  float* const du_g = reinterpret_cast<float*>(ws + bl.du);
+  float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
+  const int64_t first = seq_first[n], last = seq_first[n + 1];
+  const int64_t b = p.has_cu_seqlens() ? 0 : n;
+
+  // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree).
+  auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
+  auto load_a = [&](int64_t ci) {
+    if (ci >= first) {
+      const float* t = tile_of(ci);
+      load_planes<kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
+      load_planes<kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
+    }
+    cp_async_commit();
+  };
+  auto load_b = [&](int64_t ci) {
+    if (ci >= first) {
+      const float* t = tile_of(ci);
+      load_planes<kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
+      load_planes<kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
+      for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
+    }
+    cp_async_commit();
+  };
+  load_a(last - 1);
+  load_b(last - 1);
+
+  const LdsmRow ra = ldsm_a_rowmajor(lane), rat = ldsm_a_kmajor(lane), rb = ldsm_b_nmajor(lane),
+                rbt = ldsm_b_kmajor(lane);
+  // Step A: warp = rows 16 m .. (4 row tiles), columns (BV / 2) nh2 .. (NT = BV / 16 n-tiles of 8).
+  constexpr int NT = BV / 16;
+  const int m = warp & 3, nh2 = warp >> 2;
+  const int r0 = 16 * m + grp, r1 = r0 + 8, cw = (BV / 2) * nh2;
+  // Step B: warp = dS rows 16 mv .. (BV / 16 row tiles), columns dn0 .. (K / NSPLIT, NT3 n-tiles of 8).
+  constexpr int MT = BV / 16, NSPLIT = 8 / MT, NT3 = K / (8 * NSPLIT);
+  const int mv = warp % MT, dn0 = (warp / MT) * (K / NSPLIT);
+  const int sv = 16 * mv + grp;  // this lane's dS rows sv, sv + 8; columns dn0 + 8 nt + 2 tig, +1
+
+  float dS[NT3][4];
+#pragma unroll
+  for (int nt = 0; nt < NT3; ++nt) {
+    const int d = dn0 + 8 * nt + 2 * tig;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
+      dS[nt][e] = bp.dfinal.data
+                      ? static_cast<const float*>(bp.dfinal.data)[p.state_offset(bp.dfinal.stride, n, hv, v0 + v, dd)]
+                      : 0.0f;
+    }
+  }
+  auto store_state_planes = [&] {
+#pragma unroll
+    for (int nt = 0; nt < NT3; ++nt) {
+      const int d = dn0 + 8 * nt + 2 * tig;
+      store_split2(Sh, Ly::kSPlane, sv * PK + d, dS[nt][0], dS[nt][1]);
+      store_split2(Sh, Ly::kSPlane, (sv + 8) * PK + d, dS[nt][2], dS[nt][3]);
+    }
+  };
+  store_state_planes();
+
+  // acc += A^T B over the chunk's 64 tokens for this warp's step-B tile: A [token][v] planes (pitch PV, k-major,
+  // the columns of this warp's dS rows), B [token][d] planes (pitch PK, k-major).
+  auto add_t_product = [&](const bf16* Ah_, const bf16* Al_, const bf16* Bh_, const bf16* Bl_) {
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+      uint32_t ah[4], al[4];
+      const int ao = (16 * ks + rat.row) * PV + 16 * mv + rat.col;
+      ldsm_x4<true>(ah, Ah_ + ao);
+      ldsm_x4<true>(al, Al_ + ao);
+#pragma unroll
+      for (int np = 0; np < NT3 / 2; ++np) {
+        uint32_t bh[4], bl[4];
+        const int bo = (16 * ks + rbt.row) * PK + dn0 + 16 * np + rbt.col;
+        ldsm_x4<true>(bh, Bh_ + bo);
+        ldsm_x4<true>(bl, Bl_ + bo);
+        mma_bf16x3(dS[2 * np], ah, al, bh, bl, 0);
+        mma_bf16x3(dS[2 * np + 1], ah, al, bh, bl, 1);
+      }
+    }
+  };
+
+#pragma unroll 1
+  for (int64_t ci = last - 1; ci >= first; --ci) {
+    const ChunkRec rec = list[ci];
+
+    // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
+    {
+      float* const ds = dsend_g + (ci * p.HV + hv) * int64_t{V} * K;
+#pragma unroll
+      for (int nt = 0; nt < NT3; ++nt) {
+        const int d = dn0 + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(ds + int64_t{v0 + sv} * K + d) = make_float2(dS[nt][0], dS[nt][1]);
+        *reinterpret_cast<float2*>(ds + int64_t{v0 + sv + 8} * K + d) = make_float2(dS[nt][2], dS[nt][3]);
+      }
+    }
+    // dO' = scale dO of the chunk's rows (zeros past its length), split into planes [token][v].
+    {
+      const TensorView& dO = bp.dout;
+      const int64_t base = b * dO.stride[0] + hv * dO.stride[2];
+      for (int e = tid; e < kC * BV / 2; e += kThreads) {
+        const int r = e / (BV / 2), c = 2 * (e % (BV / 2));
+        float x0 = 0.0f, x1 = 0.0f;
+        if (r < rec.len) {
+          const int64_t o = base + (rec.start + r) * dO.stride[1] + (v0 + c) * dO.stride[3];
+          x0 = p.scale * scalar_to_float(dO.data, dO.dtype, o);
+          x1 = p.scale * scalar_to_float(dO.data, dO.dtype, o + dO.stride[3]);
+        }
+        store_split2(Oh, Ly::kVPlane, r * PV + c, x0, x1);
+      }
+    }
+
+    // ---- A: dU = A_qk^T dO' + Kd dS^T. A_qk^T: the A_qk planes [r][t] are k-major for A = [t][r] (trans); it is
+    // upper triangular (A_qk lower), so the k-steps start at the diagonal block. dO' [r][v] is k-major (trans).
+    // Kd [t][d] row-major against dS^T: the dS planes [v][d] are n-major.
+    cp_async_wait<1>();
+    __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step
+    {
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+#pragma unroll 2
+      for (int ks = 0; ks < K / 16; ++ks) {
+        uint32_t ah[4], al[4];
+        const int ao = (16 * m + ra.row) * PK + 16 * ks + ra.col;
+        ldsm_x4<false>(ah, Kh + ao);
+        ldsm_x4<false>(al, Kl + ao);
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bh[4], bl[4];
+          const int bo = (cw + 16 * np + rb.row) * PK + 16 * ks + rb.col;
+          ldsm_x4<false>(bh, Sh + bo);
+          ldsm_x4<false>(bl, Sl + bo);
+          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
+        }
+      }
+      for (int ks = m; ks < kC / 16; ++ks) {
+        uint32_t ah[4], al[4];
+        const int ao = (16 * ks + rat.row) * PA + 16 * m + rat.col;
+        ldsm_x4<true>(ah, Ah + ao);
+        ldsm_x4<true>(al, Al + ao);
+#pragma unroll
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bh[4], bl[4];
+          const int bo = (16 * ks + rbt.row) * PV + cw + 16 * np + rbt.col;
+          ldsm_x4<true>(bh, Oh + bo);
+          ldsm_x4<true>(bl, Ol + bo);
+          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
+        }
+      }
+      float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int col = cw + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(du + r0 * V + col) = make_float2(acc[nt][0], acc[nt][1]);
+        *reinterpret_cast<float2*>(du + r1 * V + col) = make_float2(acc[nt][2], acc[nt][3]);
+        store_split2(Uh, Ly::kVPlane, r0 * PV + col, -acc[nt][0], -acc[nt][1]);
+        store_split2(Uh, Ly::kVPlane, r1 * PV + col, -acc[nt][2], -acc[nt][3]);
+      }
+    }
+    __syncthreads();  // -dU complete; Kd, A_qk free; every read of the dS planes done
+    load_a(ci - 1);
+
+    // ---- B: dS = dS diag(decay) + dO'^T Qg + (-dU)^T W.
+    cp_async_wait<1>();
+    __syncthreads();  // Qg, W, decay of this chunk
+    {
+#pragma unroll
+      for (int nt = 0; nt < NT3; ++nt) {
+        const int d = dn0 + 8 * nt + 2 * tig;
+        const float f0 = dec[d], f1 = dec[d + 1];
+        dS[nt][0] *= f0;
+        dS[nt][1] *= f1;
+        dS[nt][2] *= f0;
+        dS[nt][3] *= f1;
+      }
+      add_t_product(Oh, Ol, Qh, Ql);
+      add_t_product(Uh, Ul, Wh, Wl);
+      store_state_planes();
+    }
+    __syncthreads();  // Qg, W, decay, dO' and -dU free; the new dS planes written
+    load_b(ci - 1);
+  }
+
+  cp_async_wait<0>();
+  if (bp.dh0.data) {
+#pragma unroll
+    for (int nt = 0; nt < NT3; ++nt) {
+      const int d = dn0 + 8 * nt + 2 * tig;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
+        store_out(bp.dh0.data, bp.dh0.dtype, p.state_offset(bp.dh0.stride, n, hv, v0 + v, dd), dS[nt][e]);
+      }
+    }
+  }
+}
+
+template <int K, int BV>
+cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const size_t bytes = ReverseLayout<K, BV>::kBytes;
+  cudaError_t e = cudaFuncSetAttribute(reverse_kernel<K, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  const ForwardParams& p = bp.f;
+  const int vtiles = p.V / BV;
+  reverse_kernel<K, BV><<<static_cast<unsigned>(p.N * p.HV * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+size_t reverse_smem_bytes(int K, int bv) {
+  if (K == 64) return bv == 64 ? ReverseLayout<64, 64>::kBytes : ReverseLayout<64, 32>::kBytes;
+  return bv == 64 ? ReverseLayout<128, 64>::kBytes : ReverseLayout<128, 32>::kBytes;
+}
+
+cudaError_t launch_reverse(const BackwardParams& bp, char* ws, int bv, cudaStream_t s) {
+  if (bp.f.K == 64) return bv == 64 ? launch<64, 64>(bp, ws, s) : launch<64, 32>(bp, ws, s);
+  return bv == 64 ? launch<128, 64>(bp, ws, s) : launch<128, 32>(bp, ws, s);
+}
+
+}  // namespace kda::cuda::chunk
