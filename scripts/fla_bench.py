@@ -85,13 +85,25 @@ def bench_train(args, gen, gpu, seed, records, t0, chunk_kda, dump):
             torch.autograd.backward([o, ht], [do, dht])
 
         us = time_events(step, max(20, args.iters // 4))
+        # Peak extra memory of one step: what the forward saves for the backward plus the backward's temporaries,
+        # above the inputs and upstream gradients already allocated (kda-bench prints its backward workspace).
+        # The gradient tensors themselves are outputs (kda writes them into caller tensors too): not counted.
+        for t in leaves:
+            t.grad = None
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        grad_bytes = sum(t.grad.numel() * t.grad.element_size() for t in leaves if t.grad is not None)
+        extra_mib = (torch.cuda.max_memory_allocated() - base - grad_bytes) / 2 ** 20
         mean = statistics.fmean(us)
         rec = {"workload": "train-" + name, "impl": "fla-chunk_kda", "gpu": gpu, "commit": args.commit, "seed": seed,
                "timing": "eager", "mean_us": mean, "median_us": us[len(us) // 2], "min_us": us[0], "max_us": us[-1],
-               "iters": len(us), "fla_version": fla.__version__}
+               "iters": len(us), "fla_version": fla.__version__, "peak_extra_mib": extra_mib}
         records.append(rec)
         print(f"  train-{name:12s} median {rec['median_us']:9.1f} us  mean {mean:9.1f} us  (forward + backward, eager, "
-              f"{time.time() - t0:.0f} s in)")
+              f"peak extra memory {extra_mib:.1f} MiB, {time.time() - t0:.0f} s in)")
         dump()
 
 

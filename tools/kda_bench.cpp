@@ -110,6 +110,7 @@ struct Record {
   bool has_bwd = false, grads_verified = false;
   double grad_worst_rmse_ratio = 0;
   TimingStats bwd;
+  double bwd_workspace_mib = 0;  // the backward's workspace (its saved tensors and scratch), CUDA only
   double bytes = 0, flops = 0, floor_us = 0;
   double tokens_per_s = 0;
   int rotate = 1;
@@ -137,6 +138,7 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
     return false;
   }
   r->has_bwd = true;
+  if (on_gpu) r->bwd_workspace_mib = static_cast<double>(dp->workspace_bytes()) / (1 << 20);
   if (oracle) {
     const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, chunked ? ComputeClass::kTensorCore : ComputeClass::kFp32,
                                         longest_sequence(c.spec));
@@ -167,6 +169,8 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
   std::printf("  %-14s backward median %10.1f us (min %.1f, max %.1f, n=%d)  training step (forward + backward) %.1f us\n",
               r->impl.c_str(), r->bwd.median_us, r->bwd.min_us, r->bwd.max_us, r->bwd.iters,
               r->t.median_us + r->bwd.median_us);
+  if (on_gpu) std::printf("  %-14s backward workspace %.1f MiB (everything it keeps or recomputes into)\n", "",
+                          r->bwd_workspace_mib);
   return true;
 }
 
@@ -456,7 +460,8 @@ int main(int argc, char** argv) {
       if (r.has_bwd) {
         f << ", \"bwd_median_us\": " << r.bwd.median_us << ", \"bwd_mean_us\": " << r.bwd.mean_us
           << ", \"bwd_min_us\": " << r.bwd.min_us << ", \"bwd_max_us\": " << r.bwd.max_us
-          << ", \"train_median_us\": " << r.t.median_us + r.bwd.median_us;
+          << ", \"train_median_us\": " << r.t.median_us + r.bwd.median_us
+          << ", \"bwd_workspace_mib\": " << r.bwd_workspace_mib;
         if (opt.verify)
           f << ", \"grads_verified\": " << (r.grads_verified ? "true" : "false")
             << ", \"grad_worst_rmse_ratio\": " << r.grad_worst_rmse_ratio;

@@ -103,6 +103,7 @@ class DeviceBackwardProblem : public DeviceCall {
   kda_status_t run();                 // one call, then a sync
   void download(Grads* g) const;      // device gradients -> *g (same shapes)
   kda_status_t enqueue(void* stream) override;
+  size_t workspace_bytes() const { return workspace_bytes_; }  // what kda_backward_workspace_size asked for
   kda_backward_args_t args{};
 
  private:
