@@ -216,13 +216,98 @@ def chunk_backward_safe(q, k, v, g, beta, starts, do, dST, C, dg_runs=False):
     return dq, dk, dv, dg, db, dS
 
 
-def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C):
+def pair_terms_loop(Q, K, G, dM, dAp, n):
+    """The pair products of chunk_grad.cu's P4, one channel per thread (vectorized here): for each row r, c from the
+    diagonal down with D = exp of the locally accumulated sum; dq += (dM . D) K, dk += (dAp . D) K (row side) and
+    (dM^T . D) Q + (dAp^T . D) K (column side); each pair's log-decay coefficient X[r, c] added to every token it
+    spans (c < s <= r) through a prefix sum over c. Returns (dq, dk, dg) parts [C, K]."""
+    dq, dk, dg, X = (torch.zeros_like(Q) for _ in range(4))
+    for r in range(n):
+        dqr, dkr, ex = (torch.zeros_like(Q[0]) for _ in range(3))
+        for c in range(r, -1, -1):
+            D = torch.exp(ex)
+            wm, wa = dM[r, c], dAp[r, c]
+            dqr = dqr + wm * K[c] * D
+            dkr = dkr + wa * K[c] * D
+            z = (wm * Q[r] + wa * K[r]) * D
+            dk[c] += z
+            X[c] = z * K[c]
+            ex = ex + G[c]
+        dq[r] += dqr
+        dk[r] += dkr
+        pre = torch.zeros_like(Q[0])
+        for c in range(r):
+            pre = pre + X[c]
+            dg[c + 1] += pre
+    return dq, dk, dg
+
+
+def pair_terms_blocked(Q, K, G, dM, dAp, n, S=16):
+    """pair_terms_loop() by blocks of S tokens: the pairs inside a block as there (pairwise, S (S + 1) / 2 of them);
+    a block pair I > J through its reference points, D[r, c] = a_r P_IJ e_c with a_r = exp(sum of g from the start
+    of I to r), e_c = exp(sum from c + 1 to the end of J), P_IJ = the blocks strictly between (every factor <= 1):
+        dq_I += a P (dM_IJ (K e)_J),   dk_I += a P (dAp_IJ (K e)_J)                      (row side)
+        dk_J += e P (dM_IJ^T (Q a)_I + dAp_IJ^T (K a)_I)                                    (column side)
+    three small matrix products per block pair (the tensor-core form). The log-decay coefficients of the pairs
+    (X[r, c] = (dM q_r + dAp k_r) k_c D) reach each spanned token s (c < s <= r) as sums of those products' rows, never
+    as a difference: s in I: the suffix over r >= s in I of q . dq_IJ + k . dk_IJ (row side); s in J: the prefix
+    over c < s in J of k . dk_IJ (column side); s strictly between J and I: the whole pair's sum."""
+    C, Kd = Q.shape
+    S = min(S, C)
+    assert C % S == 0, "blocks tile the chunk"
+    nb = C // S
+    dq, dk, dg = (torch.zeros_like(Q) for _ in range(3))
+    # Within blocks: the pairwise loop on each diagonal block.
+    for b in range(nb):
+        sl = slice(b * S, (b + 1) * S)
+        m = max(0, min(S, n - b * S))
+        q_, k_, g_ = pair_terms_loop(Q[sl], K[sl], G[sl], dM[sl, sl], dAp[sl, sl], m)
+        dq[sl] += q_
+        dk[sl] += k_
+        dg[sl] += g_
+    # Reference-point factors.
+    a = torch.zeros_like(Q)   # exp(sum from the block start to t)
+    e = torch.zeros_like(Q)   # exp(sum from t + 1 to the block end)
+    P = torch.zeros(nb, Kd, dtype=Q.dtype)
+    for b in range(nb):
+        acc = torch.zeros(Kd, dtype=Q.dtype)
+        for t in range(b * S, (b + 1) * S):
+            acc = acc + G[t]
+            a[t] = torch.exp(acc)
+        P[b] = torch.exp(acc)
+        acc = torch.zeros(Kd, dtype=Q.dtype)
+        for t in reversed(range(b * S, (b + 1) * S)):
+            e[t] = torch.exp(acc)
+            acc = acc + G[t]
+    for I in range(1, nb):
+        for J in range(I):
+            rI, cJ = slice(I * S, (I + 1) * S), slice(J * S, (J + 1) * S)
+            PIJ = torch.ones(Kd, dtype=Q.dtype)
+            for b in range(J + 1, I):
+                PIJ = PIJ * P[b]
+            Ke = K[cJ] * e[cJ]
+            rq = a[rI] * PIJ * (dM[rI, cJ] @ Ke)               # row side into dq
+            rk = a[rI] * PIJ * (dAp[rI, cJ] @ Ke)              # row side into dk
+            ck = e[cJ] * PIJ * (dM[rI, cJ].T @ (Q[rI] * a[rI]) + dAp[rI, cJ].T @ (K[rI] * a[rI]))  # column side
+            dq[rI] += rq
+            dk[rI] += rk
+            dk[cJ] += ck
+            row = Q[rI] * rq + K[rI] * rk                       # sum over c in J of X[r, c]
+            col = K[cJ] * ck                                    # sum over r in I of X[r, c]
+            dg[rI] += torch.flip(torch.cumsum(torch.flip(row, [0]), 0), [0])    # s in I: r >= s
+            dg[cJ.start + 1:cJ.stop] += torch.cumsum(col, 0)[:-1]               # s in J: c < s
+            if J + 1 < I:
+                dg[(J + 1) * S:I * S] += row.sum(0)                             # s strictly between
+    return dq, dk, dg
+
+
+def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, blocked=False):
     """The CUDA chunked backward's arrangement, loop for loop (chunk_reverse.cu and chunk_grad.cu; the CPU-side model
     of their index math): every chunk padded with zero rows to C (the kernels' tiles), the tiles the recompute keeps
     (W, U0, V_new, A_qk, A', T with only its lower triangle read, Qg, Kd, decay), the reverse pass's dU and chunk-end
     dS, then the gradient pass's products P1-P3 and its per-channel P4: the exponent terms with the run sums, and the
-    pair loop from the diagonal down with D = exp of the locally accumulated sum, the column-side terms and the
-    pairs' log-decay coefficients summed per spanned token. Vectorized over channels only (a thread each in P4)."""
+    pair products (pair_terms_loop, chunk_grad.cu today; blocked=True: pair_terms_blocked, the block form with
+    reference points). Vectorized over channels only (a thread each in P4)."""
     T = q.shape[0]
     dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
     dS = dST
@@ -257,7 +342,7 @@ def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C):
         BV, BK = Tl.T @ dU, Tl.T @ dW
         dA = -torch.tril(BV @ U0.T + BK @ W.T, -1)
         # P4: per channel.
-        DQ, DK, TB, DG, X, Dkc = (torch.zeros_like(Q) for _ in range(6))
+        DQ, DK, TB, DG, X = (torch.zeros_like(Q) for _ in range(5))
         gam = torch.zeros_like(G[0])
         for t in range(C):
             gam = gam + G[t]
@@ -279,30 +364,17 @@ def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C):
         for t in range(C):
             DG[t] += tail
             tail = tail + X[t]
-        for r in range(n):
-            dqr, dkr, ex = (torch.zeros_like(gam) for _ in range(3))
-            for c in range(r, -1, -1):
-                D = torch.exp(ex)
-                wm, wa = dM[r, c], B[r] * dA[r, c]
-                dqr = dqr + wm * K[c] * D
-                dkr = dkr + wa * K[c] * D
-                z = (wm * Q[r] + wa * K[r]) * D
-                Dkc[c] += z
-                X[c] = z * K[c]
-                ex = ex + G[c]
-            DQ[r] += dqr
-            DK[r] += dkr
-            pre = torch.zeros_like(gam)
-            for c in range(r):
-                pre = pre + X[c]
-                DG[c + 1] += pre
+        pq, pk, pg = (pair_terms_blocked if blocked else pair_terms_loop)(Q, K, G, dM, B[:, None] * dA, n)
+        DQ += pq
+        DK += pk
+        DG += pg
         # P5: per row.
         dbeta = (dA * Ap).sum(1) + (BV * Vv).sum(1) + TB.sum(1)
-        dq[sl], dk[sl], dv[sl], dg[sl], db[sl] = DQ[:n], (DK + Dkc)[:n], (B[:, None] * BV)[:n], DG[:n], dbeta[:n]
+        dq[sl], dk[sl], dv[sl], dg[sl], db[sl] = DQ[:n], DK[:n], (B[:, None] * BV)[:n], DG[:n], dbeta[:n]
     return dq, dk, dv, dg, db, dS
 
 
-def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ")):
+def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "blocked ")):
     """Worst relative errors of the chunked forward and of the backward forms named in `forms` against autograd of
     the recurrence; g ~ -U(0, decay) nats per token and channel."""
     torch.manual_seed(seed)
@@ -319,7 +391,8 @@ def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ")):
     worst = {}
     runs = partial(chunk_backward_safe, dg_runs=True)
     for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe),
-                          ("runs ", chunk_forward_safe, runs), ("kernel ", chunk_forward_safe, chunk_backward_kernel)):
+                          ("runs ", chunk_forward_safe, runs), ("kernel ", chunk_forward_safe, chunk_backward_kernel),
+                          ("blocked ", chunk_forward_safe, partial(chunk_backward_kernel, blocked=True))):
         if tag not in forms:
             continue
         o, sT, starts = fwd(q, k, v, g, beta, h0, C)
