@@ -22,7 +22,7 @@
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
-// terms [64][K] each, dM and dA [64][64], staging: 210,176 bytes, one CTA per SM. The other intermediates live in
+// terms [64][K] each, dM and dA [64][64], staging: 209,664 bytes, one CTA per SM. The other intermediates live in
 // the CTA's slice of workspace scratch (9 arrays of [64][max(K, V)] fp32).
 #include <climits>
 #include <cstdint>
