@@ -110,6 +110,8 @@ struct Record {
   bool has_bwd = false, grads_verified = false;
   double grad_worst_rmse_ratio = 0;
   TimingStats bwd;
+  TimingStats step_saved;  // cuda-chunked: forward with save_for_backward + backward with forward_saved, one call
+  bool has_step_saved = false;
   double bwd_workspace_mib = 0;  // the backward's workspace (its saved tensors and scratch), CUDA only
   double bytes = 0, flops = 0, floor_us = 0;
   double tokens_per_s = 0;
@@ -171,6 +173,31 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
               r->t.median_us + r->bwd.median_us);
   if (on_gpu) std::printf("  %-14s backward workspace %.1f MiB (everything it keeps or recomputes into)\n", "",
                           r->bwd_workspace_mib);
+  if (chunked) {
+    // The training step without the recompute: the forward keeps its tensors in the workspace, the backward reads
+    // them. Verified like the backward above, then timed as one call (forward + backward).
+    DeviceBackwardProblem saved(c, up, bbe, g, true);
+    Grads gs = make_grads(c, false);
+    st = saved.run();
+    if (st == KDA_STATUS_SUCCESS) saved.download(&gs);
+    bool ok = st == KDA_STATUS_SUCCESS;
+    if (ok && oracle) {
+      const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kTensorCore, longest_sequence(c.spec));
+      for (const GradItem& it : grad_items(c.spec, gs, *oracle))
+        ok = ok && compare_grad(*it.got, *it.ref, it.mag, tol, it.layout).pass;
+    }
+    if (!ok) {
+      std::printf("  %-14s forward-saved step WRONG or ERROR (%s)  (no time given)\n", r->impl.c_str(),
+                  st == KDA_STATUS_SUCCESS ? "gradients" : kda_last_error());
+      return false;
+    }
+    std::vector<DeviceCall*> calls = {&saved};
+    time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 50, &r->step_saved);
+    r->has_step_saved = true;
+    std::printf("  %-14s training step, forward saving for the backward + backward without recompute: median %.1f us "
+                "(min %.1f, max %.1f)\n", r->impl.c_str(), r->step_saved.median_us, r->step_saved.min_us,
+                r->step_saved.max_us);
+  }
   return true;
 }
 
@@ -462,6 +489,7 @@ int main(int argc, char** argv) {
           << ", \"bwd_min_us\": " << r.bwd.min_us << ", \"bwd_max_us\": " << r.bwd.max_us
           << ", \"train_median_us\": " << r.t.median_us + r.bwd.median_us
           << ", \"bwd_workspace_mib\": " << r.bwd_workspace_mib;
+        if (r.has_step_saved) f << ", \"train_saved_median_us\": " << r.step_saved.median_us;
         if (opt.verify)
           f << ", \"grads_verified\": " << (r.grads_verified ? "true" : "false")
             << ", \"grad_worst_rmse_ratio\": " << r.grad_worst_rmse_ratio;

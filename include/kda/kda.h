@@ -148,6 +148,12 @@ typedef struct kda_forward_args {
   kda_tensor_t state_checkpoints;
   kda_tensor_t checkpoint_offsets;
   int32_t checkpoint_interval; /* tokens between checkpoints when checkpoint_offsets is absent (> 0) */
+
+  /* Training (appended in 0.1): 1 = also keep, in the workspace, what the backward would otherwise recompute
+   * (KDA_BACKEND_CUDA_CHUNKED only: the chunk list, phase 1's tiles, A', T, the chunk-start states and V_new).
+   * The workspace must then be kda_backward_workspace_size() bytes (kda_forward_workspace_size reports that size),
+   * and the same buffer, untouched, goes to kda_backward with forward_saved = 1 on the same inputs. */
+  int32_t save_for_backward;
 } kda_forward_args_t;
 
 /* Arguments of decode: T tokens per sequence (1 for decode, 1 + num_spec for a speculative verify) against a
@@ -243,6 +249,9 @@ typedef struct kda_backward_args {
   kda_tensor_t dout, dfinal_state;
   kda_tensor_t dq, dk, dv, dg, dbeta;
   kda_tensor_t dA_log, ddt_bias, dh0;
+  /* 1: the workspace holds what kda_forward kept with save_for_backward = 1 on these same inputs
+   * (KDA_BACKEND_CUDA_CHUNKED): the backward skips its recompute. Appended in 0.1. */
+  int32_t forward_saved;
 } kda_backward_args_t;
 
 /* Library version as MAJOR*10000 + MINOR*100 + PATCH. */

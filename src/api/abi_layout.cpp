@@ -21,3 +21,9 @@ static_assert(offsetof(kda_decode_args_t, out_gate_activation) == 19 * sizeof(kd
               "kda_decode_args_t layout changed");
 static_assert(offsetof(kda_backward_args_t, dout) == sizeof(kda_forward_args_t), "kda_backward_args_t layout changed");
 static_assert(offsetof(kda_forward_args_t, state_checkpoints) % 8 == 0, "kda_forward_args_t layout changed");
+// Training fields, appended (additive).
+static_assert(offsetof(kda_forward_args_t, save_for_backward) ==
+                  offsetof(kda_forward_args_t, checkpoint_interval) + 4,
+              "kda_forward_args_t layout changed");
+static_assert(offsetof(kda_backward_args_t, forward_saved) == offsetof(kda_backward_args_t, dh0) + sizeof(kda_tensor_t),
+              "kda_backward_args_t layout changed");

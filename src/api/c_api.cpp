@@ -74,6 +74,10 @@ Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   if (p->backend == KDA_BACKEND_CUDA_GENERIC)
     p->backend = !p->has_checkpoints() && cuda::chunked_forward_supported(*p) ? KDA_BACKEND_CUDA_CHUNKED
                                                                               : KDA_BACKEND_CUDA_RECURRENT;
+  if (p->save_for_backward && p->backend != KDA_BACKEND_CUDA_CHUNKED)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "save_for_backward: only the chunked CUDA forward keeps tensors for the backward "
+                  "(KDA_BACKEND_CUDA_CHUNKED, or CUDA_GENERIC / AUTO where it runs the chunked path)"};
   return Status::Ok();
 }
 
@@ -197,6 +201,7 @@ BackwardParams backward_params(const kda_backward_args_t& a, const ForwardParams
   bp.f = p;
   bp.dout = input_view(a.dout);
   if (a.dfinal_state.data) bp.dfinal = input_view(a.dfinal_state);
+  bp.forward_saved = a.forward_saved == 1;
   bp.dq = grad_view(a.dq); bp.dk = grad_view(a.dk); bp.dv = grad_view(a.dv); bp.dg = grad_view(a.dg);
   bp.dbeta = grad_view(a.dbeta); bp.dA_log = grad_view(a.dA_log); bp.dh0 = grad_view(a.dh0);
   bp.ddt_bias = grad_view(a.ddt_bias);
@@ -213,6 +218,9 @@ Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
   // KDA_BACKEND_CUDA_GENERIC's backward stays the token-recurrent one (the recurrent backend names the same kernel)
   // until the chunked backward (KDA_BACKEND_CUDA_CHUNKED) has passed the backward verifier on the GPU.
   if (p->backend == KDA_BACKEND_CUDA_RECURRENT) p->backend = KDA_BACKEND_CUDA_GENERIC;
+  if (args->forward_saved && p->backend != KDA_BACKEND_CUDA_CHUNKED)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "forward_saved: only KDA_BACKEND_CUDA_CHUNKED reads what its forward kept (save_for_backward)"};
   return Status::Ok();
 }
 

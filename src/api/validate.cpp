@@ -334,6 +334,9 @@ Status validate_forward(const kda_forward_args_t* args, ForwardParams* p) {
   o.cpu_threads = a.cpu_threads;
   o.device_id = a.q.device_id;
   o.backend = a.backend;
+  if (a.save_for_backward != 0 && a.save_for_backward != 1)
+    return invalid("save_for_backward: must be 0 or 1, got " + std::to_string(a.save_for_backward));
+  o.save_for_backward = a.save_for_backward == 1;
   return Status::Ok();
 }
 
@@ -469,7 +472,10 @@ Status validate_backward(const kda_backward_args_t* args, ForwardParams* p) {
   f.final_state = kda_tensor_none();
   f.state_checkpoints = kda_tensor_none();
   f.checkpoint_offsets = kda_tensor_none();
+  f.save_for_backward = 0;  // the forward's own switch; the backward reads forward_saved
   KDA_RETURN_IF_ERROR(validate_forward(&f, p));
+  if (a.forward_saved != 0 && a.forward_saved != 1)
+    return invalid("forward_saved: must be 0 or 1, got " + std::to_string(a.forward_saved));
   const bool reference = a.forward.backend == KDA_BACKEND_REFERENCE;
   const kda_dtype_t in = a.forward.q.dtype, f64 = reference ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32;
   auto grad = [&](const char* name, const kda_tensor_t& t, const kda_tensor_t& like, kda_dtype_t own,

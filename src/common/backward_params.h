@@ -28,6 +28,7 @@ struct BackwardParams {
   GradView dA_log;           // [HV]
   GradView ddt_bias;         // [HV, K]
   GradView dh0;              // state layout
+  bool forward_saved = false;  // the workspace holds what the forward kept (save_for_backward): no recompute
 };
 
 }  // namespace kda

@@ -51,6 +51,7 @@ struct ForwardParams {
   int64_t n_ckpt = 0;
   TensorView ckpt_offsets;      // [N, n_ckpt] int32/int64, or absent: every ckpt_interval tokens
   int64_t ckpt_interval = 0;
+  bool save_for_backward = false;  // the chunked forward also keeps the backward's recompute (BackwardLayout)
 
   float scale = 1.0f;
   kda_gate_mode_t gate_mode = KDA_GATE_LOG_DECAY;

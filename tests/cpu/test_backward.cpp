@@ -176,7 +176,8 @@ struct AbiGrads {
   HostTensor dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dh0;
 };
 
-kda_status_t abi_backward(Case& c, const HostTensor& dout, const HostTensor& dfinal, kda_backend_t be, AbiGrads* g) {
+kda_status_t abi_backward(Case& c, const HostTensor& dout, const HostTensor& dfinal, kda_backend_t be, AbiGrads* g,
+                          int32_t forward_saved = 0) {
   const kda_dtype_t gd = be == KDA_BACKEND_REFERENCE ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32;
   auto like = [&](const HostTensor& x) { return x.present() ? make_tensor(gd, x.shape) : HostTensor{}; };
   g->dq = like(c.q); g->dk = like(c.k); g->dv = like(c.v); g->dg = like(c.g); g->dbeta = like(c.beta);
@@ -189,6 +190,7 @@ kda_status_t abi_backward(Case& c, const HostTensor& dout, const HostTensor& dfi
   a.dfinal_state = dfinal.view();
   a.dq = g->dq.view(); a.dk = g->dk.view(); a.dv = g->dv.view(); a.dg = g->dg.view(); a.dbeta = g->dbeta.view();
   a.dA_log = g->dA_log.view(); a.ddt_bias = g->ddt_bias.view(); a.dh0 = g->dh0.view();
+  a.forward_saved = forward_saved;
   return kda_backward(&a, nullptr, 0, nullptr);
 }
 
@@ -329,6 +331,20 @@ TEST(BackwardAbi, MissingGradientTensorsAreNamed) {
   a.dout = dout.view();
   EXPECT_EQ(kda_backward(&a, nullptr, 0, nullptr), KDA_STATUS_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kda_last_error()).find("dq: required"), std::string::npos) << kda_last_error();
+}
+
+// forward_saved (skip the recompute) is the chunked CUDA backward's alone; anything else is refused by name.
+TEST(BackwardAbi, ForwardSavedIsNamed) {
+  CaseSpec s;
+  s.T = 8;
+  Case c = make_case(s, 2);
+  HostTensor dout = make_tensor(KDA_DTYPE_FLOAT32, {c.spec.B, c.spec.T, s.HV, s.V});
+  AbiGrads g;
+  for (const int32_t saved : {1, 3}) {
+    EXPECT_EQ(abi_backward(c, dout, HostTensor{}, KDA_BACKEND_CPU, &g, saved),
+              saved == 1 ? KDA_STATUS_NOT_SUPPORTED : KDA_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(kda_last_error()).find("forward_saved:"), std::string::npos) << kda_last_error();
+  }
 }
 
 }  // namespace

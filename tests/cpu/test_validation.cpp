@@ -171,6 +171,11 @@ TEST(Validation, ScaleAndOptions) {
   expect_error([](Fixture& f) { f.a.cpu_threads = -2; }, KDA_STATUS_INVALID_ARGUMENT, "cpu_threads", ">= 0");
   expect_error([](Fixture& f) { f.a.backend = KDA_BACKEND_CUDA_HOPPER; }, KDA_STATUS_NOT_SUPPORTED, "backend",
                "not built yet");
+  expect_error([](Fixture& f) { f.a.save_for_backward = 2; }, KDA_STATUS_INVALID_ARGUMENT, "save_for_backward",
+               "0 or 1");
+  // Only the chunked CUDA forward keeps tensors for the backward: CPU tensors are refused, by name.
+  expect_error([](Fixture& f) { f.a.save_for_backward = 1; }, KDA_STATUS_NOT_SUPPORTED, "save_for_backward",
+               "only the chunked CUDA forward");
 }
 
 TEST(Validation, ReferenceTakesFp64Outputs) {

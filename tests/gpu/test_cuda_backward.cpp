@@ -35,17 +35,18 @@ void PrintTo(const BwdCase& c, std::ostream* os) { *os << c.s.name; }
 // Runs the CUDA backward (tools/common/device.h: NaN-poisoned gradient tensors and workspace) into fresh gradient
 // buffers: fp32, or the inputs' dtypes.
 kda_status_t run_device(Case& c, const HostTensor& dout, const HostTensor& dfinal, kda_backend_t be, bool input_dtype,
-                        Grads* g) {
+                        Grads* g, bool forward_saved = false) {
   *g = make_grads(c, input_dtype);
   Upstream up{dout, dfinal};
-  return run_backward_device(c, up, be, g);
+  return run_backward_device(c, up, be, g, forward_saved);
 }
 
 // The chunked backward's products are bf16x3 tensor-core code (its reverse state pass) and take the forward's
 // chunked inputs only (bf16 / fp16 q, k, v): anything else is NOT_SUPPORTED, named.
 bool chunked_takes(const CaseSpec& s) { return s.in_dtype == KDA_DTYPE_BFLOAT16 || s.in_dtype == KDA_DTYPE_FLOAT16; }
 
-void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be) {
+// forward_saved: the forward runs first with save_for_backward into the workspace and the backward skips its recompute.
+void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be, bool forward_saved = false) {
   const uint64_t seed = run_seed();
   const CaseSpec& s = bc.s;
   SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
@@ -61,7 +62,8 @@ void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be) {
     EXPECT_NE(std::string(kda_last_error()).find("KDA_BACKEND_CUDA_CHUNKED"), std::string::npos) << kda_last_error();
     return;
   }
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, be, bc.grads_in_input_dtype, &g), KDA_STATUS_SUCCESS) << kda_last_error();
+  ASSERT_EQ(run_device(c, up.dout, up.dfinal, be, bc.grads_in_input_dtype, &g, forward_saved), KDA_STATUS_SUCCESS)
+      << kda_last_error();
 
   const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32;
   const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, cls, longest_sequence(s));
@@ -192,6 +194,17 @@ TEST_P(CudaChunkedBackward, MatchesReference) { expect_backward_matches_referenc
 INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkedBackward, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
 INSTANTIATE_TEST_SUITE_P(Large, CudaChunkedBackward, ::testing::ValuesIn(large_backward_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
+
+// The same with the forward keeping its tensors (save_for_backward) and the backward reading them (forward_saved).
+class CudaChunkedBackwardSaved : public GpuTest, public ::testing::WithParamInterface<BwdCase> {};
+
+TEST_P(CudaChunkedBackwardSaved, MatchesReference) {
+  if (!chunked_takes(GetParam().s)) GTEST_SKIP() << "not an input of the chunked path";
+  expect_backward_matches_reference(GetParam(), KDA_BACKEND_CUDA_CHUNKED, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkedBackwardSaved, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
 
 class CudaBackwardBehaviour : public GpuTest {};

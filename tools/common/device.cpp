@@ -388,7 +388,8 @@ double measure_bf16_matmul_rate(std::string* library) {
   return rate;
 }
 
-DeviceBackwardProblem::DeviceBackwardProblem(Case& c, const Upstream& up, kda_backend_t be, const Grads& shapes) {
+DeviceBackwardProblem::DeviceBackwardProblem(Case& c, const Upstream& up, kda_backend_t be, const Grads& shapes,
+                                             bool forward_saved) {
   cudaStream_t s;
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
   stream_ = s;
@@ -424,6 +425,13 @@ DeviceBackwardProblem::DeviceBackwardProblem(Case& c, const Upstream& up, kda_ba
   args.dq = output(shapes.dq); args.dk = output(shapes.dk); args.dv = output(shapes.dv); args.dg = output(shapes.dg);
   args.dbeta = output(shapes.dbeta); args.dA_log = output(shapes.dA_log); args.ddt_bias = output(shapes.ddt_bias);
   args.dh0 = output(shapes.dh0);
+  if (forward_saved) {
+    args.forward_saved = 1;
+    fwd = args.forward;
+    fwd.out = output(unused.out);
+    fwd.final_state = output(unused.final_state);
+    fwd.save_for_backward = 1;
+  }
   setup_ = kda_backward_workspace_size(&args, &workspace_bytes_);
   if (setup_ == KDA_STATUS_SUCCESS && workspace_bytes_ > 0) {
     workspace_ = alloc(workspace_bytes_);
@@ -438,6 +446,10 @@ DeviceBackwardProblem::~DeviceBackwardProblem() {
 
 kda_status_t DeviceBackwardProblem::enqueue(void* stream) {
   if (setup_ != KDA_STATUS_SUCCESS) return setup_;
+  if (args.forward_saved) {
+    const kda_status_t st = kda_forward(&fwd, workspace_, workspace_bytes_, stream);
+    if (st != KDA_STATUS_SUCCESS) return st;
+  }
   return kda_backward(&args, workspace_, workspace_bytes_, stream);
 }
 
@@ -456,8 +468,8 @@ void DeviceBackwardProblem::download(Grads* g) const {
   get(g->dh0, args.dh0);
 }
 
-kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g) {
-  DeviceBackwardProblem p(c, up, be, *g);
+kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g, bool forward_saved) {
+  DeviceBackwardProblem p(c, up, be, *g, forward_saved);
   const kda_status_t st = p.run();
   if (st == KDA_STATUS_SUCCESS) p.download(g);
   return st;
@@ -492,14 +504,14 @@ kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILAB
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
 double measure_copy_bandwidth() { return 0.0; }
 double measure_bf16_matmul_rate(std::string*) { return 0.0; }
-DeviceBackwardProblem::DeviceBackwardProblem(Case&, const Upstream&, kda_backend_t, const Grads&) {
+DeviceBackwardProblem::DeviceBackwardProblem(Case&, const Upstream&, kda_backend_t, const Grads&, bool) {
   throw std::runtime_error("this kda build has no CUDA");
 }
 DeviceBackwardProblem::~DeviceBackwardProblem() = default;
 kda_status_t DeviceBackwardProblem::run() { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 void DeviceBackwardProblem::download(Grads*) const {}
 kda_status_t DeviceBackwardProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
-kda_status_t run_backward_device(Case&, const Upstream&, kda_backend_t, Grads*) {
+kda_status_t run_backward_device(Case&, const Upstream&, kda_backend_t, Grads*, bool) {
   return KDA_STATUS_BACKEND_UNAVAILABLE;
 }
 

@@ -94,9 +94,12 @@ class DeviceDecodeProblem : public DeviceCall {
 // A backward problem on the device: the case's inputs and upstream gradients, NaN-poisoned (0xFF bytes) gradient
 // tensors shaped like *shapes (made by make_grads) and the workspace kda_backward_workspace_size asks for (poisoned
 // too, so nothing relies on a zeroed workspace). enqueue() is one kda_backward call, for timing by graph replay.
+// forward_saved: every call runs the forward with save_for_backward into the workspace, then the backward with
+// forward_saved (KDA_BACKEND_CUDA_CHUNKED: a whole training step without the backward's recompute).
 class DeviceBackwardProblem : public DeviceCall {
  public:
-  DeviceBackwardProblem(Case& c, const Upstream& up, kda_backend_t backend, const Grads& shapes);
+  DeviceBackwardProblem(Case& c, const Upstream& up, kda_backend_t backend, const Grads& shapes,
+                        bool forward_saved = false);
   ~DeviceBackwardProblem();
   DeviceBackwardProblem(const DeviceBackwardProblem&) = delete;
   DeviceBackwardProblem& operator=(const DeviceBackwardProblem&) = delete;
@@ -105,6 +108,7 @@ class DeviceBackwardProblem : public DeviceCall {
   kda_status_t enqueue(void* stream) override;
   size_t workspace_bytes() const { return workspace_bytes_; }  // what kda_backward_workspace_size asked for
   kda_backward_args_t args{};
+  kda_forward_args_t fwd{};  // the saving forward's args (forward_saved only)
 
  private:
   std::vector<void*> allocations_;
@@ -118,7 +122,8 @@ class DeviceBackwardProblem : public DeviceCall {
 // by make_grads, shapes and dtypes taken from *g) and the workspace are NaN-poisoned (0xFF bytes) on the device
 // before the call, so an unwritten element or a read of unset workspace shows; results downloaded into *g. Without
 // CUDA: KDA_STATUS_BACKEND_UNAVAILABLE.
-kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g);
+kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, Grads* g,
+                                 bool forward_saved = false);
 
 // Device-to-device copy bandwidth in bytes/s (read + written), measured with a large cudaMemcpy.
 double measure_copy_bandwidth();

@@ -1,5 +1,6 @@
 // backward_chunked.cu: the launcher of the chunked CUDA backward (chunked_backward*() of cuda_backend.h,
-// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Seven launches on the caller's stream, nothing synchronizes with the
+// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Seven launches on the caller's stream (four when the forward kept
+// launches 0-2's results: save_for_backward / forward_saved), nothing synchronizes with the
 // host (CUDA-graph capturable), every buffer in the caller's workspace (chunk_map.h BackwardLayout):
 //   0  launch_chunk_map: the chunk list from cu_seqlens
 //   1  chunk_prepare.cu (the forward's phase 1), keeping A' and T
@@ -77,16 +78,19 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
     f.ckpt = nullptr;
     const int bv = choose_v_tile(p.N * p.HV, p.V, sms);
     if (p.N > 0) {
-      if ((e = chunk::launch_chunk_map(f, ws, s)) != cudaSuccess) return e;
-      chunk::BackwardSaves keep1, keep2;
-      keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
-      keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
-      keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
-      keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
-      if ((e = chunk::launch_prepare(f, ws, bl.fwd.cap, s, keep1)) != cudaSuccess) return e;
-      if ((e = cudaGetLastError()) != cudaSuccess) return e;
-      if ((e = chunk::launch_state(f, ws, bv, s, keep2)) != cudaSuccess) return e;
-      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      // forward_saved: the forward (save_for_backward) left launches 0-2's results in this workspace.
+      if (!bp.forward_saved) {
+        if ((e = chunk::launch_chunk_map(f, ws, s)) != cudaSuccess) return e;
+        chunk::BackwardSaves keep1, keep2;
+        keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
+        keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
+        keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
+        keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
+        if ((e = chunk::launch_prepare(f, ws, bl.fwd.cap, s, keep1)) != cudaSuccess) return e;
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        if ((e = chunk::launch_state(f, ws, bv, s, keep2)) != cudaSuccess) return e;
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      }
       if ((e = chunk::launch_reverse(bp, ws, bv, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, s)) != cudaSuccess) return e;

@@ -106,7 +106,10 @@ bool chunked_forward_supported(const ForwardParams& p) {
 }
 
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
-  *bytes = p.N == 0 ? 0 : static_cast<size_t>(workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).bytes);
+  // save_for_backward: the backward's whole layout (its first part is this forward's own).
+  *bytes = p.N == 0                ? 0
+           : p.save_for_backward ? static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V).bytes)
+                                 : static_cast<size_t>(workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).bytes);
   return Status::Ok();
 }
 
@@ -123,9 +126,19 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
     if (e != cudaSuccess) return e;
     if ((e = chunk::launch_chunk_map(p, ws, s)) != cudaSuccess) return e;
     const int64_t cap = workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).cap;
-    if ((e = chunk::launch_prepare(p, ws, cap, s)) != cudaSuccess) return e;
+    // save_for_backward: phase 1 keeps A' and T, the state pass the chunk-start states and V_new, where the
+    // backward's recompute would put them (chunk_map.h BackwardLayout).
+    chunk::BackwardSaves keep1, keep2;
+    if (p.save_for_backward) {
+      const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V);
+      keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
+      keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
+      keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
+      keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
+    }
+    if ((e = chunk::launch_prepare(p, ws, cap, s, keep1)) != cudaSuccess) return e;
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    return chunk::launch_state(p, ws, choose_v_tile(p.N * p.HV, p.V, sms), s);
+    return chunk::launch_state(p, ws, choose_v_tile(p.N * p.HV, p.V, sms), s, keep2);
   });
 }
 
