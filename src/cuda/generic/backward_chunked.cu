@@ -27,12 +27,7 @@ Status chunked_backward_support(const BackwardParams& bp) {
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "backend: the KDA_BACKEND_CUDA_CHUNKED backward takes K and V in {64, 128}, bf16 or fp16 q/k/v with "
                   "unit innermost strides and 16-byte aligned rows; use KDA_BACKEND_AUTO for everything else"};
-  if (bp.dfinal.data && bp.dfinal.dtype != KDA_DTYPE_FLOAT32)
-    return Status{KDA_STATUS_NOT_SUPPORTED, "dfinal_state: the CUDA backward reads float32 only"};
-  const GradView* grads[] = {&bp.dq, &bp.dk, &bp.dv, &bp.dg, &bp.dbeta, &bp.dA_log, &bp.ddt_bias, &bp.dh0};
-  for (const GradView* g : grads)
-    if (g->data && g->dtype == KDA_DTYPE_FLOAT64)
-      return Status{KDA_STATUS_NOT_SUPPORTED, "gradients: float64 gradient tensors are KDA_BACKEND_REFERENCE only"};
+  KDA_RETURN_IF_ERROR(check_backward_tensors(bp));
   if (static_cast<int64_t>(p.N) * p.HV * (p.V / 32) > INT_MAX)
     return Status{KDA_STATUS_NOT_SUPPORTED, "q: too many sequences x heads for the chunked backward's grid"};
   int optin = 0;

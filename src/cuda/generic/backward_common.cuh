@@ -8,12 +8,24 @@
 
 #include <cstdint>
 
+#include "api/status.h"
 #include "common/backward_params.h"
 #include "common/math.h"
 #include "cuda/device_common.cuh"
 
 namespace kda::cuda {
 namespace {
+
+// What both CUDA backwards require of the upstream and gradient tensors: fp32 dfinal_state, no fp64 gradients.
+inline Status check_backward_tensors(const BackwardParams& bp) {
+  if (bp.dfinal.data && bp.dfinal.dtype != KDA_DTYPE_FLOAT32)
+    return Status{KDA_STATUS_NOT_SUPPORTED, "dfinal_state: the CUDA backward reads float32 only"};
+  const GradView* grads[] = {&bp.dq, &bp.dk, &bp.dv, &bp.dg, &bp.dbeta, &bp.dA_log, &bp.ddt_bias, &bp.dh0};
+  for (const GradView* g : grads)
+    if (g->data && g->dtype == KDA_DTYPE_FLOAT64)
+      return Status{KDA_STATUS_NOT_SUPPORTED, "gradients: float64 gradient tensors are KDA_BACKEND_REFERENCE only"};
+  return Status::Ok();
+}
 
 __device__ __forceinline__ float load_f(const void* base, kda_dtype_t dtype, int64_t off) {
   return bits_to_float(load_bits(base, dtype, off), dtype);

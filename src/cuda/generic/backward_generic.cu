@@ -418,13 +418,7 @@ Status generic_backward_support(const BackwardParams& bp) {
     return make_status(KDA_STATUS_NOT_SUPPORTED,
                        "q/v: the CUDA backward takes K and V in {64, 128} (got K = %d, V = %d); use CPU tensors",
                        p.K, p.V);
-  if (bp.dfinal.data && bp.dfinal.dtype != KDA_DTYPE_FLOAT32)
-    return Status{KDA_STATUS_NOT_SUPPORTED, "dfinal_state: the CUDA backward reads float32 only"};
-  const GradView* grads[] = {&bp.dq, &bp.dk, &bp.dv, &bp.dg, &bp.dbeta, &bp.dA_log, &bp.ddt_bias, &bp.dh0};
-  for (const GradView* g : grads)
-    if (g->data && g->dtype == KDA_DTYPE_FLOAT64)
-      return Status{KDA_STATUS_NOT_SUPPORTED, "gradients: float64 gradient tensors are KDA_BACKEND_REFERENCE only"};
-  return Status::Ok();
+  return check_backward_tensors(bp);
 }
 
 Status generic_backward_workspace_size(const BackwardParams& bp, size_t* bytes) {

@@ -210,4 +210,52 @@ __device__ __forceinline__ float quad_inv_norm(const float (&x)[N]) {
   return finite ? l2_inv_norm(ss, 0.0f, false) : l2_inv_norm(s2, m, true);
 }
 
+// cp.async of a [ROWS][COLS] hi / lo bf16 plane pair stored densely in global memory (the workspace tiles) into a
+// plane pair of pitch `pitch` in shared memory, by the CTA's THREADS threads (16 bytes each per step).
+template <int THREADS, int ROWS, int COLS>
+__device__ __forceinline__ void load_planes(__nv_bfloat16* dst, int pitch, const __nv_bfloat16* src, int tid) {
+  constexpr int kPerRow = COLS / 8, kPerPlane = ROWS * kPerRow;
+  for (int e = tid; e < 2 * kPerPlane; e += THREADS) {
+    const int plane = e / kPerPlane, rem = e % kPerPlane, r = rem / kPerRow, c = 8 * (rem % kPerRow);
+    cp_async16(dst + plane * ROWS * pitch + r * pitch + c, src + plane * ROWS * COLS + r * COLS + c);
+  }
+}
+
+// acc[2 np + i] += A B over k-steps ks0 .. ks1 - 1 (16 each) in bf16x3, both operands stored k-major as hi / lo
+// planes (A [k][m] of pitch pa, this warp's 16 rows of m from a_col; B [k][n] of pitch pb, its NT n-tiles of 8 from
+// b_col): ldmatrix.trans for both (mma_layout.h ldsm_a_kmajor / ldsm_b_kmajor rows rat, rbt). The products of the
+// state passes whose operands are transposed token-major tiles (V_new^T Kd, A_qk^T dO, dO^T Qg, dU^T W).
+template <int NT>
+__device__ __forceinline__ void mma_kmajor_kmajor(float (&acc)[NT][4], const __nv_bfloat16* Ah,
+                                                  const __nv_bfloat16* Al, int pa, int a_col,
+                                                  const __nv_bfloat16* Bh, const __nv_bfloat16* Bl, int pb, int b_col,
+                                                  int ks0, int ks1, int rat_row, int rat_col, int rbt_row,
+                                                  int rbt_col) {
+  for (int ks = ks0; ks < ks1; ++ks) {
+    uint32_t ah[4], al[4];
+    const int ao = (16 * ks + rat_row) * pa + a_col + rat_col;
+    ldsm_x4<true>(ah, Ah + ao);
+    ldsm_x4<true>(al, Al + ao);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t bh[4], bl[4];
+      const int bo = (16 * ks + rbt_row) * pb + b_col + 16 * np + rbt_col;
+      ldsm_x4<true>(bh, Bh + bo);
+      ldsm_x4<true>(bl, Bl + bo);
+      mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+      mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
+    }
+  }
+}
+
+// Calls f(nt, e, v, d) for each element of a state pass's register tile: n-tile nt's C-fragment element e is row
+// v = sv + 8 (e / 2), column d = dn0 + 8 nt + 2 tig + e % 2 (sv, dn0: the warp's tile origin plus grp; tig: lane % 4).
+template <int NT, class F>
+__device__ __forceinline__ void for_each_tile_element(int sv, int dn0, int tig, F f) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) f(nt, e, sv + 8 * (e >> 1), dn0 + 8 * nt + 2 * tig + (e & 1));
+}
+
 }  // namespace kda::cuda::chunk

@@ -47,16 +47,6 @@ struct ReverseLayout {
   static constexpr size_t kBytes = kDec + 4 * K;
 };
 
-// cp.async of a [rows][cols] hi / lo plane pair stored densely in the workspace into a plane pair of pitch `pitch`.
-template <int ROWS, int COLS>
-__device__ __forceinline__ void load_planes(bf16* dst, int pitch, const bf16* src, int tid) {
-  constexpr int kPerRow = COLS / 8, kPerPlane = ROWS * kPerRow;
-  for (int e = tid; e < 2 * kPerPlane; e += kThreads) {
-    const int plane = e / kPerPlane, rem = e % kPerPlane, r = rem / kPerRow, c = 8 * (rem % kPerRow);
-    cp_async16(dst + plane * ROWS * pitch + r * pitch + c, src + plane * ROWS * COLS + r * COLS + c);
-  }
-}
-
 template <int K, int BV>
 __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardParams bp, char* ws, int vtiles) {
   using Ly = ReverseLayout<K, BV>;
@@ -104,16 +94,16 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   auto load_a = [&](int64_t ci) {
     if (ci >= first) {
       const float* t = tile_of(ci);
-      load_planes<kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
-      load_planes<kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
+      load_planes<kThreads, kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
+      load_planes<kThreads, kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
     }
     cp_async_commit();
   };
   auto load_b = [&](int64_t ci) {
     if (ci >= first) {
       const float* t = tile_of(ci);
-      load_planes<kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
-      load_planes<kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
+      load_planes<kThreads, kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
+      load_planes<kThreads, kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
       for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
     }
     cp_async_commit();
@@ -133,17 +123,11 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   const int sv = 16 * mv + grp;  // this lane's dS rows sv, sv + 8; columns dn0 + 8 nt + 2 tig, +1
 
   float dS[NT3][4];
-#pragma unroll
-  for (int nt = 0; nt < NT3; ++nt) {
-    const int d = dn0 + 8 * nt + 2 * tig;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
-      dS[nt][e] = bp.dfinal.data
-                      ? static_cast<const float*>(bp.dfinal.data)[p.state_offset(bp.dfinal.stride, n, hv, v0 + v, dd)]
-                      : 0.0f;
-    }
-  }
+  for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
+    dS[nt][e] = bp.dfinal.data
+                    ? static_cast<const float*>(bp.dfinal.data)[p.state_offset(bp.dfinal.stride, n, hv, v0 + v, d)]
+                    : 0.0f;
+  });
   auto store_state_planes = [&] {
 #pragma unroll
     for (int nt = 0; nt < NT3; ++nt) {
@@ -154,25 +138,10 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   };
   store_state_planes();
 
-  // acc += A^T B over the chunk's 64 tokens for this warp's step-B tile: A [token][v] planes (pitch PV, k-major,
-  // the columns of this warp's dS rows), B [token][d] planes (pitch PK, k-major).
+  // dS += A^T B over the chunk's 64 tokens for this warp's step-B tile: A [token][v] planes (pitch PV, the columns
+  // of this warp's dS rows), B [token][d] planes (pitch PK).
   auto add_t_product = [&](const bf16* Ah_, const bf16* Al_, const bf16* Bh_, const bf16* Bl_) {
-#pragma unroll
-    for (int ks = 0; ks < kC / 16; ++ks) {
-      uint32_t ah[4], al[4];
-      const int ao = (16 * ks + rat.row) * PV + 16 * mv + rat.col;
-      ldsm_x4<true>(ah, Ah_ + ao);
-      ldsm_x4<true>(al, Al_ + ao);
-#pragma unroll
-      for (int np = 0; np < NT3 / 2; ++np) {
-        uint32_t bh[4], bl[4];
-        const int bo = (16 * ks + rbt.row) * PK + dn0 + 16 * np + rbt.col;
-        ldsm_x4<true>(bh, Bh_ + bo);
-        ldsm_x4<true>(bl, Bl_ + bo);
-        mma_bf16x3(dS[2 * np], ah, al, bh, bl, 0);
-        mma_bf16x3(dS[2 * np + 1], ah, al, bh, bl, 1);
-      }
-    }
+    mma_kmajor_kmajor<NT3>(dS, Ah_, Al_, PV, 16 * mv, Bh_, Bl_, PK, dn0, 0, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
   };
 
 #pragma unroll 1
@@ -232,21 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
           mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
         }
       }
-      for (int ks = m; ks < kC / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        const int ao = (16 * ks + rat.row) * PA + 16 * m + rat.col;
-        ldsm_x4<true>(ah, Ah + ao);
-        ldsm_x4<true>(al, Al + ao);
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bh[4], bl[4];
-          const int bo = (16 * ks + rbt.row) * PV + cw + 16 * np + rbt.col;
-          ldsm_x4<true>(bh, Oh + bo);
-          ldsm_x4<true>(bl, Ol + bo);
-          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
-          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
-        }
-      }
+      mma_kmajor_kmajor<NT>(acc, Ah, Al, PA, 16 * m, Oh, Ol, PV, cw, m, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
       float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -283,15 +238,9 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 
   cp_async_wait<0>();
   if (bp.dh0.data) {
-#pragma unroll
-    for (int nt = 0; nt < NT3; ++nt) {
-      const int d = dn0 + 8 * nt + 2 * tig;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
-        store_out(bp.dh0.data, bp.dh0.dtype, p.state_offset(bp.dh0.stride, n, hv, v0 + v, dd), dS[nt][e]);
-      }
-    }
+    for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
+      store_out(bp.dh0.data, bp.dh0.dtype, p.state_offset(bp.dh0.stride, n, hv, v0 + v, d), dS[nt][e]);
+    });
   }
 }
 

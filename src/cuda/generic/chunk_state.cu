@@ -63,16 +63,6 @@ struct StateLayout {
   static constexpr size_t kBytes = kDec + 4 * K;
 };
 
-// cp.async of a [rows][cols] hi / lo plane pair stored densely in the workspace into a plane pair of pitch `pitch`.
-template <int ROWS, int COLS>
-__device__ __forceinline__ void load_planes(bf16* dst, int pitch, const bf16* src, int tid) {
-  constexpr int kPerRow = COLS / 8, kPerPlane = ROWS * kPerRow;
-  for (int e = tid; e < 2 * kPerPlane; e += kThreads) {
-    const int plane = e / kPerPlane, rem = e % kPerPlane, r = rem / kPerRow, c = 8 * (rem % kPerRow);
-    cp_async16(dst + plane * ROWS * pitch + r * pitch + c, src + plane * ROWS * COLS + r * COLS + c);
-  }
-}
-
 template <int K, int BV>
 __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams p, const char* ws, int vtiles,
                                                             const BackwardSaves keep) {
@@ -117,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   auto load_wu = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      load_planes<kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
+      load_planes<kThreads, kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
       for (int e = tid; e < kC * BV / 4; e += kThreads) {
         const int r = e / (BV / 4), c = 4 * (e % (BV / 4));
         cp_async16(Us + r * PU + c, t + tl.U() + int64_t{r} * V + v0 + c);
@@ -128,15 +118,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   auto load_qa = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      load_planes<kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
-      load_planes<kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
+      load_planes<kThreads, kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
+      load_planes<kThreads, kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
     }
     cp_async_commit();
   };
   auto load_kd = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      load_planes<kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
+      load_planes<kThreads, kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
       for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
     }
     cp_async_commit();
@@ -159,18 +149,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 
   // The state tile in registers (the C fragments of step 3), from initial_state or zeros; its split copy in smem.
   float S[NT3][4];
-#pragma unroll
-  for (int nt = 0; nt < NT3; ++nt) {
-    const int d = dn0 + 8 * nt + 2 * tig;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
-      S[nt][e] = p.has_initial_state()
-                     ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
-                                                                                       v0 + v, dd)]
-                     : 0.0f;
-    }
-  }
+  for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
+    S[nt][e] = p.has_initial_state()
+                   ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
+                                                                                     v0 + v, d)]
+                   : 0.0f;
+  });
   auto store_state_planes = [&] {
 #pragma unroll
     for (int nt = 0; nt < NT3; ++nt) {
@@ -301,22 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
         S[nt][2] *= f0;
         S[nt][3] *= f1;
       }
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        const int ao = (16 * ks + rat.row) * PV + 16 * mv + rat.col;
-        ldsm_x4<true>(ah, Vh + ao);
-        ldsm_x4<true>(al, Vl + ao);
-#pragma unroll
-        for (int np = 0; np < NT3 / 2; ++np) {
-          uint32_t bh[4], bl[4];
-          const int bo = (16 * ks + rbt.row) * PK + dn0 + 16 * np + rbt.col;
-          ldsm_x4<true>(bh, Kh + bo);
-          ldsm_x4<true>(bl, Kl + bo);
-          mma_bf16x3(S[2 * np], ah, al, bh, bl, 0);
-          mma_bf16x3(S[2 * np + 1], ah, al, bh, bl, 1);
-        }
-      }
+      mma_kmajor_kmajor<NT3>(S, Vh, Vl, PV, 16 * mv, Kh, Kl, PK, dn0, 0, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
       store_state_planes();
     }
     __syncthreads();  // Kd, decay and V_new free; the new state's planes written
@@ -327,15 +296,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   // entries, so final_state may alias initial_state. (Each thread writes the entries it read.)
   cp_async_wait<0>();
   if (p.has_final_state()) {
-#pragma unroll
-    for (int nt = 0; nt < NT3; ++nt) {
-      const int d = dn0 + 8 * nt + 2 * tig;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int v = sv + 8 * (e >> 1), dd = d + (e & 1);
-        static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, dd)] = S[nt][e];
-      }
-    }
+    for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
+      static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = S[nt][e];
+    });
   }
 }
 
