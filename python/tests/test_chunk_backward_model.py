@@ -43,3 +43,35 @@ def test_a_wrong_gate_gradient_is_caught(seed):
     assert ((good[3] - ref[3]).norm() / ref[3].norm()) < 1e-9
     bad = cb.chunk_backward(q, k, v, g, beta, starts, do, torch.zeros_like(dST), C)  # drops dS_T's paths
     assert ((bad[3] - ref[3]).norm() / ref[3].norm()) > 1e-3
+
+
+@pytest.mark.parametrize("pairs", ["loop", "blocked"])
+def test_the_cuda_kernels_rounding_model_tracks_the_float64_arrangement(seed, pairs):
+    """chunk_backward_rounding.py --form kernels (the CUDA chunked backward's arithmetic: bf16x3 reverse pass, fp32
+    gradient pass) against the same arrangement in float64, on two chunks with a partial one and near-repeated keys:
+    every gradient within 1e-4 relative (measured ~3e-6: bf16x3 keeps ~16 bits per operand; fp32 accumulation)."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "verify_impls"))
+    import chunk_backward_rounding as cbr  # noqa: E402
+    g_ = torch.Generator().manual_seed(seed)
+    L, K, V = 100, 16, 16
+    q = torch.nn.functional.normalize(torch.randn(L, K, generator=g_, dtype=torch.float64), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(1, K, generator=g_, dtype=torch.float64)
+                                      + 0.05 * torch.randn(L, K, generator=g_, dtype=torch.float64), dim=-1)
+    v = torch.randn(L, V, generator=g_, dtype=torch.float64)
+    g = -torch.rand(L, K, generator=g_, dtype=torch.float64) * 2.0
+    beta = torch.rand(L, generator=g_, dtype=torch.float64)
+    h0 = torch.randn(V, K, generator=g_, dtype=torch.float64)
+    do = torch.randn(L, V, generator=g_, dtype=torch.float64)
+    dST = torch.randn(V, K, generator=g_, dtype=torch.float64)
+    scale = 0.25
+    # float32-exact inputs, so both sides see the same values.
+    q, k, v, g, beta, h0, do, dST = (x.float().double() for x in (q, k, v, g, beta, h0, do, dST))
+    _, _, starts = cb.chunk_forward_safe(scale * q, k, v, g, beta, h0, 64)
+    ref = cb.chunk_backward_kernel(scale * q, k, v, g, beta, starts, do, dST, 64)
+    f = lambda x: x.numpy().astype(np.float32)  # noqa: E731
+    got = cbr.kernels_backward(f(q), f(k), f(v), f(g), f(beta), f(do), f(h0), f(dST), scale, pairs)
+    # The model's dq is of the unscaled q; the float64 form's of the scaled one.
+    for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, (scale * ref[0],) + tuple(ref[1:])):
+        err = float(np.linalg.norm(a.astype(np.float64) - b.numpy()) / np.linalg.norm(b.numpy()))
+        assert err < 1e-4, f"{name}: {err:.2e} (seed {seed})"

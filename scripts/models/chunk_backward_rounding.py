@@ -9,7 +9,13 @@ The inputs go through the same preprocessing and chain rules as scripts/verify_i
 float64, here in --dtype); every chunk product is a float32 torch matmul / einsum (fp32 accumulation; the
 summation order is torch's); pair decays are exp of fp32 sums of g accumulated from the pair's earlier token.
 
-usage: chunk_backward_rounding.py [--dtype float32|float64] DIR"""
+--form kernels models the CUDA chunked backward itself (src/cuda/generic/backward_chunked.cu): phase 1 and the state
+pass of the forward as scripts/models/two_phase.py rounds them (the tiles and what the backward keeps: A', T, S0,
+V_new), the reverse state pass with its four products in bf16x3 (chunk_reverse.cu), and the gradient pass in fp32
+with W read back from its bf16 hi / lo planes (chunk_grad.cu); --pairs loop | blocked picks its pair products
+(main's per-channel loop, or branch gradblk's 16-token blocks).
+
+usage: chunk_backward_rounding.py [--dtype float32|float64] [--form safe|kernels] [--pairs loop|blocked] DIR"""
 import argparse
 import os
 import sys
@@ -21,15 +27,201 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_HERE, "..", "verify_impls"))
 sys.path.insert(0, _HERE)
 import chunk_backward as cb  # noqa: E402
+import two_phase as tp  # noqa: E402
 from kda_protocol import read_case, write_output  # noqa: E402
 from numpy_recurrent import preprocess, write_gradients  # noqa: E402
 
 C = 64
+F32 = np.float32
+
+
+def _ex2(x):
+    return np.exp2(x).astype(F32)
+
+
+def _pairs_loop(Q, K, G, dM, dAp):
+    """chunk_grad.cu P4's pair loop over a batch of chunks [M, C, K] (G in log2 units): see chunk_backward.py
+    pair_terms_loop. Returns (dq, dk, dg) parts."""
+    dq, dk, dg, X = (np.zeros_like(Q) for _ in range(4))
+    for r in range(C):
+        qr, kr = Q[:, r], K[:, r]
+        dqr, dkr, ex = (np.zeros_like(qr) for _ in range(3))
+        for c in range(r, -1, -1):
+            D = _ex2(ex)
+            wm, wa = dM[:, r, c, None], dAp[:, r, c, None]
+            dqr = dqr + wm * K[:, c] * D
+            dkr = dkr + wa * K[:, c] * D
+            z = (wm * qr + wa * kr) * D
+            dk[:, c] += z
+            X[:, c] = z * K[:, c]
+            ex = ex + G[:, c]
+        dq[:, r] += dqr
+        dk[:, r] += dkr
+        pre = np.zeros_like(qr)
+        for c in range(r):
+            pre = pre + X[:, c]
+            dg[:, c + 1] += pre
+    return dq, dk, dg
+
+
+def _pairs_blocked(Q, K, G, dM, dAp, S=16):
+    """Branch gradblk's P4 pair products: pairwise inside 16-token blocks, reference points across them (see
+    chunk_backward.py pair_terms_blocked), in fp32 and log2 units, in the kernel's order."""
+    dq, dk, dg = (np.zeros_like(Q) for _ in range(3))
+    for b in range(C // S):
+        sl = slice(b * S, (b + 1) * S)
+        q_, k_, g_ = _pairs_loop_block(Q[:, sl], K[:, sl], G[:, sl], dM[:, sl, sl], dAp[:, sl, sl])
+        dq[:, sl] += q_
+        dk[:, sl] += k_
+        dg[:, sl] += g_
+    a = np.zeros_like(Q)
+    P = []
+    for b in range(C // S):
+        acc = np.zeros_like(Q[:, 0])
+        for t in range(b * S, (b + 1) * S):
+            acc = acc + G[:, t]
+            a[:, t] = _ex2(acc)
+        P.append(_ex2(acc))
+    for J in range(C // S - 1):
+        c0 = J * S
+        ev, ke = np.zeros_like(Q[:, :S]), np.zeros_like(Q[:, :S])
+        acc = np.zeros_like(Q[:, 0])
+        for i in range(S - 1, -1, -1):
+            ev[:, i] = _ex2(acc)
+            ke[:, i] = K[:, c0 + i] * ev[:, i]
+            acc = acc + G[:, c0 + i]
+        for I in range(J + 1, C // S):
+            r0 = I * S
+            pij = np.ones_like(Q[:, 0])
+            for bb in range(J + 1, I):
+                pij = pij * P[bb]
+            ck = np.zeros_like(ke)
+            suffix = np.zeros_like(pij)
+            for rr in range(S - 1, -1, -1):
+                r = r0 + rr
+                ar = a[:, r]
+                qa, ka = Q[:, r] * ar, K[:, r] * ar
+                wm, wa = dM[:, r, c0:c0 + S], dAp[:, r, c0:c0 + S]
+                rq = np.einsum("mc,mcd->md", wm, ke, dtype=F32)
+                rk = np.einsum("mc,mcd->md", wa, ke, dtype=F32)
+                ck += wm[:, :, None] * qa[:, None, :] + wa[:, :, None] * ka[:, None, :]
+                sc = ar * pij
+                rq, rk = rq * sc, rk * sc
+                dq[:, r] += rq
+                dk[:, r] += rk
+                suffix = suffix + Q[:, r] * rq + K[:, r] * rk
+                dg[:, r] += suffix
+            dg[:, c0 + S:r0] += suffix[:, None, :]
+            prefix = np.zeros_like(pij)
+            for cc in range(S):
+                dg[:, c0 + cc] += prefix
+                z = ck[:, cc] * ev[:, cc] * pij
+                dk[:, c0 + cc] += z
+                prefix = prefix + K[:, c0 + cc] * z
+    return dq, dk, dg
+
+
+def _pairs_loop_block(Q, K, G, dM, dAp):
+    """The pairwise loop on one 16-token block (the diagonal blocks of _pairs_blocked)."""
+    n = Q.shape[1]
+    dq, dk, dg, X = (np.zeros_like(Q) for _ in range(4))
+    for r in range(n):
+        qr, kr = Q[:, r], K[:, r]
+        dqr, dkr, ex = (np.zeros_like(qr) for _ in range(3))
+        for c in range(r, -1, -1):
+            D = _ex2(ex)
+            wm, wa = dM[:, r, c, None], dAp[:, r, c, None]
+            dqr = dqr + wm * K[:, c] * D
+            dkr = dkr + wa * K[:, c] * D
+            z = (wm * qr + wa * kr) * D
+            dk[:, c] += z
+            X[:, c] = z * K[:, c]
+            ex = ex + G[:, c]
+        dq[:, r] += dqr
+        dk[:, r] += dkr
+        pre = np.zeros_like(qr)
+        for c in range(r):
+            pre = pre + X[:, c]
+            dg[:, c + 1] += pre
+    return dq, dk, dg
+
+
+def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs):
+    """One (sequence, value head) through the CUDA chunked backward's arithmetic. q, k [L, K] (normalized, q not
+    scaled), v, dout [L, V], g [L, K] (natural-log decay), beta [L] (activated), S0, dST [V, K]. Returns the
+    gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state."""
+    L, Kd_ = q.shape
+    V = v.shape[1]
+    M = (L + C - 1) // C
+
+    def pad(x):
+        y = np.zeros((M * C,) + x.shape[1:], F32)
+        y[:L] = x
+        return y.reshape((M, C) + x.shape[1:])
+
+    Q, Kk, Vv, B, dO = pad(q), pad(k), pad(v), pad(beta), pad(dout)
+    G = pad((g.astype(F32) * tp.LOG2E).astype(F32))
+    prec = tp.parse_precision("")
+    Qg, Kd, dec, Aqk, W, U, Ap, Tm = tp.phase1(Q, Kk, G, B, (B[..., None] * Vv).astype(F32), prec, keep=True)
+    bx3 = lambda a, b: tp.prod(a, b, "bf16x3")  # noqa: E731
+    # The forward's state pass, keeping the chunk-start states and V_new.
+    S = S0.astype(F32)
+    starts, Vn = np.zeros((M, V, Kd_), F32), np.zeros((M, C, V), F32)
+    for j in range(M):
+        starts[j] = S
+        Vn[j] = U[j] - bx3(W[j], S.T)
+        S = S * dec[j][None, :] + bx3(Vn[j].T, Kd[j])
+    # chunk_reverse.cu.
+    dOp = (F32(scale) * dO).astype(F32)
+    dS = dST.astype(F32)
+    dsend, dU = np.zeros_like(starts), np.zeros_like(Vn)
+    for j in reversed(range(M)):
+        dsend[j] = dS
+        dU[j] = bx3(Kd[j], dS.T) + bx3(Aqk[j].T, dOp[j])
+        dS = dS * dec[j][None, :] + bx3(dOp[j].T, Qg[j]) + bx3(-dU[j].T, W[j])
+    # chunk_grad.cu, fp32, every chunk at once.
+    low = np.tril(np.ones((C, C), F32))
+    dM = np.matmul(dOp, np.swapaxes(Vn, 1, 2)) * low
+    QS, KDg, dW = np.matmul(dOp, starts), np.matmul(Vn, dsend), -np.matmul(dU, starts)
+    Tl = np.swapaxes(Tm * low, 1, 2)
+    BV, BK = np.matmul(Tl, dU), np.matmul(Tl, dW)
+    Wh = tp.bf16(W)
+    Wr = (Wh + tp.bf16(W - Wh)).astype(F32)
+    dA = -(np.matmul(BV, np.swapaxes(U, 1, 2)) + np.matmul(BK, np.swapaxes(Wr, 1, 2))) * np.tril(np.ones((C, C), F32), -1)
+    DQ, DK, TB, DG, X = (np.zeros_like(Q) for _ in range(5))
+    gam = np.zeros_like(Q[:, 0])
+    for t in range(C):
+        gam = gam + G[:, t]
+        e = _ex2(gam)
+        DQ[:, t] = QS[:, t] * e
+        DK[:, t] = B[:, t, None] * BK[:, t] * e
+        TB[:, t] = BK[:, t] * Kk[:, t] * e
+        DG[:, t] = Q[:, t] * DQ[:, t] + Kk[:, t] * DK[:, t]
+    whole = (starts * dsend).sum(1, dtype=F32) * _ex2(gam)
+    suf, head = np.zeros_like(gam), np.zeros_like(gam)
+    for t in reversed(range(C)):
+        dkd = KDg[:, t] * _ex2(suf)
+        DK[:, t] += dkd
+        X[:, t] = Kk[:, t] * dkd
+        head = head + DG[:, t]
+        DG[:, t] = head + whole
+        suf = suf + G[:, t]
+    tail = np.zeros_like(gam)
+    for t in range(C):
+        DG[:, t] += tail
+        tail = tail + X[:, t]
+    pq, pk, pg = (_pairs_blocked if pairs == "blocked" else _pairs_loop)(Q, Kk, G, dM, B[:, :, None] * dA)
+    DQ, DK, DG = DQ + pq, DK + pk, DG + pg
+    dbeta = (dA * Ap).sum(2, dtype=F32) + (BV * Vv).sum(2, dtype=F32) + TB.sum(2, dtype=F32)
+    flat = lambda x: x.reshape((M * C,) + x.shape[2:])[:L]  # noqa: E731
+    return flat(DQ), flat(DK), flat(B[..., None] * BV), flat(DG), flat(dbeta), dS
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ap.add_argument("--form", choices=("safe", "kernels"), default="safe")
+    ap.add_argument("--pairs", choices=("loop", "blocked"), default="loop")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     npdt = np.float32 if a.dtype == "float32" else np.float64
@@ -67,6 +259,16 @@ def main(argv):
             if "initial_state" in t:
                 h0 = t["initial_state"][n, hv].astype(npdt)
                 S0 = h0 if m["state_v_first"] else h0.T
+            if a.form == "kernels" and backward:
+                dST = dfinal[n, hv] if dfinal is not None else np.zeros((V, K), F32)
+                with np.errstate(under="ignore", over="ignore"):
+                    got = kernels_backward(q[b, t0:t1, h].astype(F32), k[b, t0:t1, h].astype(F32),
+                                           v[b, t0:t1, hv].astype(F32), g[b, t0:t1, hv], beta[b, t0:t1, hv].astype(F32),
+                                           dout[b, t0:t1, hv].astype(F32), S0.astype(F32), dST.astype(F32), scale,
+                                           a.pairs)
+                dqh[b, t0:t1, hv], dkh[b, t0:t1, hv], dv[b, t0:t1, hv], dglog[b, t0:t1, hv] = got[:4]
+                dbeta[b, t0:t1, hv], dh0[n, hv] = got[4], got[5]
+                continue
             qs = T_(scale * q[b, t0:t1, h])
             kk, vv, gg, bb = T_(k[b, t0:t1, h]), T_(v[b, t0:t1, hv]), T_(g[b, t0:t1, hv]), T_(beta[b, t0:t1, hv])
             o, sT, starts = cb.chunk_forward_safe(qs, kk, vv, gg, bb, T_(S0), C)

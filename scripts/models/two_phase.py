@@ -160,10 +160,12 @@ def l2norm(x):
     return (x * (F32(1) / np.sqrt(ss + F32(1e-6)))[..., None]).astype(F32)
 
 
-def phase1(q, k, g, beta, vb, prec):
+def phase1(q, k, g, beta, vb, prec, keep=False):
     """One batch of chunks. q, k, g: [N, C, K] (g in log2 units, rows past the chunk's length zero), beta [N, C],
-    vb = beta v [N, C, V]. Returns the workspace tiles Qg, Kd [N, C, K], decay [N, K], Aqk [N, C, C], W, U."""
+    vb = beta v [N, C, V]. Returns the workspace tiles Qg, Kd [N, C, K], decay [N, K], Aqk [N, C, C], W, U; with
+    keep, also what the chunked backward keeps (BackwardSaves): A' (not scaled by beta) and T [N, C, C]."""
     N, _, K = q.shape
+    Ap = np.zeros((N, C, C), F32)
     # S1: diagonal blocks. (r, c), r >= c in one 16-block: sum_d x_r[d] k_c[d] exp2(sum of g over c+1 .. r).
     Akk = np.zeros((N, C, C), F32)
     Aqk = np.zeros((N, C, C), F32)
@@ -186,6 +188,7 @@ def phase1(q, k, g, beta, vb, prec):
                 vk = np.einsum("nrd,nrd->nr", k[:, rows], w, dtype=F32)
             Aqk[:, rows, base + c] = vq
             Akk[:, base + c + 1:base + 16, base + c] = beta[:, base + c + 1:base + 16] * vk[:, 1:]
+            Ap[:, base + c + 1:base + 16, base + c] = vk[:, 1:]
     # S2: per-channel factors.
     Kd = np.zeros_like(k)
     Ksuf = np.zeros_like(k)
@@ -220,7 +223,8 @@ def phase1(q, k, g, beta, vb, prec):
             bI, bJ = slice(16 * I, 16 * I + 16), slice(16 * J, 16 * J + 16)
             B = Ksuf[:, bJ] if I - J == 1 else Ksuf[:, bJ] * fac[(I, J)][:, None, :]
             Bt = np.swapaxes(B, 1, 2)
-            Akk[:, bI, bJ] = beta[:, bI, None] * prod(Kr[:, bI], Bt, prec["akk"])
+            Ap[:, bI, bJ] = prod(Kr[:, bI], Bt, prec["akk"])
+            Akk[:, bI, bJ] = beta[:, bI, None] * Ap[:, bI, bJ]
             Aqk[:, bI, bJ] = prod(Qr[:, bI], Bt, prec["aqk"])
     # The factored diagonal blocks (diag = a product mode): exp2(sum over c+1 .. r) = exp2(Gl_r - S_b / 2)
     # exp2((S_b - Gl_c) - S_b / 2), with Gl the block's inclusive local sum of g and S_b its total: the reference point
@@ -255,6 +259,7 @@ def phase1(q, k, g, beta, vb, prec):
             ak = prod(ops[1][ok], Bt, prec["diag"])
             Aqk[ok, sl, sl] = np.where(lower, aq, F32(0))
             Akk[ok, sl, sl] = np.where(strict, beta[ok][:, sl, None] * ak, F32(0))
+            Ap[ok, sl, sl] = np.where(strict, ak, F32(0))
     # S4: T = (I + A_kk)^-1 by forward substitution.
     if prec["tinv"] == "fp64":
         A64 = Akk.astype(np.float64)
@@ -276,6 +281,8 @@ def phase1(q, k, g, beta, vb, prec):
         X[:, sl] = (Kr[:, sl] * pre[b][:, None, :]) * beta[:, sl, None]
     W = prod(Tm, X, prec["wu"])
     U = prod(Tm, vb, prec["wu"])
+    if keep:
+        return Qg, Kd, decay, Aqk, W, U, Ap, Tm
     return Qg, Kd, decay, Aqk, W, U
 
 
