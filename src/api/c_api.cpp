@@ -138,15 +138,25 @@ Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspa
 // Calls f(linear index, element offset) for every element of t in row-major order.
 template <typename F>
 void for_each_element(const kda_tensor_t& t, F&& f) {
-  int64_t n = 1;
-  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
-  for (int64_t lin = 0; lin < n; ++lin) {
-    int64_t rem = lin, off = 0;
-    for (int i = t.ndim - 1; i >= 0; --i) {
+  // Rows of the innermost dimension: the row's offset once (div / mod over the outer dimensions), then a stride
+  // walk; rows in parallel (f writes element i of its own row only). The gradients' copies were ~10% of the CPU
+  // backward when every element paid the div / mod (perf, train-cpu-8k-h8).
+  if (t.ndim == 0) {
+    f(0, 0);
+    return;
+  }
+  const int last = t.ndim - 1;
+  const int64_t inner = t.shape[last], step = t.strides[last];
+  int64_t rows = 1;
+  for (int i = 0; i < last; ++i) rows *= t.shape[i];
+#pragma omp parallel for schedule(static) if (rows * inner > (1 << 16))
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t rem = row, off = 0;
+    for (int i = last - 1; i >= 0; --i) {
       off += (rem % t.shape[i]) * t.strides[i];
       rem /= t.shape[i];
     }
-    f(lin, off);
+    for (int64_t j = 0; j < inner; ++j) f(row * inner + j, off + j * step);
   }
 }
 

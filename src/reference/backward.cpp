@@ -90,13 +90,13 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
         // Per-token inputs, raw and preprocessed.
         std::vector<T> q(L * K), k(L * K), qh(L * K), kh(L * K), v(L * V), x(L * K), glog(L * K), beta(L),
             braw(L), rq(L, T(1)), rk(L, T(1));
+        ForwardParams raw = p;  // the inputs as given: no norm, no activation
+        raw.use_qk_l2norm = false;
+        raw.gate_mode = KDA_GATE_LOG_DECAY;
+        raw.beta_is_logits = false;
+        raw.allow_neg_eigval = false;
         for (int64_t i = 0; i < L; ++i) {
           const int64_t t = sp.start + i;
-          ForwardParams raw = p;
-          raw.use_qk_l2norm = false;
-          raw.gate_mode = KDA_GATE_LOG_DECAY;
-          raw.beta_is_logits = false;
-          raw.allow_neg_eigval = false;
           load_token<T>(raw, sp.batch, t, hv, &q[i * K], &k[i * K], &v[i * V], &x[i * K], &braw[i]);
           load_token<T>(p, sp.batch, t, hv, &qh[i * K], &kh[i * K], nullptr, &glog[i * K], &beta[i]);
           if (p.use_qk_l2norm) {
