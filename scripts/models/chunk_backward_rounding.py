@@ -40,10 +40,10 @@ def _ex2(x):
 
 
 def _pairs_loop(Q, K, G, dM, dAp):
-    """chunk_grad.cu P4's pair loop over a batch of chunks [M, C, K] (G in log2 units): see chunk_backward.py
-    pair_terms_loop. Returns (dq, dk, dg) parts."""
+    """chunk_grad.cu P4's pair loop over a batch of chunks (or of 16-token blocks) [M, n, K] (G in log2 units): see
+    chunk_backward.py pair_terms_loop. Returns (dq, dk, dg) parts."""
     dq, dk, dg, X = (np.zeros_like(Q) for _ in range(4))
-    for r in range(C):
+    for r in range(Q.shape[1]):
         qr, kr = Q[:, r], K[:, r]
         dqr, dkr, ex = (np.zeros_like(qr) for _ in range(3))
         for c in range(r, -1, -1):
@@ -70,7 +70,7 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16):
     dq, dk, dg = (np.zeros_like(Q) for _ in range(3))
     for b in range(C // S):
         sl = slice(b * S, (b + 1) * S)
-        q_, k_, g_ = _pairs_loop_block(Q[:, sl], K[:, sl], G[:, sl], dM[:, sl, sl], dAp[:, sl, sl])
+        q_, k_, g_ = _pairs_loop(Q[:, sl], K[:, sl], G[:, sl], dM[:, sl, sl], dAp[:, sl, sl])
         dq[:, sl] += q_
         dk[:, sl] += k_
         dg[:, sl] += g_
@@ -118,31 +118,6 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16):
                 z = ck[:, cc] * ev[:, cc] * pij
                 dk[:, c0 + cc] += z
                 prefix = prefix + K[:, c0 + cc] * z
-    return dq, dk, dg
-
-
-def _pairs_loop_block(Q, K, G, dM, dAp):
-    """The pairwise loop on one 16-token block (the diagonal blocks of _pairs_blocked)."""
-    n = Q.shape[1]
-    dq, dk, dg, X = (np.zeros_like(Q) for _ in range(4))
-    for r in range(n):
-        qr, kr = Q[:, r], K[:, r]
-        dqr, dkr, ex = (np.zeros_like(qr) for _ in range(3))
-        for c in range(r, -1, -1):
-            D = _ex2(ex)
-            wm, wa = dM[:, r, c, None], dAp[:, r, c, None]
-            dqr = dqr + wm * K[:, c] * D
-            dkr = dkr + wa * K[:, c] * D
-            z = (wm * qr + wa * kr) * D
-            dk[:, c] += z
-            X[:, c] = z * K[:, c]
-            ex = ex + G[:, c]
-        dq[:, r] += dqr
-        dk[:, r] += dkr
-        pre = np.zeros_like(qr)
-        for c in range(r):
-            pre = pre + X[:, c]
-            dg[:, c + 1] += pre
     return dq, dk, dg
 
 
