@@ -221,6 +221,37 @@ __device__ __forceinline__ void load_planes(__nv_bfloat16* dst, int pitch, const
   }
 }
 
+// acc = X S^T for a warp's 16 rows of X (hi / lo planes [row][d] of pitch pitch, rows from x_row) against NT n-tiles
+// of 8 state rows (planes [v][d], same pitch, from s_row), over the KD / 16 k-steps of d: both operands non-transposed
+// ldmatrix (mma_layout.h ldsm_a_rowmajor ra, ldsm_b_nmajor rb). The state passes' products with the state
+// (W S^T and Qg S^T forward, Kd dS^T in reverse).
+template <int NT, int KD>
+__device__ __forceinline__ void mma_times_state_t(float (&acc)[NT][4], const __nv_bfloat16* Xh, const __nv_bfloat16* Xl,
+                                                  const __nv_bfloat16* Sh, const __nv_bfloat16* Sl, int pitch,
+                                                  int x_row, int s_row, int ra_row, int ra_col, int rb_row,
+                                                  int rb_col) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
+#pragma unroll 2
+  for (int ks = 0; ks < KD / 16; ++ks) {
+    uint32_t ah[4], al[4];
+    const int ao = (x_row + ra_row) * pitch + 16 * ks + ra_col;
+    ldsm_x4<false>(ah, Xh + ao);
+    ldsm_x4<false>(al, Xl + ao);
+#pragma unroll
+    for (int np = 0; np < NT / 2; ++np) {
+      uint32_t bh[4], bl[4];
+      const int bo = (s_row + 16 * np + rb_row) * pitch + 16 * ks + rb_col;
+      ldsm_x4<false>(bh, Sh + bo);
+      ldsm_x4<false>(bl, Sl + bo);
+      mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
+      mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
+    }
+  }
+}
+
 // acc[2 np + i] += A B over k-steps ks0 .. ks1 - 1 (16 each) in bf16x3, both operands stored k-major as hi / lo
 // planes (A [k][m] of pitch pa, this warp's 16 rows of m from a_col; B [k][n] of pitch pb, its NT n-tiles of 8 from
 // b_col): ldmatrix.trans for both (mma_layout.h ldsm_a_kmajor / ldsm_b_kmajor rows rat, rbt). The products of the

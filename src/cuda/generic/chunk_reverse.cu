@@ -181,26 +181,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
     __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step
     {
       float acc[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-#pragma unroll 2
-      for (int ks = 0; ks < K / 16; ++ks) {
-        uint32_t ah[4], al[4];
-        const int ao = (16 * m + ra.row) * PK + 16 * ks + ra.col;
-        ldsm_x4<false>(ah, Kh + ao);
-        ldsm_x4<false>(al, Kl + ao);
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          uint32_t bh[4], bl[4];
-          const int bo = (cw + 16 * np + rb.row) * PK + 16 * ks + rb.col;
-          ldsm_x4<false>(bh, Sh + bo);
-          ldsm_x4<false>(bl, Sl + bo);
-          mma_bf16x3(acc[2 * np], ah, al, bh, bl, 0);
-          mma_bf16x3(acc[2 * np + 1], ah, al, bh, bl, 1);
-        }
-      }
+      mma_times_state_t<NT, K>(acc, Kh, Kl, Sh, Sl, PK, 16 * m, cw, ra.row, ra.col, rb.row, rb.col);
       mma_kmajor_kmajor<NT>(acc, Ah, Al, PA, 16 * m, Oh, Ol, PV, cw, m, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
       float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0;
 #pragma unroll
