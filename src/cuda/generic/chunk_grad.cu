@@ -8,17 +8,19 @@
 //   P3  dA = -strictly_lower(dBV U0^T + dBK W^T)
 //   P4  per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf, and the log-decay
 //       gradient summed over the runs each exponent spans (never a difference of cumulated sums); then the pair
-//       products through D[r, c] = exp2(sum of g over c+1 .. r), accumulated along c from the diagonal so each D is
-//       one exp2 of a local sum: dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K
-//       (column side), dg += the pairs spanning each token
+//       products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K (column side),
+//       dg += the pairs spanning each token, by 16-token blocks: pairwise inside a block (D = exp2 of a sum
+//       accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across blocks
+//       (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per channel
+//       instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
 //   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
 //       the L2 norm's backward); dg through the gate activation; the chunk's partial sums of ddt_bias and dA_log
 // Deterministic: no atomics, every sum in a fixed order.
 //
-// This is the first, plain version: the products are a block-wide fp32 SIMT GEMM (block_gemm: 64 x N outputs, 4 x
-// N / 16 per thread, operands staged through shared memory 16 k-steps at a time) and the pair products run one
-// thread per channel. Tensor-core products and a factored pair decay are the next step once this one is measured.
+// The products are a block-wide fp32 SIMT GEMM (block_gemm: 64 x N outputs, 4 x N / 16 per thread, operands staged
+// through shared memory 16 k-steps at a time) and the pair products run one thread per channel, the block pairs'
+// 16 x 16 products in registers. Tensor-core products are the next step once this one is measured.
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
@@ -302,26 +304,118 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         DG[t * K + d] += tail;
         tail += Xs[t * K + d];
       }
-      // Pairs (r, c <= r) of A_qk and A': D = exp2(sum of g over c+1 .. r), accumulated from the diagonal down.
-      for (int r = 0; r < L; ++r) {
-        const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
-        float dq = 0.0f, dk = 0.0f, ex = 0.0f;
-        for (int c = r; c >= 0; --c) {
-          const float D = ex2(ex);
-          const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = Ks[c * K + d];
-          dq = fmaf(wm * kc, D, dq);
-          dk = fmaf(wa * kc, D, dk);
-          const float z = (wm * qr + wa * kr) * D;
-          Dkc[c * K + d] += z;
-          Xs[c * K + d] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
-          ex += Gs[c * K + d];
+      // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
+      // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
+      // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
+      // over the block's 16 rows and columns are unrolled).
+#pragma unroll 1
+      for (int blk = 0; blk < kSubBlocks; ++blk) {
+        const int b0 = kSub * blk;
+        float col[kSub], dgp[kSub];
+#pragma unroll
+        for (int i = 0; i < kSub; ++i) col[i] = dgp[i] = 0.0f;
+#pragma unroll
+        for (int rr = 0; rr < kSub; ++rr) {
+          const int r = b0 + rr;
+          const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
+          float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
+#pragma unroll
+          for (int cc = rr; cc >= 0; --cc) {
+            const int c = b0 + cc;
+            const float D = ex2(ex);
+            const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = Ks[c * K + d];
+            dq = fmaf(wm * kc, D, dq);
+            dk = fmaf(wa * kc, D, dk);
+            const float z = (wm * qr + wa * kr) * D;
+            col[cc] += z;
+            x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
+            ex += Gs[c * K + d];
+          }
+          DQ[r * K + d] += dq;
+          DK[r * K + d] += dk;
+          float pre = 0.0f;
+#pragma unroll
+          for (int cc = 0; cc < rr; ++cc) {
+            pre += x[cc];
+            dgp[cc + 1] += pre;
+          }
         }
-        DQ[r * K + d] += dq;
-        DK[r * K + d] += dk;
-        float pre = 0.0f;
-        for (int c = 0; c < r; ++c) {
-          pre += Xs[c * K + d];
-          DG[(c + 1) * K + d] += pre;
+#pragma unroll
+        for (int i = 0; i < kSub; ++i) {
+          Dkc[(b0 + i) * K + d] += col[i];
+          DG[(b0 + i) * K + d] += dgp[i];
+        }
+      }
+      // Block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the start
+      // of I to r) (table in Xs), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the blocks strictly between,
+      // every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a row r at a time),
+      // ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay coefficients reach the
+      // spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side) and, for the tokens
+      // strictly between J and I, the pair's whole sum: sums of terms, never differences.
+      float pblk[kSubBlocks];
+#pragma unroll
+      for (int blk = 0; blk < kSubBlocks; ++blk) {
+        float acc = 0.0f;
+        for (int i = 0; i < kSub; ++i) {
+          const int t = kSub * blk + i;
+          acc += Gs[t * K + d];
+          Xs[t * K + d] = ex2(acc);
+        }
+        pblk[blk] = ex2(acc);
+      }
+#pragma unroll 1
+      for (int J = 0; J < kSubBlocks - 1; ++J) {
+        const int c0 = kSub * J;
+        float ke[kSub], ev[kSub];
+        {
+          float acc = 0.0f;
+#pragma unroll
+          for (int i = kSub - 1; i >= 0; --i) {
+            ev[i] = ex2(acc);
+            ke[i] = Ks[(c0 + i) * K + d] * ev[i];
+            acc += Gs[(c0 + i) * K + d];
+          }
+        }
+#pragma unroll 1
+        for (int I = J + 1; I < kSubBlocks; ++I) {
+          const int r0 = kSub * I;
+          float pij = 1.0f;
+          for (int bb = J + 1; bb < I; ++bb) pij *= pblk[bb];
+          float ck[kSub];
+#pragma unroll
+          for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
+          float suffix = 0.0f;
+          for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
+            const int r = r0 + rr;
+            const float ar = Xs[r * K + d], qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
+            const float qa = qr * ar, ka = kr * ar;
+            float rq = 0.0f, rk = 0.0f;
+#pragma unroll
+            for (int cc = 0; cc < kSub; ++cc) {
+              const float wm = dMs[r * kC + c0 + cc], wa = br * dAs[r * kC + c0 + cc];
+              rq = fmaf(wm, ke[cc], rq);
+              rk = fmaf(wa, ke[cc], rk);
+              ck[cc] = fmaf(wm, qa, fmaf(wa, ka, ck[cc]));
+            }
+            const float sc = ar * pij;
+            rq *= sc;
+            rk *= sc;
+            DQ[r * K + d] += rq;
+            DK[r * K + d] += rk;
+            suffix += qr * rq + kr * rk;
+            DG[r * K + d] += suffix;
+          }
+          // The pair's whole sum (suffix now covers every r in I) for the tokens strictly between J and I.
+          for (int t = c0 + kSub; t < r0; ++t) DG[t * K + d] += suffix;
+          float prefix = 0.0f;
+#pragma unroll
+          for (int cc = 0; cc < kSub; ++cc) {
+            const int c = c0 + cc;
+            DG[c * K + d] += prefix;
+            const float z = ck[cc] * ev[cc] * pij;
+            Dkc[c * K + d] += z;
+            prefix += Ks[c * K + d] * z;
+          }
         }
       }
     }
