@@ -129,68 +129,76 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __syncthreads();
 
   // ---- S0: stage. Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors); half 0 stages
-  // q and g, half 1 k, beta and beta v. Rows >= L are zeros.
+  // q and g, half 1 k, beta and beta v. Rows >= L are zeros. Every global load of a thread is issued before any is
+  // used (one memory latency per CTA instead of two or three: ncu put 57% of this stage's stall samples on long
+  // scoreboard waits at 67bc1ca, with one CTA per SM and nothing else to run); the loaded vectors cost 32 (half 1)
+  // to 48 (half 0, fp32 g) registers, under the 128 a 512-thread CTA may hold.
   {
     const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
     const bool live = st < L;
     const int64_t t = t0 + st;
     const kda_dtype_t in_dt = p.q.dtype;
-    {
-      const int which = half;
-      const TensorView& tv = which ? p.k : p.q;
+    constexpr int kVec = K / 32;  // 16-byte vectors of q or k (8 channels each) per thread
+    const TensorView& qk = half ? p.k : p.q;
+    uint4 uqk[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j)
+      uqk[j] = live ? ldg16(static_cast<const uint16_t*>(qk.data) + b * qk.stride[0] + t * qk.stride[1] +
+                            h * qk.stride[2] + 8 * sq + 32 * j)
+                    : make_uint4(0, 0, 0, 0);
+    // q or k: L2 norm over the quad's K channels, then fp32 rows in Qs / Ks.
+    auto stage_qk = [&](float* dst) {
       float x[K / 4];
 #pragma unroll
-      for (int j = 0; j < K / 32; ++j) {
-        uint4 u = make_uint4(0, 0, 0, 0);
-        if (live)
-          u = ldg16(static_cast<const uint16_t*>(tv.data) + b * tv.stride[0] + t * tv.stride[1] + h * tv.stride[2] +
-                    8 * sq + 32 * j);
-        cvt8(u, in_dt, x + 8 * j);
-      }
+      for (int j = 0; j < kVec; ++j) cvt8(uqk[j], in_dt, x + 8 * j);
       if (p.use_qk_l2norm) {
         const float inv = quad_inv_norm(x);
 #pragma unroll
         for (int i = 0; i < K / 4; ++i) x[i] *= inv;
       }
-      float* const dst = (which ? Ks : Qs) + st * PK + 8 * sq;
+      dst += st * PK + 8 * sq;
 #pragma unroll
-      for (int j = 0; j < K / 32; ++j) {
+      for (int j = 0; j < kVec; ++j) {
         *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(x[8 * j], x[8 * j + 1], x[8 * j + 2], x[8 * j + 3]);
         *reinterpret_cast<float4*>(dst + 32 * j + 4) =
             make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
       }
-    }
+    };
     if (half == 0) {
-      // The gate, in log2 units (0 past L: padded tokens change no sum). The raw values go to Gs first (all K / 32
-      // loads in flight together), then the same thread activates them in place in a loop that is not unrolled
-      // (gate_log_decay's modes would be inlined K / 32 times).
+      // The gate, in log2 units (0 past L: padded tokens change no sum). The raw values go to Gs first, then the
+      // same thread activates them in place in a loop that is not unrolled (gate_log_decay's modes would be inlined
+      // K / 32 times).
       const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
       float* const grow = Gs + st * PK + 8 * sq;
-      if (p.g.dtype == KDA_DTYPE_FLOAT32) {
-        uint4 u[K / 16];
+      const bool g32 = p.g.dtype == KDA_DTYPE_FLOAT32;
+      uint4 ug[2 * kVec];  // fp32 g: two vectors per 8 channels; bf16 / fp16 g: the first kVec
+      if (g32) {
         const float* const gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
-        for (int j = 0; j < K / 32; ++j) {
-          u[2 * j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
-          u[2 * j + 1] = live ? ldg16(gp + 32 * j + 4) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < kVec; ++j) {
+          ug[2 * j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+          ug[2 * j + 1] = live ? ldg16(gp + 32 * j + 4) : make_uint4(0, 0, 0, 0);
         }
-#pragma unroll
-        for (int j = 0; j < K / 16; ++j) *reinterpret_cast<uint4*>(grow + 32 * (j >> 1) + 4 * (j & 1)) = u[j];
       } else {
-        uint4 u[K / 32];
         const uint16_t* const gp = static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
-        for (int j = 0; j < K / 32; ++j) u[j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < kVec; ++j) ug[j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+      }
+      stage_qk(Qs);
+      if (g32) {
 #pragma unroll
-        for (int j = 0; j < K / 32; ++j) {
+        for (int j = 0; j < 2 * kVec; ++j) *reinterpret_cast<uint4*>(grow + 32 * (j >> 1) + 4 * (j & 1)) = ug[j];
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
           float g[8];
-          cvt8(u[j], p.g.dtype, g);
+          cvt8(ug[j], p.g.dtype, g);
           *reinterpret_cast<float4*>(grow + 32 * j) = make_float4(g[0], g[1], g[2], g[3]);
           *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
         }
       }
 #pragma unroll 1
-      for (int j = 0; j < K / 32; ++j) {
+      for (int j = 0; j < kVec; ++j) {
         float* const gp = grow + 32 * j;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
@@ -200,21 +208,23 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
       }
     } else {
-      const float beta =
-          live ? beta_activation<float>(
-                     scalar_to_float(p.beta.data, p.beta.dtype,
-                                     b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
-                     p.beta_is_logits, p.allow_neg_eigval)
+      const float beta_raw =
+          live ? scalar_to_float(p.beta.data, p.beta.dtype,
+                                 b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
                : 0.0f;
+      uint4 uv[V / 32];
+#pragma unroll
+      for (int j = 0; j < V / 32; ++j)
+        uv[j] = live ? ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] +
+                             hv * p.v.stride[2] + 8 * sq + 32 * j)
+                     : make_uint4(0, 0, 0, 0);
+      stage_qk(Ks);
+      const float beta = live ? beta_activation<float>(beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
       if (sq == 0) beta_s[st] = beta;
 #pragma unroll
       for (int j = 0; j < V / 32; ++j) {
         float v[8];
-        uint4 u = make_uint4(0, 0, 0, 0);
-        if (live)
-          u = ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] +
-                    hv * p.v.stride[2] + 8 * sq + 32 * j);
-        cvt8(u, in_dt, v);
+        cvt8(uv[j], in_dt, v);
         float* const dst = Vb + st * PV + 8 * sq + 32 * j;
         *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
         *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
