@@ -178,5 +178,33 @@ TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {
     for (int c = 0; c < kChunk; ++c) EXPECT_EQ(seen[r * kChunk + c], r / kSub > c / kSub ? 1 : 0) << r << " " << c;
 }
 
+// The state pass's tile copies (chunk_state.cu load_planes and U): every piece of every tile shape is copied by
+// exactly one (thread, pass), and a pass moves a thread by whole rows (its column never changes).
+TEST(ChunkMap, CopyPassesCoverEveryPieceOnce) {
+  struct Shape {
+    int rows, cols, piece;
+  };
+  constexpr int kThreads = 256;
+  for (const Shape sh : {Shape{128, 128, 8}, Shape{128, 64, 8}, Shape{64, 64, 4}, Shape{64, 32, 4}}) {
+    const int per_row = sh.cols / sh.piece, rpp = copy_rows_per_pass(sh.cols, sh.piece, kThreads);
+    ASSERT_EQ(kThreads % per_row, 0);
+    ASSERT_EQ(sh.rows % rpp, 0);
+    std::vector<int> seen(static_cast<size_t>(sh.rows) * per_row, 0);
+    for (int tid = 0; tid < kThreads; ++tid)
+      for (int pass = 0; pass < sh.rows / rpp; ++pass) {
+        const CopyPiece c = copy_piece(tid, pass, sh.cols, sh.piece, kThreads);
+        const CopyPiece c0 = copy_piece(tid, 0, sh.cols, sh.piece, kThreads);
+        ASSERT_GE(c.row, 0);
+        ASSERT_LT(c.row, sh.rows);
+        ASSERT_EQ(c.col % sh.piece, 0);
+        ASSERT_LT(c.col, sh.cols);
+        EXPECT_EQ(c.col, c0.col);
+        EXPECT_EQ(c.row, c0.row + rpp * pass);
+        ++seen[static_cast<size_t>(c.row) * per_row + c.col / sh.piece];
+      }
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
+}
+
 }  // namespace
 }  // namespace kda::cuda

@@ -16,6 +16,7 @@
 
 #include "common/math.h"
 #include "common/params.h"
+#include "cuda/generic/chunk_map.h"
 
 namespace kda::cuda::chunk {
 
@@ -211,14 +212,19 @@ __device__ __forceinline__ float quad_inv_norm(const float (&x)[N]) {
 }
 
 // cp.async of a [ROWS][COLS] hi / lo bf16 plane pair stored densely in global memory (the workspace tiles) into a
-// plane pair of pitch `pitch` in shared memory, by the CTA's THREADS threads (16 bytes each per step).
-template <int THREADS, int ROWS, int COLS>
-__device__ __forceinline__ void load_planes(__nv_bfloat16* dst, int pitch, const __nv_bfloat16* src, int tid) {
-  constexpr int kPerRow = COLS / 8, kPerPlane = ROWS * kPerRow;
-  for (int e = tid; e < 2 * kPerPlane; e += THREADS) {
-    const int plane = e / kPerPlane, rem = e % kPerPlane, r = rem / kPerRow, c = 8 * (rem % kPerRow);
-    cp_async16(dst + plane * ROWS * pitch + r * pitch + c, src + plane * ROWS * COLS + r * COLS + c);
-  }
+// plane pair of pitch PITCH in shared memory, by the CTA's THREADS threads: both planes as one [2 ROWS][COLS] array of
+// 8-element pieces, copied in passes (chunk_map.h copy_piece) so this thread's row and column are fixed and every pass
+// adds a compile-time offset (ncu at 67bc1ca: integer address arithmetic, IMAD / SHF / LEA, was about half of the
+// state pass's instructions with the row and column recomputed per piece; 171 -> 133 registers at K = 128, BV = 64).
+template <int THREADS, int ROWS, int COLS, int PITCH>
+__device__ __forceinline__ void load_planes(__nv_bfloat16* dst, const __nv_bfloat16* src, int tid) {
+  constexpr int kRowsPerPass = copy_rows_per_pass(COLS, 8, THREADS);
+  static_assert(THREADS % (COLS / 8) == 0 && ROWS % kRowsPerPass == 0, "load_planes: passes must tile the planes");
+  const CopyPiece p0 = copy_piece(tid, 0, COLS, 8, THREADS);
+  dst += p0.row * PITCH + p0.col;
+  src += p0.row * COLS + p0.col;
+#pragma unroll
+  for (int i = 0; i < 2 * ROWS / kRowsPerPass; ++i) cp_async16(dst + kRowsPerPass * i * PITCH, src + kRowsPerPass * i * COLS);
 }
 
 // acc = X S^T for a warp's 16 rows of X (hi / lo planes [row][d] of pitch pitch, rows from x_row) against NT n-tiles

@@ -125,6 +125,20 @@ struct TriEntry {
 KDA_HOST_DEVICE int tri_round_entries(int s) { return (kSubBlocks - s) * kSub * kSub; }
 KDA_HOST_DEVICE TriEntry tri_entry(int e) { return TriEntry{e / (kSub * kSub), (e / kSub) % kSub, e % kSub}; }
 
+// The state pass copies a [rows][cols] tile (a plane pair: 2 x 64 rows, or U's 64 rows) with `threads` threads in
+// 16-byte pieces of `piece` elements: thread tid owns column piece * (tid % per_row) and rows tid / per_row +
+// rows_per_pass * i for passes i = 0 .. rows / rows_per_pass - 1, so its row and column are fixed and each pass adds
+// a compile-time offset (chunk_state.cu). Valid when threads is a multiple of per_row = cols / piece and
+// rows_per_pass = threads / per_row divides rows.
+struct CopyPiece {
+  int row, col;
+};
+KDA_HOST_DEVICE constexpr int copy_rows_per_pass(int cols, int piece, int threads) { return threads / (cols / piece); }
+KDA_HOST_DEVICE CopyPiece copy_piece(int tid, int pass, int cols, int piece, int threads) {
+  const int per_row = cols / piece;
+  return CopyPiece{tid / per_row + copy_rows_per_pass(cols, piece, threads) * pass, piece * (tid % per_row)};
+}
+
 // The state pass runs one CTA per (sequence, value head, V tile of bv columns), one CTA per SM (its shared memory,
 // chunk_state.cu). Wider tiles do more work per chunk; narrower ones give more CTAs. Cost model: a CTA's chain
 // time grows like (bv + 64) per chunk (the 64 stands for the W / Qg / Kd / Aqk tiles every CTA loads and the fixed

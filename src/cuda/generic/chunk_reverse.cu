@@ -94,16 +94,16 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   auto load_a = [&](int64_t ci) {
     if (ci >= first) {
       const float* t = tile_of(ci);
-      load_planes<kThreads, kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
-      load_planes<kThreads, kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
+      load_planes<kThreads, kC, K, PK>(Kh, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
+      load_planes<kThreads, kC, kC, PA>(Ah, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
     }
     cp_async_commit();
   };
   auto load_b = [&](int64_t ci) {
     if (ci >= first) {
       const float* t = tile_of(ci);
-      load_planes<kThreads, kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
-      load_planes<kThreads, kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
+      load_planes<kThreads, kC, K, PK>(Qh, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
+      load_planes<kThreads, kC, K, PK>(Wh, reinterpret_cast<const bf16*>(t + tl.W()), tid);
       for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
     }
     cp_async_commit();

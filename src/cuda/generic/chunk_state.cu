@@ -107,26 +107,30 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   auto load_wu = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      load_planes<kThreads, kC, K>(Wh, PK, reinterpret_cast<const bf16*>(t + tl.W()), tid);
-      for (int e = tid; e < kC * BV / 4; e += kThreads) {
-        const int r = e / (BV / 4), c = 4 * (e % (BV / 4));
-        cp_async16(Us + r * PU + c, t + tl.U() + int64_t{r} * V + v0 + c);
-      }
+      load_planes<kThreads, kC, K, PK>(Wh, reinterpret_cast<const bf16*>(t + tl.W()), tid);
+      // U [64][V] fp32 rows, this tile's BV columns, in passes of 4-float pieces (chunk_map.h copy_piece).
+      constexpr int kURows = copy_rows_per_pass(BV, 4, kThreads);
+      static_assert(kThreads % (BV / 4) == 0 && kC % kURows == 0, "U copy: passes must tile the rows");
+      const CopyPiece u0 = copy_piece(tid, 0, BV, 4, kThreads);
+      const float* const usrc = t + tl.U() + int64_t{u0.row} * V + v0 + u0.col;
+#pragma unroll
+      for (int i = 0; i < kC / kURows; ++i)
+        cp_async16(Us + (u0.row + kURows * i) * PU + u0.col, usrc + int64_t{kURows * i} * V);
     }
     cp_async_commit();
   };
   auto load_qa = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      load_planes<kThreads, kC, K>(Qh, PK, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
-      load_planes<kThreads, kC, kC>(Ah, PA, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
+      load_planes<kThreads, kC, K, PK>(Qh, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
+      load_planes<kThreads, kC, kC, PA>(Ah, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
     }
     cp_async_commit();
   };
   auto load_kd = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
-      load_planes<kThreads, kC, K>(Kh, PK, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
+      load_planes<kThreads, kC, K, PK>(Kh, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
       for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
     }
     cp_async_commit();
