@@ -1,10 +1,11 @@
 // kda_verify.cpp: kda-verify, the acceptance suite. Runs a named suite (quick: CPU-sized, for CI; full: full-size,
 // for the GPU) against a named implementation, prints one row per case (case, seed, pass/fail, relative RMSE and
 // worst element-wise ratio of the output and the final state), writes a JSON report, and exits non-zero on any
-// failure. Seeds are fresh each run and printed; --seed replays a run, --filter picks cases by name. The backward
-// suites (backward-quick, backward-full) judge every gradient against the float64 reference backward (one row per
-// case: the worst gradient's relative RMSE and worst element ratio; all gradients in the JSON); --baseline IMPL
-// also runs IMPL's backward on the same inputs and requires each gradient's relative RMSE to be no worse.
+// failure. Seeds are fresh each run and printed; --seed replays a run, --filter picks cases by name (any of several
+// comma-separated substrings). The backward suites (backward-quick, backward-full) judge every gradient against the
+// float64 reference backward (one row per case: the worst gradient's relative RMSE and worst element ratio; all
+// gradients in the JSON); --baseline IMPL also runs IMPL's backward on the same inputs and requires each gradient's
+// relative RMSE to be no worse.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
     else if (a == "--baseline") baseline_name = next();
     else {
       std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full|backward-quick|backward-full] [--impl NAME]\n"
-                  "                  [--json PATH] [--seed N] [--filter SUBSTRING] [--baseline NAME]\n"
+                  "                  [--json PATH] [--seed N] [--filter SUBSTRING[,SUBSTRING...]] [--baseline NAME]\n"
                   "  NAME: cpu | reference | cuda-generic | cuda-chunked | cuda-recurrent | \"cmd:COMMAND\" (an external implementation:\n"
                   "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin, or for a\n"
                   "        backward request the gradient files; see docs/verifier_protocol.md)\n"
@@ -85,7 +86,17 @@ int main(int argc, char** argv) {
     else ++failed;
     results.push_back(std::move(r));
   };
-  auto selected = [&](const std::string& name) { return filter.empty() || name.find(filter) != std::string::npos; };
+  // --filter a,b,c: the cases whose name contains any of the substrings (so one suite can be split across processes).
+  auto selected = [&](const std::string& name) {
+    if (filter.empty()) return true;
+    for (size_t from = 0;;) {
+      const size_t comma = filter.find(',', from);
+      const std::string part = filter.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+      if (!part.empty() && name.find(part) != std::string::npos) return true;
+      if (comma == std::string::npos) return false;
+      from = comma + 1;
+    }
+  };
   auto case_seed = [&](const std::string& name) { return seed ^ std::hash<std::string>{}(name); };
   for (const VerifyCase& vc : cases)
     if (selected(vc.spec.name)) record(verify_case(vc, impl, case_seed(vc.spec.name)));
