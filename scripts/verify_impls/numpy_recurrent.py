@@ -68,8 +68,7 @@ def write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0):
             dx = dglog * -a * np.where(x > 20, 1.0, sigmoid(x))
             dA = (dglog * g).sum((0, 1, 3))
         else:
-            s = sigmoid(z)
-            dz = dglog * m["lower_bound"] * s * (1 - s)
+            dz = dglog * m["lower_bound"] * sigmoid(z) * sigmoid(-z)  # not s (1 - s): 1 - s cancels near s = 1
             dx = dz * a if a is not None else dz
             dA = (dz * z).sum((0, 1, 3))
         grads["dg"] = dx
@@ -77,8 +76,7 @@ def write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0):
         if a is not None:
             grads["dA_log"] = dA
     if m["beta_is_logits"]:
-        s = sigmoid(pre["braw"])
-        dbeta = dbeta * (2 if m["allow_neg_eigval"] else 1) * s * (1 - s)
+        dbeta = dbeta * (2 if m["allow_neg_eigval"] else 1) * sigmoid(pre["braw"]) * sigmoid(-pre["braw"])
     grads["dbeta"] = dbeta
     if "initial_state" in t:
         grads["dh0"] = dh0 if m["state_v_first"] else dh0.transpose(0, 1, 3, 2)

@@ -35,8 +35,7 @@ GateGrad<T> gate_grad(const ForwardParams& p, T x, T a_log, bool has_a, T g_log,
     case KDA_GATE_BOUNDED: {  // g_log = lb sigmoid(z), z = exp(A) x (or x)
       const T scale = has_a ? std::exp(a_log) : T(1);
       const T z = scale * x;
-      const T s = sigmoid(z);
-      const T dz = dg_log * T(p.lower_bound) * s * (1 - s);
+      const T dz = dg_log * T(p.lower_bound) * sigmoid_grad(z);
       return {dz * scale, has_a ? dz * z : T(0)};
     }
     default:
@@ -267,9 +266,9 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           }
           T db = dB[i], mag_db = mDb[i];
           if (p.beta_is_logits) {
-            const T s = sigmoid(braw[i]);
-            db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
-            mag_db *= (p.allow_neg_eigval ? T(2) : T(1)) * s * (1 - s);
+            const T ds = (p.allow_neg_eigval ? T(2) : T(1)) * sigmoid_grad(braw[i]);
+            db *= ds;
+            mag_db *= ds;
           }
           g->mag_dbeta[(sp.batch * p.T + t) * HV + hv] += mag_db;
           g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;

@@ -65,8 +65,7 @@ __device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float
     case KDA_GATE_BOUNDED: {  // g_log = lb sigmoid(z), z = exp(A) x (or x)
       const float sc = has_a ? expf(a_log) : 1.0f;
       const float z = x == 0.0f ? 0.0f : sc * x;
-      const float s = sigmoid(z);
-      const float dz = dglog * p.lower_bound * s * (1.0f - s);
+      const float dz = dglog * p.lower_bound * sigmoid_grad(z);
       if (dz != 0.0f) {
         *dx = dz * sc;
         *dA = has_a ? dz * z : 0.0f;

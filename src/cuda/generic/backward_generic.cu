@@ -360,8 +360,7 @@ __global__ void __launch_bounds__(kWarps * 32) backward_kernel(const BackwardPar
 #pragma unroll
           for (int w = 0; w < W; ++w) s += part_beta[w];
           if (p.beta_is_logits) {
-            const float sg2 = sigmoid(st.braw);
-            s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sg2 * (1.0f - sg2);
+            s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoid_grad(st.braw);
           }
           store_out(bp.dbeta.data, bp.dbeta.dtype, b * bp.dbeta.stride[0] + t * bp.dbeta.stride[1] +
                                                        hv * bp.dbeta.stride[2], s);

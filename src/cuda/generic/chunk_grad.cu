@@ -439,8 +439,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         if (p.beta_is_logits) {
           const float braw =
               load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
-          const float sg = sigmoid(braw);
-          s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sg * (1.0f - sg);
+          s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoid_grad(braw);
         }
         store_out(bp.dbeta.data, bp.dbeta.dtype,
                   b * bp.dbeta.stride[0] + t * bp.dbeta.stride[1] + hv * bp.dbeta.stride[2], s);
