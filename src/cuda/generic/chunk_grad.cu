@@ -51,22 +51,60 @@ struct GradLayout {  // float offsets into shared memory
 };
 
 // acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple
-// of 16. Thread (tr, tc) = (tid / 16, tid % 16) owns rows 4 tr .. 4 tr + 3 and columns tc + 16 j. Ends with a barrier,
-// so the caller may restage right after.
-template <int N, class FA, class FB>
+// of 16. Thread (tr, tc) = (tid / 16, tid % 16) owns rows 4 tr .. 4 tr + 3 and columns tc + 16 j. Operands are staged
+// through shared memory 16 k-steps at a time, the next step's loaded into registers (4 + N / 16 per thread) while
+// this one computes: ncu on v1 had the staging's global loads (long scoreboard) at ~2/3 of the GEMMs' stall samples
+// at one 8-warp CTA per SM. A_T / B_T say the operand's source is contiguous in the row (A) or in k (B), so
+// consecutive threads take consecutive source elements (coalesced) either way. Ends with a barrier, so the caller
+// may restage right after.
+template <int N, bool A_T, bool B_T, class FA, class FB>
 __device__ __forceinline__ void block_gemm(float* As, float* Bs, int kin, FA fa, FB fb, float (&acc)[4][N / 16]) {
   constexpr int PA = kC + 4, PB = N + 4;
+  constexpr int EA = 16 * kC / kThreads, EB = 16 * N / kThreads;
+  static_assert(EA * kThreads == 16 * kC && EB * kThreads == 16 * N, "block_gemm: staging must tile the threads");
   const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
-  for (int k0 = 0; k0 < kin; k0 += 16) {
-    for (int e = tid; e < 16 * kC; e += kThreads) {
-      const int r = e >> 4, kk = e & 15;
-      As[kk * PA + r] = fa(r, k0 + kk);
+  // Element i of this thread's staging share: (row or col, kk) of the 16-step slice.
+  auto a_at = [&](int i, int* r, int* kk) {
+    const int e = tid + i * kThreads;
+    *r = A_T ? e % kC : e >> 4;
+    *kk = A_T ? e / kC : e & 15;
+  };
+  auto b_at = [&](int i, int* kk, int* c) {
+    const int e = tid + i * kThreads;
+    *kk = B_T ? e & 15 : e / N;
+    *c = B_T ? e >> 4 : e % N;
+  };
+  float ra[EA], rb[EB];
+  auto fetch = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < EA; ++i) {
+      int r, kk;
+      a_at(i, &r, &kk);
+      ra[i] = fa(r, k0 + kk);
     }
-    for (int e = tid; e < 16 * N; e += kThreads) {
-      const int kk = e / N, c = e % N;
-      Bs[kk * PB + c] = fb(k0 + kk, c);
+#pragma unroll
+    for (int i = 0; i < EB; ++i) {
+      int kk, c;
+      b_at(i, &kk, &c);
+      rb[i] = fb(k0 + kk, c);
+    }
+  };
+  fetch(0);
+  for (int k0 = 0; k0 < kin; k0 += 16) {
+#pragma unroll
+    for (int i = 0; i < EA; ++i) {
+      int r, kk;
+      a_at(i, &r, &kk);
+      As[kk * PA + r] = ra[i];
+    }
+#pragma unroll
+    for (int i = 0; i < EB; ++i) {
+      int kk, c;
+      b_at(i, &kk, &c);
+      Bs[kk * PB + c] = rb[i];
     }
     __syncthreads();
+    if (k0 + 16 < kin) fetch(k0 + 16);
 #pragma unroll 4
     for (int kk = 0; kk < 16; ++kk) {
       const float4 a = *reinterpret_cast<const float4*>(As + kk * PA + 4 * tr);
@@ -164,20 +202,30 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const float* const U0 = tile + tl.U();
     const __nv_bfloat16* const Wp = reinterpret_cast<const __nv_bfloat16*>(tile + tl.W());  // hi, then lo plane
 
-    // ---- P0: stage. Warp w: rows w, w + 8, ...; lane: channels lane + 32 j. Rows past L are zeros.
+    // ---- P0: stage. Warp w: rows w, w + 8, ...; lane: channels lane + 32 j. Rows past L are zeros. Every global
+    // load of a row (q, k, g, beta) is issued before any is used; dt_bias is the same for every row.
+    float bias[CK];
+#pragma unroll
+    for (int j = 0; j < CK; ++j)
+      bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
+                                                                 (32 * j + lane) * p.dt_bias.stride[1]]
+                      : 0.0f;
     for (int r = warp; r < kC; r += kThreads / 32) {
       const int64_t t = t0 + r;
-      float q[CK], k[CK];
+      float q[CK], k[CK], graw[CK], braw = 0.0f;
 #pragma unroll
-      for (int j = 0; j < CK; ++j) q[j] = k[j] = 0.0f;
+      for (int j = 0; j < CK; ++j) q[j] = k[j] = graw[j] = 0.0f;
       if (r < L) {
         const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
         const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
+        const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
 #pragma unroll
         for (int j = 0; j < CK; ++j) {
           q[j] = load_f(p.q.data, p.q.dtype, qb + (32 * j + lane) * p.q.stride[3]);
           k[j] = load_f(p.k.data, p.k.dtype, kb + (32 * j + lane) * p.k.stride[3]);
+          graw[j] = load_f(p.g.data, p.g.dtype, gb + (32 * j + lane) * p.g.stride[3]);
         }
+        braw = load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
         if (p.use_qk_l2norm) {
           const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
 #pragma unroll
@@ -187,28 +235,15 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           }
         }
       }
-      const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
 #pragma unroll
       for (int j = 0; j < CK; ++j) {
         const int d = 32 * j + lane;
         Qs[r * K + d] = q[j];
         Ks[r * K + d] = k[j];
-        float gl = 0.0f;
-        if (r < L) {
-          const float g = load_f(p.g.data, p.g.dtype, gb + d * p.g.stride[3]);
-          const float bias = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
-                                                                               d * p.dt_bias.stride[1]]
-                                   : 0.0f;
-          gl = gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound) * kLog2e;
-        }
-        Gs[r * K + d] = gl;
+        Gs[r * K + d] =
+            r < L ? gate_log_decay<float>(p.gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) * kLog2e : 0.0f;
       }
-      if (lane == 0)
-        beta_s[r] = r < L ? beta_activation<float>(load_f(p.beta.data, p.beta.dtype,
-                                                          b * p.beta.stride[0] + t * p.beta.stride[1] +
-                                                              hv * p.beta.stride[2]),
-                                                   p.beta_is_logits, p.allow_neg_eigval)
-                          : 0.0f;
+      if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
     __syncthreads();
 
@@ -222,20 +257,20 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     {
       float acc[4][kC / 16];
       zero<kC>(acc);
-      block_gemm<kC>(As, Bs, V, dOp, [&](int v, int c) { return Vn[c * V + v]; }, acc);
+      block_gemm<kC, false, true>(As, Bs, V, dOp, [&](int v, int c) { return Vn[c * V + v]; }, acc);
       for_each_out<kC>(acc, [&](int r, int c, float x) { dMs[r * kC + c] = c <= r ? x : 0.0f; });
     }
     {
       float acc[4][K / 16];
       zero<K>(acc);
-      block_gemm<K>(As, Bs, V, dOp, s0_at, acc);
+      block_gemm<K, false, false>(As, Bs, V, dOp, s0_at, acc);
       for_each_out<K>(acc, [&](int r, int c, float x) { QS[r * K + c] = x; });
       zero<K>(acc);
-      block_gemm<K>(As, Bs, V, [&](int t, int v) { return Vn[t * V + v]; }, [&](int v, int d) { return dSe[v * K + d]; },
-                    acc);
+      block_gemm<K, false, false>(As, Bs, V, [&](int t, int v) { return Vn[t * V + v]; },
+                                  [&](int v, int d) { return dSe[v * K + d]; }, acc);
       for_each_out<K>(acc, [&](int r, int c, float x) { KDg[r * K + c] = x; });
       zero<K>(acc);
-      block_gemm<K>(As, Bs, V, [&](int t, int v) { return dU[t * V + v]; }, s0_at, acc);
+      block_gemm<K, false, false>(As, Bs, V, [&](int t, int v) { return dU[t * V + v]; }, s0_at, acc);
       for_each_out<K>(acc, [&](int r, int c, float x) { dWg[r * K + c] = -x; });
     }
     __syncthreads();
@@ -245,13 +280,13 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     {
       float acc[4][V / 16];
       zero<V>(acc);
-      block_gemm<V>(As, Bs, kC, tT, [&](int r, int v) { return dU[r * V + v]; }, acc);
+      block_gemm<V, true, false>(As, Bs, kC, tT, [&](int r, int v) { return dU[r * V + v]; }, acc);
       for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = x; });
     }
     {
       float acc[4][K / 16];
       zero<K>(acc);
-      block_gemm<K>(As, Bs, kC, tT, [&](int r, int d) { return dWg[r * K + d]; }, acc);
+      block_gemm<K, true, false>(As, Bs, kC, tT, [&](int r, int d) { return dWg[r * K + d]; }, acc);
       for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
     }
     __syncthreads();
@@ -260,10 +295,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     {
       float acc[4][kC / 16];
       zero<kC>(acc);
-      block_gemm<kC>(As, Bs, V, [&](int t, int v) { return BV[t * V + v]; }, [&](int v, int c) { return U0[c * V + v]; },
-                     acc);
-      block_gemm<kC>(As, Bs, K, [&](int t, int d) { return BK[t * K + d]; },
-                     [&](int d, int c) { return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d); }, acc);
+      block_gemm<kC, false, true>(As, Bs, V, [&](int t, int v) { return BV[t * V + v]; },
+                                  [&](int v, int c) { return U0[c * V + v]; }, acc);
+      block_gemm<kC, false, true>(As, Bs, K, [&](int t, int d) { return BK[t * K + d]; },
+                                  [&](int d, int c) { return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d); }, acc);
       for_each_out<kC>(acc, [&](int r, int c, float x) { dAs[r * kC + c] = c < r ? -x : 0.0f; });
     }
     __syncthreads();
@@ -421,24 +456,39 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
     __syncthreads();
 
-    // ---- P5: per row (a warp each): dbeta and dv.
+    // ---- P5: per row (a warp each): dbeta and dv. The row's loads first, then the stores (dv may alias nothing
+    // here, but the compiler cannot know that, and would otherwise wait out each load after the previous store).
     for (int r = warp; r < L; r += kThreads / 32) {
       const int64_t t = t0 + r;
-      float s = 0.0f;
-      for (int c = lane; c < r; c += 32) s = fmaf(dAs[r * kC + c], Ap[r * kC + c], s);
       const int64_t vb = b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2];
       const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
-      for (int v = lane; v < V; v += 32) {
-        const float x = BV[r * V + v];
-        s = fmaf(x, load_f(p.v.data, p.v.dtype, vb + v * p.v.stride[3]), s);
-        if (bp.dv.data) store_out(bp.dv.data, bp.dv.dtype, dvb + v * bp.dv.stride[3], beta_s[r] * x);
+      constexpr int CV = V / 32;
+      float x[CV], vv[CV], tb[CK];
+#pragma unroll
+      for (int j = 0; j < CV; ++j) {
+        x[j] = BV[r * V + 32 * j + lane];
+        vv[j] = load_f(p.v.data, p.v.dtype, vb + (32 * j + lane) * p.v.stride[3]);
       }
-      for (int d = lane; d < K; d += 32) s += TB[r * K + d];
+#pragma unroll
+      for (int j = 0; j < CK; ++j) tb[j] = TB[r * K + 32 * j + lane];
+      const float braw =
+          p.beta_is_logits
+              ? load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
+              : 0.0f;
+      float s = 0.0f;
+      for (int c = lane; c < r; c += 32) s = fmaf(dAs[r * kC + c], Ap[r * kC + c], s);
+#pragma unroll
+      for (int j = 0; j < CV; ++j) s = fmaf(x[j], vv[j], s);
+#pragma unroll
+      for (int j = 0; j < CK; ++j) s += tb[j];
       s = group_sum<32>(s);
+      if (bp.dv.data) {
+#pragma unroll
+        for (int j = 0; j < CV; ++j)
+          store_out(bp.dv.data, bp.dv.dtype, dvb + (32 * j + lane) * bp.dv.stride[3], beta_s[r] * x[j]);
+      }
       if (lane == 0 && bp.dbeta.data) {
         if (p.beta_is_logits) {
-          const float braw =
-              load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
           s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoid_grad(braw);
         }
         store_out(bp.dbeta.data, bp.dbeta.dtype,
@@ -446,35 +496,66 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       }
     }
 
-    // ---- P6: per channel, dq_hat / dk_hat of this value head, dg through the activation, the gate partials.
-    double acc_bias = 0.0, acc_a = 0.0;
-    if (tid < K) {
-      const int d = tid;
-      const float bias =
-          gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]] : 0.0f;
-      for (int r = 0; r < L; ++r) {
-        const int64_t t = t0 + r, bt = b * p.T + t;
-        dqk[(bt * p.HV + hv) * K + d] = DQ[r * K + d];
-        dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = DK[r * K + d] + Dkc[r * K + d];
-        const float g = load_f(p.g.data, p.g.dtype, b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2] +
-                                                        d * p.g.stride[3]);
-        const float glog = gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound);
-        float dx, dA;
-        gate_grad(p, g + bias, a_log, has_a, glog, DG[r * K + d], &dx, &dA);
-        if (bp.dg.data)
-          store_out(bp.dg.data, bp.dg.dtype,
-                    b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
-        acc_bias += dx;
-        acc_a += dA;
+    // ---- P6: per channel, dq_hat / dk_hat of this value head, dg through the activation, the gate partials. Every
+    // thread: channel tid % K, rows tid / K + R j (R = 256 / K row groups), a row group's loads issued before its
+    // stores (4 rows at a time); the groups' partial sums meet in a fixed order (deterministic).
+    constexpr int R = kThreads / K, kBatch = 4;
+    {
+      const int d = tid % K, r0 = tid / K;
+      const float bias = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
+                                                                          d * p.dt_bias.stride[1]]
+                               : 0.0f;
+      double acc_bias = 0.0, acc_a = 0.0;
+      for (int rb = r0; rb < L; rb += R * kBatch) {
+        float dq[kBatch], dk[kBatch], dgl[kBatch], g[kBatch];
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const int r = rb + R * i;
+          if (r < L) {
+            const int64_t t = t0 + r;
+            dq[i] = DQ[r * K + d];
+            dk[i] = DK[r * K + d] + Dkc[r * K + d];
+            dgl[i] = DG[r * K + d];
+            g[i] = load_f(p.g.data, p.g.dtype, b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2] +
+                                                   d * p.g.stride[3]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+          const int r = rb + R * i;
+          if (r < L) {
+            const int64_t t = t0 + r, bt = b * p.T + t;
+            dqk[(bt * p.HV + hv) * K + d] = dq[i];
+            dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk[i];
+            const float glog = gate_log_decay<float>(p.gate_mode, g[i], has_a, a_log, bias, p.lower_bound);
+            float dx, dA;
+            gate_grad(p, g[i] + bias, a_log, has_a, glog, dgl[i], &dx, &dA);
+            if (bp.dg.data)
+              store_out(bp.dg.data, bp.dg.dtype,
+                        b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
+            acc_bias += dx;
+            acc_a += dA;
+          }
+        }
       }
-      part[d] = acc_bias;
+      double* const red = reinterpret_cast<double*>(Xs);  // Xs is free after P4: [2][R][K] doubles
+      red[r0 * K + d] = acc_bias;
+      red[(R + r0) * K + d] = acc_a;
     }
-    if (tid < K) reinterpret_cast<double*>(Xs)[tid] = acc_a;  // Xs is free after P4
     __syncthreads();
-    if (tid == 0) {
-      double s = 0.0;
-      for (int d = 0; d < K; ++d) s += reinterpret_cast<const double*>(Xs)[d];
-      part[K] = s;
+    if (tid < K) {
+      const double* const red = reinterpret_cast<const double*>(Xs);
+      double sb = 0.0;
+      for (int i = 0; i < R; ++i) sb += red[i * K + tid];
+      part[tid] = sb;
+    }
+    if (warp == kThreads / 32 - 1) {  // dA_log's partial: the last warp sums every channel's, in a fixed order
+      const double* const red = reinterpret_cast<const double*>(Xs) + R * K;
+      double sa = 0.0;
+      for (int e = lane; e < R * K; e += 32) sa += red[e];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
+      if (lane == 0) part[K] = sa;
     }
     __syncthreads();  // the next task restages every shared buffer
   }
