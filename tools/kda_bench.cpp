@@ -118,22 +118,23 @@ struct Record {
   int rotate = 1;
 };
 
-// The backward of a train-* workload for one implementation (cuda-chunked: the chunked CUDA backward, judged as
-// tensor-core code; the other CUDA forwards: the token-recurrent CUDA backward; the host backends' own), on upstream gradients for the output and the final state: gradients verified against the fp64
+// The backward of a train-* workload for one implementation (cuda-chunked, and cuda-generic wherever it applies: the
+// chunked CUDA backward, judged as tensor-core code; cuda-recurrent: the token-recurrent CUDA backward, fp32 code; the
+// host backends' own), on upstream gradients for the output and the final state: gradients verified against the fp64
 // reference backward (*oracle, when verifying) by the backward verifier's rule, then timed. False if it failed.
 bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients* oracle, kda_backend_t be, bool on_gpu,
                     const Options& opt, Record* r) {
   const bool chunked = on_gpu && be == KDA_BACKEND_CUDA_CHUNKED;
-  const kda_backend_t bbe = on_gpu && !chunked ? KDA_BACKEND_CUDA_GENERIC : be;
+  const bool tensor_core = on_gpu && be != KDA_BACKEND_CUDA_RECURRENT;
   Grads g = make_grads(c, false);
   std::unique_ptr<DeviceBackwardProblem> dp;
   kda_status_t st;
   if (on_gpu) {
-    dp = std::make_unique<DeviceBackwardProblem>(c, up, bbe, g);
+    dp = std::make_unique<DeviceBackwardProblem>(c, up, be, g);
     st = dp->run();
     if (st == KDA_STATUS_SUCCESS) dp->download(&g);
   } else {
-    st = run_backward_host(c, up, bbe, &g);
+    st = run_backward_host(c, up, be, &g);
   }
   if (st != KDA_STATUS_SUCCESS) {
     std::printf("  %-14s backward ERROR %s\n", r->impl.c_str(), kda_last_error());
@@ -142,7 +143,7 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
   r->has_bwd = true;
   if (on_gpu) r->bwd_workspace_mib = static_cast<double>(dp->workspace_bytes()) / (1 << 20);
   if (oracle) {
-    const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, chunked ? ComputeClass::kTensorCore : ComputeClass::kFp32,
+    const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, tensor_core ? ComputeClass::kTensorCore : ComputeClass::kFp32,
                                         longest_sequence(c.spec));
     std::string worst;
     r->grads_verified = true;
@@ -166,7 +167,7 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
     std::vector<DeviceCall*> calls = {dp.get()};
     time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 50, &r->bwd);
   } else {
-    r->bwd = time_host(opt.iters > 0 ? opt.iters : 3, [&] { run_backward_host(c, up, bbe, &g); });
+    r->bwd = time_host(opt.iters > 0 ? opt.iters : 3, [&] { run_backward_host(c, up, be, &g); });
   }
   std::printf("  %-14s backward median %10.1f us (min %.1f, max %.1f, n=%d)  training step (forward + backward) %.1f us\n",
               r->impl.c_str(), r->bwd.median_us, r->bwd.min_us, r->bwd.max_us, r->bwd.iters,
@@ -176,7 +177,7 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
   if (chunked) {
     // The training step without the recompute: the forward keeps its tensors in the workspace, the backward reads
     // them. Verified like the backward above, then timed as one call (forward + backward).
-    DeviceBackwardProblem saved(c, up, bbe, g, true);
+    DeviceBackwardProblem saved(c, up, be, g, true);
     Grads gs = make_grads(c, false);
     st = saved.run();
     if (st == KDA_STATUS_SUCCESS) saved.download(&gs);

@@ -90,7 +90,8 @@ typedef enum kda_backend {
                                    path (KDA_BACKEND_CUDA_CHUNKED) wherever it applies and no checkpoints are asked
                                    for, the token-recurrent kernel (KDA_BACKEND_CUDA_RECURRENT) otherwise; so ask
                                    kda_forward_workspace_size first. Judged as tensor-core code (docs/numerics.md).
-                                   Decode: the fp32 decode kernel; backward: the token-recurrent backward */
+                                   Decode: the fp32 decode kernel. Backward: the chunked backward wherever it
+                                   applies, the token-recurrent one (KDA_BACKEND_CUDA_RECURRENT) otherwise */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
   KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core forward only (bf16x3 products on mma.sync, fp32
                                    state; K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned
@@ -238,12 +239,14 @@ typedef struct kda_decode_args {
  *   Every gradient tensor is fp32 or the dtype of its input (the reference also takes fp64). Backends: REFERENCE
  *   (the float64 reverse recurrence) and CPU (the chunked form in float64 with matrix products, ~8x faster; equal
  *   to the reference to float64 rounding), both threaded over heads, results rounded once to the gradient
- *   tensors' dtypes; CUDA_GENERIC (and AUTO on CUDA tensors): the exact token-recurrent reverse in fp32 for K and V
+ *   tensors' dtypes; CUDA_RECURRENT (and CUDA_GENERIC / AUTO where the chunked backward does not apply): the exact
+ *   token-recurrent reverse in fp32 for K and V
  *   in {64, 128} (other sizes: KDA_STATUS_NOT_SUPPORTED), deterministic (identical calls give identical bits), with a
  *   caller-owned workspace of kda_backward_workspace_size bytes (16-byte aligned), asynchronous on the stream with
  *   no host sync; dfinal_state fp32. CUDA_CHUNKED: the chunked backward (the forward's chunk products recomputed
  *   and kept, a reverse state pass over chunks in bf16x3 tensor-core products, per-chunk gradients in fp32) for the
- *   inputs its forward takes (else NOT_SUPPORTED), deterministic, workspace 256-byte aligned; not yet the default. */
+ *   inputs its forward takes (else NOT_SUPPORTED), deterministic, workspace 256-byte aligned; what CUDA_GENERIC and AUTO
+ *   run wherever it applies (judged as tensor-core code). */
 typedef struct kda_backward_args {
   kda_forward_args_t forward;
   kda_tensor_t dout, dfinal_state;

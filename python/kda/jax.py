@@ -7,7 +7,8 @@ for. kda never allocates: each call's workspace is an extra result of its ffi_ca
 by kda's own workspace query (kda_jax_workspace_size, through ctypes), which validates every argument at that
 point too, so a bad argument raises ValueError / NotImplementedError (TypeError for a dtype kda does not take)
 naming it before anything runs. Gradients of q, k, v, g, beta, A_log, dt_bias and initial_state come from kda's
-backward (host: float64, the CPU backend's chunked form; CUDA: the exact token-recurrent one) through
+backward (host: float64, the CPU backend's chunked form; CUDA: the chunked one where it applies, else the exact
+token-recurrent one) through
 jax.custom_vjp. The decode updates its state pool in place (its pool result is aliased to its pool operand) and is inference-only.
 """
 from __future__ import annotations
@@ -170,9 +171,10 @@ def _chunk_fwd(flags, *inputs):
 
 def _chunk_bwd(flags, inputs, cotangents):
     dout, dfinal_state = cotangents
-    # The host backends' backward as asked (AUTO on the CPU is the CPU backend); the CUDA ones: AUTO, kda's CUDA
-    # backward (the chunked forward has none of its own).
-    flags = flags._replace(backend=flags.backend if flags.backend in _HOST_BACKENDS else BACKENDS["auto"])
+    # The host backends' backward as asked (AUTO on the CPU is the CPU backend); on CUDA "cuda-chunked" and
+    # "cuda-recurrent" as asked, the others AUTO (the chunked backward where it applies, else the token-recurrent one).
+    keep = _HOST_BACKENDS + (BACKENDS["cuda-chunked"], BACKENDS["cuda-recurrent"])
+    flags = flags._replace(backend=flags.backend if flags.backend in keep else BACKENDS["auto"])
     grads = _run("kda_backward", flags, list(inputs) + [dout, dfinal_state], [_like(x) for x in inputs[:8]])
     return tuple(grads) + (None,)  # cu_seqlens: integer offsets, no gradient
 

@@ -5,8 +5,8 @@ The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) regist
   kda::chunk_fwd_out      forward into caller-owned out / final_state / workspace (serving, CUDA graphs)
   kda::chunk_fwd_workspace_size   the workspace bytes chunk_fwd_out needs
   kda::decode_out         T tokens per sequence against a state pool updated in place (ssm_state_indices)
-  kda::chunk_bwd          gradients of every differentiable input (host backends; CUDA: the token-recurrent CUDA
-                          backward, or the chunked one under backend="cuda-chunked")
+  kda::chunk_bwd          gradients of every differentiable input (host backends; CUDA: the chunked CUDA backward
+                          where it applies, else the token-recurrent one; backend="cuda-recurrent" forces that)
 This module adds their fake (meta) implementations for torch.compile, autograd for chunk_fwd, and FLA's
 signatures with FLA's argument meanings. Arguments kda cannot honour raise; nothing silently differs.
 """
@@ -117,11 +117,11 @@ def _backward(ctx, dout, dfinal_state):
     if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
         dfinal_state = None
     # CPU tensors: the host backward (float64: the CPU backend's chunked form, or the reference's reverse
-    # recurrence). CUDA tensors: backend="cuda-chunked" takes the chunked CUDA backward; every other CUDA backend the
-    # default (AUTO), the exact token-recurrent CUDA backward.
+    # recurrence). CUDA tensors: "cuda-chunked" and "cuda-recurrent" as asked; every other CUDA backend the default
+    # (AUTO): the chunked CUDA backward wherever it applies, the exact token-recurrent one elsewhere.
     if q.device.type == "cpu":
         backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
-    elif ctx.backend == BACKENDS["cuda-chunked"]:
+    elif ctx.backend in (BACKENDS["cuda-chunked"], BACKENDS["cuda-recurrent"]):
         backend = ctx.backend
     else:
         backend = BACKENDS["auto"]

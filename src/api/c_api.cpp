@@ -225,9 +225,11 @@ BackwardParams backward_params(const kda_backward_args_t& a, const ForwardParams
 Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_backward(args, p));
   KDA_RETURN_IF_ERROR(resolve_backend(p, args->forward.q.device_type));
-  // KDA_BACKEND_CUDA_GENERIC's backward stays the token-recurrent one (the recurrent backend names the same kernel)
-  // until the chunked backward (KDA_BACKEND_CUDA_CHUNKED) has passed the backward verifier on the GPU.
-  if (p->backend == KDA_BACKEND_CUDA_RECURRENT) p->backend = KDA_BACKEND_CUDA_GENERIC;
+  // KDA_BACKEND_CUDA_GENERIC's backward is the chunked one wherever it applies (the backward verifier and the GPU
+  // tests pass on an H200; bench/LEDGER.md), the token-recurrent backward (KDA_BACKEND_CUDA_RECURRENT) elsewhere.
+  if (p->backend == KDA_BACKEND_CUDA_GENERIC)
+    p->backend = cuda::chunked_backward_support(backward_params(*args, *p)).ok() ? KDA_BACKEND_CUDA_CHUNKED
+                                                                                 : KDA_BACKEND_CUDA_RECURRENT;
   if (args->forward_saved && p->backend != KDA_BACKEND_CUDA_CHUNKED)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "forward_saved: only KDA_BACKEND_CUDA_CHUNKED reads what its forward kept (save_for_backward)"};
@@ -237,7 +239,7 @@ Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
 Status backward_workspace_size(const kda_backward_args_t* args, size_t* bytes) {
   ForwardParams p;
   KDA_RETURN_IF_ERROR(prepare_backward(args, &p));
-  if (p.backend == KDA_BACKEND_CUDA_GENERIC) return cuda::generic_backward_workspace_size(backward_params(*args, p), bytes);
+  if (p.backend == KDA_BACKEND_CUDA_RECURRENT) return cuda::generic_backward_workspace_size(backward_params(*args, p), bytes);
   if (p.backend == KDA_BACKEND_CUDA_CHUNKED) return cuda::chunked_backward_workspace_size(backward_params(*args, p), bytes);
   *bytes = 0;  // host backends keep their buffers in host memory
   return Status::Ok();
@@ -251,7 +253,7 @@ Status run_backward(const kda_backward_args_t* args, void* workspace, size_t wor
     // float32 one needs a conditioning-aware bound first (dbeta cancels when keys repeat; see bench/LEDGER.md).
     case KDA_BACKEND_REFERENCE:
     case KDA_BACKEND_CPU: return run_backward_host<double>(*args, p);
-    case KDA_BACKEND_CUDA_GENERIC:
+    case KDA_BACKEND_CUDA_RECURRENT:
     case KDA_BACKEND_CUDA_CHUNKED: {
       const bool chunked = p.backend == KDA_BACKEND_CUDA_CHUNKED;
       const BackwardParams bp = backward_params(*args, p);

@@ -1,5 +1,5 @@
-// test_cuda_backward.cpp: the CUDA backwards (the token-recurrent KDA_BACKEND_CUDA_GENERIC and AUTO on CUDA tensors,
-// and the chunked KDA_BACKEND_CUDA_CHUNKED, judged as tensor-core code) against the float64 reference backward on
+// test_cuda_backward.cpp: the CUDA backwards (the token-recurrent KDA_BACKEND_CUDA_RECURRENT, and the chunked
+// KDA_BACKEND_CUDA_CHUNKED, judged as tensor-core code, which GENERIC and AUTO run wherever it applies) against the float64 reference backward on
 // the same rounded inputs, by compare_grad (docs/numerics.md, "Gradients"): small and medium
 // cases crossing the 64-token recompute segments, packed batches with empty and length-1 sequences, grouped value
 // heads, both state layouts, the three gates (incl. the unbounded softplus with huge single-token decays), beta as
@@ -65,7 +65,9 @@ void expect_backward_matches_reference(const BwdCase& bc, kda_backend_t be, bool
   ASSERT_EQ(run_device(c, up.dout, up.dfinal, be, bc.grads_in_input_dtype, &g, forward_saved), KDA_STATUS_SUCCESS)
       << kda_last_error();
 
-  const ComputeClass cls = be == KDA_BACKEND_CUDA_CHUNKED ? ComputeClass::kTensorCore : ComputeClass::kFp32;
+  // RECURRENT is the exact token-recurrent reverse (fp32 class); GENERIC and AUTO run the chunked backward wherever
+  // it applies, so they are judged as tensor-core code like it.
+  const ComputeClass cls = be == KDA_BACKEND_CUDA_RECURRENT ? ComputeClass::kFp32 : ComputeClass::kTensorCore;
   const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, cls, longest_sequence(s));
   const std::vector<GradItem> items = grad_items(s, g, ref);
   std::printf("  %s\n", s.name.c_str());
@@ -180,7 +182,7 @@ std::vector<BwdCase> large_backward_cases() {
 
 class CudaBackward : public GpuTest, public ::testing::WithParamInterface<BwdCase> {};
 
-TEST_P(CudaBackward, MatchesReference) { expect_backward_matches_reference(GetParam(), KDA_BACKEND_CUDA_GENERIC); }
+TEST_P(CudaBackward, MatchesReference) { expect_backward_matches_reference(GetParam(), KDA_BACKEND_CUDA_RECURRENT); }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaBackward, ::testing::ValuesIn(backward_cases()),
                          [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
@@ -219,7 +221,7 @@ TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {
 // CUDA backwards.
 class CudaBackwardDeterminism : public GpuTest, public ::testing::WithParamInterface<kda_backend_t> {};
 INSTANTIATE_TEST_SUITE_P(Backends, CudaBackwardDeterminism,
-                         ::testing::Values(KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_CHUNKED));
+                         ::testing::Values(KDA_BACKEND_CUDA_RECURRENT, KDA_BACKEND_CUDA_CHUNKED));
 TEST_P(CudaBackwardDeterminism, Deterministic) {
   CaseSpec s = base("determinism");
   s.seqlens = {64, 3, 130};
@@ -247,7 +249,7 @@ TEST_F(CudaBackwardBehaviour, UnsupportedHeadDimIsNamed) {
   Case c = make_case(s, 1);
   Upstream up = make_upstream(c, false, 1);
   Grads g;
-  EXPECT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_GENERIC, false, &g), KDA_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_GENERIC, false, &g), KDA_STATUS_NOT_SUPPORTED);  // -> RECURRENT
   EXPECT_NE(std::string(kda_last_error()).find("K and V in {64, 128}"), std::string::npos) << kda_last_error();
 }
 

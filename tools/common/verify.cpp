@@ -212,7 +212,9 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
-    // The exact token-recurrent reverse in fp32: fp32 class with the sqrt(L) growth.
+    // GENERIC's backward is the chunked one wherever it applies (the token-recurrent reverse elsewhere): judged as
+    // tensor-core code.
+    impl.backward_cls = ComputeClass::kTensorCore;
     impl.backward = [](Case& c, const Upstream& up, Grads& g) {
       return run_backward_device(c, up, KDA_BACKEND_CUDA_GENERIC, &g);
     };
@@ -222,6 +224,10 @@ Implementation implementation_by_name(const std::string& name) {
       return decode_device(d, o, p, KDA_BACKEND_CUDA_RECURRENT);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_RECURRENT); };
+    // The exact token-recurrent reverse in fp32: fp32 class with the sqrt(L) growth.
+    impl.backward = [](Case& c, const Upstream& up, Grads& g) {
+      return run_backward_device(c, up, KDA_BACKEND_CUDA_RECURRENT, &g);
+    };
   } else if (name == "cuda-chunked") {  // bf16x3 tensor-core products: judged as tensor-core code
     impl.cls = forward_class(KDA_BACKEND_CUDA_CHUNKED, true);
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_CHUNKED); };
