@@ -20,7 +20,8 @@
 //
 // The products are a block-wide fp32 SIMT GEMM (block_gemm: 64 x N outputs, 4 x N / 16 per thread, operands staged
 // through shared memory 16 k-steps at a time) and the pair products run one thread per channel, the block pairs'
-// 16 x 16 products in registers. Tensor-core products are the next step once this one is measured.
+// 16 x 16 products in registers. (3xTF32 mma.sync products in this same CTA shape measured 0.7 ms slower on the
+// H200 while the staging loads were exposed: bench/LEDGER.md, session 6.)
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
