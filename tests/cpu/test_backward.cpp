@@ -422,5 +422,27 @@ TEST(GradientRule, RejectsWrongGradients) {
   EXPECT_FALSE(compare_grad(dq_bad, g.dq, nullptr, tol, q_layout).pass);
 }
 
+// Gradients far below fp32's range (a bounded gate saturated ~150 nats deep: dg ~ 1e-66 in float64) are 0 in an fp32
+// tensor, and the rule accepts that; an error above the absolute allowance (1e-30) on the same tiny references does
+// not pass.
+TEST(GradientRule, ValuesBelowTheAbsoluteFloorAreNotJudged) {
+  const int64_t n = 4 * 64;
+  std::vector<double> ref(n), mag(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = (i % 3 == 0 ? -1e-66 : 3e-70) * (1 + i);
+    mag[i] = 4 * std::fabs(ref[i]);
+  }
+  const Tolerance tol = tolerance_for(KDA_DTYPE_FLOAT32, ComputeClass::kFp32, 64);
+  const GradLayout layout{1, 64, 64};
+  HostTensor zero = make_tensor(KDA_DTYPE_FLOAT32, {1, 4, 1, 64});
+  for (int64_t i = 0; i < n; ++i) zero.set(i, 0.0);
+  const ErrorStats ok = compare_grad(zero, ref, &mag, tol, layout);
+  EXPECT_TRUE(ok.pass) << ok.summary();
+  HostTensor off = zero;
+  off.set(17, 1e-20);
+  const ErrorStats bad = compare_grad(off, ref, &mag, tol, layout);
+  EXPECT_FALSE(bad.pass) << bad.summary();
+}
+
 }  // namespace
 }  // namespace kda::testing
