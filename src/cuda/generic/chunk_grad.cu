@@ -299,7 +299,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       block_gemm<kC, false, true>(As, Bs, V, [&](int t, int v) { return BV[t * V + v]; },
                                   [&](int v, int c) { return U0[c * V + v]; }, acc);
       block_gemm<kC, false, true>(As, Bs, K, [&](int t, int d) { return BK[t * K + d]; },
-                                  [&](int d, int c) { return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d); }, acc);
+                                  [&](int d, int c) {
+                                    return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d);
+                                  },
+                                  acc);
       for_each_out<kC>(acc, [&](int r, int c, float x) { dAs[r * kC + c] = c < r ? -x : 0.0f; });
     }
     __syncthreads();
