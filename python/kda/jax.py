@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .ops import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _gate_selection
+from ._common import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _gate_selection
 
 __all__ = ["chunk_kda", "fused_recurrent_kda", "BACKENDS"]
 

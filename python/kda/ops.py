@@ -17,6 +17,9 @@ from typing import Optional
 
 import torch
 
+from ._common import (_GATE_BOUNDED, _GATE_LOG_DECAY, _GATE_SOFTPLUS, _HOST_BACKENDS, BACKENDS,  # noqa: F401
+                      _backend_id, _check_beta, _gate_selection)
+
 __all__ = [
     "chunk_kda",
     "fused_recurrent_kda",
@@ -42,20 +45,6 @@ if not os.path.exists(_path):
         "checkout, or point KDA_TORCH_LIBRARY at a built libkda_torch.so"
     )
 torch.ops.load_library(_path)
-
-# kda_backend_t and kda_gate_mode_t of include/kda/kda.h.
-BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda-generic": 3, "cuda-chunked": 5, "cuda-recurrent": 6}
-_GATE_LOG_DECAY, _GATE_SOFTPLUS, _GATE_BOUNDED = 0, 1, 2
-_HOST_BACKENDS = (BACKENDS["auto"], BACKENDS["reference"], BACKENDS["cpu"])
-
-
-def _backend_id(backend) -> int:
-    if isinstance(backend, int):
-        return backend
-    try:
-        return BACKENDS[backend]
-    except KeyError:
-        raise ValueError(f"kda: backend: unknown value {backend!r}; one of {sorted(BACKENDS)}") from None
 
 
 # ------------------------------------------------------------------------------------------------- fake impls
@@ -139,25 +128,6 @@ torch.library.register_autograd("kda::chunk_fwd", _backward, setup_context=_setu
 
 
 # ------------------------------------------------------------------------------------------------- FLA's API
-def _gate_selection(use_gate_in_kernel, A_log, lower_bound, safe_gate):
-    """FLA's gate selection, framework-free (kda.jax uses it too): (gate_mode, lower_bound, whether the gate is
-    activated in the kernel, i.e. takes A_log and dt_bias)."""
-    if not use_gate_in_kernel:
-        # g is the pre-computed log-decay; FLA ignores A_log / dt_bias / lower_bound here (safe_gate only
-        # promises the caller's gates are already bounded).
-        return _GATE_LOG_DECAY, -5.0, False
-    if safe_gate:
-        if lower_bound is None:
-            raise ValueError("kda: lower_bound: must be specified when safe_gate=True and use_gate_in_kernel=True")
-        if not (-5 <= lower_bound < 0):
-            raise ValueError(f"kda: lower_bound: must be in the safe range [-5, 0), got {lower_bound}")
-    if lower_bound is None and A_log is None:
-        raise ValueError("kda: A_log: must be provided when use_gate_in_kernel=True and lower_bound is not set")
-    if lower_bound is not None:
-        return _GATE_BOUNDED, float(lower_bound), True
-    return _GATE_SOFTPLUS, -5.0, True
-
-
 def _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, like):
     """FLA's gate selection: (gate_mode, lower_bound, A_log, dt_bias) for the op."""
     gate_mode, lb, in_kernel = _gate_selection(use_gate_in_kernel, A_log, lower_bound, safe_gate)
@@ -168,15 +138,6 @@ def _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, safe_gate, like)
         HV, K = like.shape[2], like.shape[3]
         dt_bias = torch.zeros(HV * K, dtype=torch.float32, device=like.device)
     return gate_mode, lb, A_log, dt_bias
-
-
-def _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v):
-    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
-        raise ValueError("kda: allow_neg_eigval: allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
-    if beta.ndim == v.ndim:  # .ndim: torch tensors and JAX arrays alike
-        raise NotImplementedError(
-            "kda: beta: head-wise beta [B, T, HV, V] is not supported; beta must be [B, T, HV]"
-        )
 
 
 def _check_common(q, v, cu_seqlens, initial_state):

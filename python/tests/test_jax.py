@@ -68,6 +68,23 @@ def rng(seed):
     return np.random.default_rng(seed)
 
 
+def test_import_needs_no_torch():
+    """A JAX user without torch: `import kda.jax` (and a forward) must work with torch unimportable."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import numpy as np, jax.numpy as jnp, kda.jax as kj\n"
+            "x = jnp.asarray(np.random.default_rng(0).standard_normal((1, 8, 1, 16)), jnp.float32)\n"
+            "o, _ = kj.chunk_kda(x, x, x, -jnp.ones_like(x), jnp.full((1, 8, 1), 0.5, jnp.float32))\n"
+            "assert o.shape == (1, 8, 1, 16) and bool(jnp.isfinite(o).all())\n"
+            "assert sys.modules['torch'] is None\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 # ------------------------------------------------------------------------------------------ forward
 @pytest.mark.parametrize("gate", GATES)
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
