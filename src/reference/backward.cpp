@@ -149,6 +149,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int vi = 0; vi < V; ++vi) {
             T* row = &St[vi * K];
             T pk = 0;
+#pragma omp simd reduction(+ : pk)
             for (int d = 0; d < K; ++d) {
               row[d] *= alpha[i * K + d];
               pk += row[d] * kh[i * K + d];
@@ -183,6 +184,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             for (int vi = 0; vi < V; ++vi) {
               T pk = 0;
               T pa = 0;
+#pragma omp simd reduction(+ : pk, pa)
               for (int d = 0; d < K; ++d) {
                 pk += Sp[vi * K + d] * kh[i * K + d];
                 pa += std::fabs(Sp[vi * K + d] * kh[i * K + d]);
@@ -206,6 +208,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             T dbeta = 0, mag_db = 0;
             for (int vi = 0; vi < V; ++vi) {
               T s = 0, sa = 0;
+#pragma omp simd reduction(+ : s, sa)
               for (int d = 0; d < K; ++d) {
                 s += G[vi * K + d] * kh[i * K + d];
                 sa += std::fabs(G[vi * K + d] * kh[i * K + d]);
