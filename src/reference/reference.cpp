@@ -43,12 +43,14 @@ Status forward(const ForwardParams& p, double* out_mag) {
         for (int vi = 0; vi < V; ++vi) {
           double* row = &S[static_cast<size_t>(vi) * K];
           double sk = 0;
+#pragma omp simd reduction(+ : sk)
           for (int ki = 0; ki < K; ++ki) {
             row[ki] *= alpha[ki];
             sk += row[ki] * k[ki];
           }
           const double u = beta * (v[vi] - sk);
           double o = 0, mag = 0;
+#pragma omp simd reduction(+ : o, mag)
           for (int ki = 0; ki < K; ++ki) {
             row[ki] += u * k[ki];
             const double term = row[ki] * q[ki];
