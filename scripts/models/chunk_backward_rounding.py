@@ -121,10 +121,11 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16):
     return dq, dk, dg
 
 
-def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs):
+def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32"):
     """One (sequence, value head) through the CUDA chunked backward's arithmetic. q, k [L, K] (normalized, q not
     scaled), v, dout [L, V], g [L, K] (natural-log decay), beta [L] (activated), S0, dST [V, K]. Returns the
-    gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state."""
+    gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state. products: the
+    gradient pass's P1-P3 products in fp32 (SIMT) or 3xtf32 (mma.sync, branch gradmma2)."""
     L, Kd_ = q.shape
     V = v.shape[1]
     M = (L + C - 1) // C
@@ -154,15 +155,16 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs):
         dsend[j] = dS
         dU[j] = bx3(Kd[j], dS.T) + bx3(Aqk[j].T, dOp[j])
         dS = dS * dec[j][None, :] + bx3(dOp[j].T, Qg[j]) + bx3(-dU[j].T, W[j])
-    # chunk_grad.cu, fp32, every chunk at once.
+    # chunk_grad.cu, every chunk at once: P1-P3 as fp32 or 3xTF32 products (the two P3 products accumulate in one).
+    mm = np.matmul if products == "fp32" else (lambda a, b: tp.prod(a, b, products))  # noqa: E731
     low = np.tril(np.ones((C, C), F32))
-    dM = np.matmul(dOp, np.swapaxes(Vn, 1, 2)) * low
-    QS, KDg, dW = np.matmul(dOp, starts), np.matmul(Vn, dsend), -np.matmul(dU, starts)
+    dM = mm(dOp, np.swapaxes(Vn, 1, 2)) * low
+    QS, KDg, dW = mm(dOp, starts), mm(Vn, dsend), -mm(dU, starts)
     Tl = np.swapaxes(Tm * low, 1, 2)
-    BV, BK = np.matmul(Tl, dU), np.matmul(Tl, dW)
+    BV, BK = mm(Tl, dU), mm(Tl, dW)
     Wh = tp.bf16(W)
     Wr = (Wh + tp.bf16(W - Wh)).astype(F32)
-    dA = -(np.matmul(BV, np.swapaxes(U, 1, 2)) + np.matmul(BK, np.swapaxes(Wr, 1, 2))) * np.tril(np.ones((C, C), F32), -1)
+    dA = -(mm(BV, np.swapaxes(U, 1, 2)) + mm(BK, np.swapaxes(Wr, 1, 2))) * np.tril(np.ones((C, C), F32), -1)
     DQ, DK, TB, DG, X = (np.zeros_like(Q) for _ in range(5))
     gam = np.zeros_like(Q[:, 0])
     for t in range(C):
@@ -197,6 +199,8 @@ def main(argv):
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     ap.add_argument("--form", choices=("safe", "kernels"), default="safe")
     ap.add_argument("--pairs", choices=("loop", "blocked"), default="loop")
+    ap.add_argument("--products", choices=("fp32", "3xtf32"), default="fp32",
+                    help="the gradient pass's P1-P3 products (--form kernels)")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     npdt = np.float32 if a.dtype == "float32" else np.float64
@@ -240,7 +244,7 @@ def main(argv):
                     got = kernels_backward(q[b, t0:t1, h].astype(F32), k[b, t0:t1, h].astype(F32),
                                            v[b, t0:t1, hv].astype(F32), g[b, t0:t1, hv], beta[b, t0:t1, hv].astype(F32),
                                            dout[b, t0:t1, hv].astype(F32), S0.astype(F32), dST.astype(F32), scale,
-                                           a.pairs)
+                                           a.pairs, a.products)
                 dqh[b, t0:t1, hv], dkh[b, t0:t1, hv], dv[b, t0:t1, hv], dglog[b, t0:t1, hv] = got[:4]
                 dbeta[b, t0:t1, hv], dh0[n, hv] = got[4], got[5]
                 continue
