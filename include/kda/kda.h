@@ -93,13 +93,15 @@ typedef enum kda_backend {
                                    Decode: the fp32 decode kernel. Backward: the chunked backward wherever it
                                    applies, the token-recurrent one (KDA_BACKEND_CUDA_RECURRENT) otherwise */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
-  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core forward only (bf16x3 products on mma.sync, fp32
+  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core path only (bf16x3 products on mma.sync, fp32
                                    state; K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned
                                    rows, ~190 KiB of shared memory per block; needs the workspace
                                    kda_forward_workspace_size returns, 256-byte aligned as cudaMalloc gives it);
-                                   NOT_SUPPORTED otherwise, and for prefix-cache checkpoints */
+                                   NOT_SUPPORTED otherwise, and for prefix-cache checkpoints. Backward: the chunked
+                                   backward (kda_backward_args_t) */
   KDA_BACKEND_CUDA_RECURRENT = 6 /* the exact token-recurrent CUDA kernel (fp32 throughout, every legal input, no
-                                    workspace, writes prefix-cache checkpoints); decode: the fp32 decode kernel */
+                                    workspace, writes prefix-cache checkpoints); decode: the fp32 decode kernel;
+                                    backward: the exact token-recurrent backward */
 } kda_backend_t;
 
 /* Arguments of the chunked prefill forward. Initialize with kda_forward_args_init().

@@ -17,8 +17,7 @@ from typing import Optional
 
 import torch
 
-from ._common import (_GATE_BOUNDED, _GATE_LOG_DECAY, _GATE_SOFTPLUS, _HOST_BACKENDS, BACKENDS,  # noqa: F401
-                      _backend_id, _check_beta, _gate_selection)
+from ._common import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _gate_selection
 
 __all__ = [
     "chunk_kda",

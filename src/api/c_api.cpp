@@ -225,14 +225,16 @@ BackwardParams backward_params(const kda_backward_args_t& a, const ForwardParams
 Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_backward(args, p));
   KDA_RETURN_IF_ERROR(resolve_backend(p, args->forward.q.device_type));
-  // KDA_BACKEND_CUDA_GENERIC's backward is the chunked one wherever it applies (the backward verifier and the GPU
-  // tests pass on an H200; bench/LEDGER.md), the token-recurrent backward (KDA_BACKEND_CUDA_RECURRENT) elsewhere.
+  // KDA_BACKEND_CUDA_GENERIC's backward is the chunked one wherever it applies (on an H200 it passes its GPU tests
+  // and the backward verifier but for the saturated-gate probe, whose fix awaits its rerun; bench/LEDGER.md, session
+  // 6), the token-recurrent backward (KDA_BACKEND_CUDA_RECURRENT) elsewhere.
   if (p->backend == KDA_BACKEND_CUDA_GENERIC)
     p->backend = cuda::chunked_backward_support(backward_params(*args, *p)).ok() ? KDA_BACKEND_CUDA_CHUNKED
                                                                                  : KDA_BACKEND_CUDA_RECURRENT;
   if (args->forward_saved && p->backend != KDA_BACKEND_CUDA_CHUNKED)
     return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "forward_saved: only KDA_BACKEND_CUDA_CHUNKED reads what its forward kept (save_for_backward)"};
+                  "forward_saved: only the chunked CUDA backward reads what its forward kept (save_for_backward): "
+                  "KDA_BACKEND_CUDA_CHUNKED, or CUDA_GENERIC / AUTO where they run it"};
   return Status::Ok();
 }
 
