@@ -22,6 +22,12 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// Before a call on one of our non-blocking streams: finish the uploads and poison fills, which run on the legacy
+// default stream (a non-blocking stream does not wait for it; a pageable cudaMemcpy may even return before its DMA
+// lands). Without it the backward's output poison once landed after the call had written its gradients:
+// backward-full's fp16 probe came back all NaN on the H200 with four verifier processes sharing the GPU.
+void settle() { check(cudaDeviceSynchronize(), "uploads and poison"); }
+
 // Replays exec `iters` times after `warmup` replays, each replay between two events; median, mean, min, max.
 TimingStats time_replays(cudaGraphExec_t exec, cudaStream_t s, int warmup, int iters) {
   for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, s), "graph launch");
@@ -117,6 +123,7 @@ DeviceProblem::~DeviceProblem() {
 }
 
 kda_status_t DeviceProblem::run() {
+  settle();
   kda_status_t st = kda_forward(&args, workspace_, workspace_bytes_, stream_);
   if (st != KDA_STATUS_SUCCESS) return st;
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "forward");
@@ -194,6 +201,7 @@ bool DeviceProblem::capture() {
 }
 
 void DeviceProblem::replay() {
+  settle();
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec_), s), "graph launch");
   check(cudaStreamSynchronize(s), "graph replay");
@@ -254,6 +262,7 @@ DeviceDecodeProblem::~DeviceDecodeProblem() {
 }
 
 kda_status_t DeviceDecodeProblem::run() {
+  settle();
   const kda_status_t st = kda_decode(&args, workspace_, workspace_bytes_, stream_);
   if (st == KDA_STATUS_SUCCESS) check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "decode");
   return st;
@@ -294,6 +303,7 @@ bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, Ti
   }
   cudaGraphExec_t exec;
   check(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+  settle();
   *st = time_replays(exec, s, warmup, iters);
   const double n = static_cast<double>(calls.size());
   st->mean_us /= n;
@@ -454,6 +464,7 @@ kda_status_t DeviceBackwardProblem::enqueue(void* stream) {
 }
 
 kda_status_t DeviceBackwardProblem::run() {
+  settle();
   const kda_status_t st = enqueue(stream_);
   if (st == KDA_STATUS_SUCCESS) check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "backward");
   return st;
