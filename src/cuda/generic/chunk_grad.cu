@@ -13,7 +13,8 @@
 //       accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across blocks
 //       (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per channel
 //       instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
-//   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV
+//   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV;
+//       all but the last row sum on the warps P4 leaves idle, concurrently with it
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
 //       the L2 norm's backward); dg through the gate activation; the chunk's partial sums of ddt_bias and dA_log
 // Deterministic: no atomics, every sum in a fixed order.
@@ -25,8 +26,8 @@
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
-// terms [64][K] each, dM and dA [64][64], staging: 209,664 bytes, one CTA per SM. The other intermediates live in
-// the CTA's slice of workspace scratch (9 arrays of [64][max(K, V)] fp32).
+// terms [64][K] each, dM and dA [64][64], staging, row sums: 209,920 bytes, one CTA per SM. The other intermediates
+// live in the CTA's slice of workspace scratch (9 arrays of [64][max(K, V)] fp32).
 #include <climits>
 #include <cstdint>
 
@@ -47,8 +48,8 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
   static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDkc = kG + kC * K, kX = kDkc + kC * K;
   static constexpr int kM = kX + kC * K, kA = kM + kC * kC;
-  static constexpr int kAs = kA + kC * kC, kBs = kAs + 16 * (kC + 4), kBeta = kBs + 16 * (W + 4);
-  static constexpr size_t kBytes = sizeof(float) * (kBeta + kC);
+  static constexpr int kAs = kA + kC * kC, kBs = kAs + 16 * (kC + 4), kBeta = kBs + 16 * (W + 4), kRow = kBeta + kC;
+  static constexpr size_t kBytes = sizeof(float) * (kRow + kC);
 };
 
 // acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple
@@ -158,6 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const As = smem + Ly::kAs;
   float* const Bs = smem + Ly::kBs;
   float* const beta_s = smem + Ly::kBeta;
+  float* const row_s = smem + Ly::kRow;  // P5a's per-row part of dbeta
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
@@ -457,22 +459,41 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           }
         }
       }
+    } else {
+      // ---- P5a, on the warps P4 leaves idle (threads K .. 255), concurrently with it: per row, the parts of dbeta
+      // that do not wait for P4 (rowsum(dA . A') + rowsum(dBV . V), into row_s) and dv = beta dBV. Each row's loads
+      // first, then its stores (the compiler cannot know that dv aliases nothing here). ncu on gradpf had the
+      // barrier after P4 at 13.5% of the stall samples and P5's loads in the phase after it.
+      constexpr int kFirst = K / 32, kWarps = kThreads / 32 - K / 32, CV = V / 32;
+      for (int r = warp - kFirst; r < L; r += kWarps) {
+        const int64_t t = t0 + r;
+        const int64_t vb = b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2];
+        const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
+        float x[CV], vv[CV];
+#pragma unroll
+        for (int j = 0; j < CV; ++j) {
+          x[j] = BV[r * V + 32 * j + lane];
+          vv[j] = load_f(p.v.data, p.v.dtype, vb + (32 * j + lane) * p.v.stride[3]);
+        }
+        float s = 0.0f;
+        for (int c = lane; c < r; c += 32) s = fmaf(dAs[r * kC + c], Ap[r * kC + c], s);
+#pragma unroll
+        for (int j = 0; j < CV; ++j) s = fmaf(x[j], vv[j], s);
+        s = group_sum<32>(s);
+        if (lane == 0) row_s[r] = s;
+        if (bp.dv.data) {
+#pragma unroll
+          for (int j = 0; j < CV; ++j)
+            store_out(bp.dv.data, bp.dv.dtype, dvb + (32 * j + lane) * bp.dv.stride[3], beta_s[r] * x[j]);
+        }
+      }
     }
     __syncthreads();
 
-    // ---- P5: per row (a warp each): dbeta and dv. The row's loads first, then the stores (dv may alias nothing
-    // here, but the compiler cannot know that, and would otherwise wait out each load after the previous store).
+    // ---- P5b: per row (a warp each): dbeta = row_s + rowsum(dBK . K . E) (P4's TB), through the sigmoid.
     for (int r = warp; r < L; r += kThreads / 32) {
       const int64_t t = t0 + r;
-      const int64_t vb = b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2];
-      const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
-      constexpr int CV = V / 32;
-      float x[CV], vv[CV], tb[CK];
-#pragma unroll
-      for (int j = 0; j < CV; ++j) {
-        x[j] = BV[r * V + 32 * j + lane];
-        vv[j] = load_f(p.v.data, p.v.dtype, vb + (32 * j + lane) * p.v.stride[3]);
-      }
+      float tb[CK];
 #pragma unroll
       for (int j = 0; j < CK; ++j) tb[j] = TB[r * K + 32 * j + lane];
       const float braw =
@@ -480,21 +501,11 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
               ? load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
               : 0.0f;
       float s = 0.0f;
-      for (int c = lane; c < r; c += 32) s = fmaf(dAs[r * kC + c], Ap[r * kC + c], s);
-#pragma unroll
-      for (int j = 0; j < CV; ++j) s = fmaf(x[j], vv[j], s);
 #pragma unroll
       for (int j = 0; j < CK; ++j) s += tb[j];
-      s = group_sum<32>(s);
-      if (bp.dv.data) {
-#pragma unroll
-        for (int j = 0; j < CV; ++j)
-          store_out(bp.dv.data, bp.dv.dtype, dvb + (32 * j + lane) * bp.dv.stride[3], beta_s[r] * x[j]);
-      }
+      s = group_sum<32>(s) + row_s[r];
       if (lane == 0 && bp.dbeta.data) {
-        if (p.beta_is_logits) {
-          s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoid_grad(braw);
-        }
+        if (p.beta_is_logits) s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoid_grad(braw);
         store_out(bp.dbeta.data, bp.dbeta.dtype,
                   b * bp.dbeta.stride[0] + t * bp.dbeta.stride[1] + hv * bp.dbeta.stride[2], s);
       }
