@@ -67,11 +67,19 @@ def bench_decode(args, gen, gpu, seed, records, t0):
         print(f"  {name:16s} median {rec['median_us']:9.2f} us  ({R} input sets, {time.time() - t0:.0f} s in)")
 
 
+def picked(args):
+    """The standard workloads --workload names (all six without it)."""
+    unknown = [w for w in args.workload if w not in WORKLOADS]
+    if unknown:
+        raise SystemExit(f"fla_bench.py: unknown workload(s) {unknown}; known: {list(WORKLOADS)}")
+    return [(n, w) for n, w in WORKLOADS.items() if not args.workload or n in args.workload]
+
+
 def bench_train(args, gen, gpu, seed, records, t0, chunk_kda, dump):
     """train-NAME: FLA's chunk_kda forward + backward (every input a leaf, upstream gradients for the output and the
     final state), timed eagerly between CUDA events; the gradients are reset (not accumulated) before each step."""
     import fla
-    for name, (H, seqlens) in WORKLOADS.items():
+    for name, (H, seqlens) in picked(args):
         x = make_inputs(H, seqlens, gen, "cuda")
         leaves = [t.requires_grad_() for key, t in x.items() if key != "cu_seqlens" and t is not None]
         do = torch.randn(x["v"].shape, generator=gen, device="cuda").to(x["v"].dtype)
@@ -113,6 +121,8 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--part", choices=["all", "prefill", "decode", "train"], default="all")
+    ap.add_argument("--workload", action="append", default=[],
+                    help="a prefill workload (e.g. h64-fixed; train runs train-NAME); repeatable; default: all six")
     args = ap.parse_args()
     from fla.ops.kda import chunk_kda
     import fla
@@ -137,7 +147,7 @@ def main():
         dump()
     if args.part in ("all", "train"):
         bench_train(args, gen, gpu, seed, records, t0, chunk_kda, dump)
-    for name, (H, seqlens) in (WORKLOADS.items() if args.part in ("all", "prefill") else []):
+    for name, (H, seqlens) in (picked(args) if args.part in ("all", "prefill") else []):
         x = make_inputs(H, seqlens, gen, "cuda")
 
         def call():
