@@ -4,13 +4,33 @@
 # CUDA runtime and libstdc++ linked statically, libgomp copied beside them. Each binary holds every kernel, so the set
 # travels as .carry/bin.tar.xz (~8 MB instead of ~65 MB: a device call carries at most 64 MiB); gpu_check.sh
 # unpacks it.
+# --torch-wheel PATH: also libkda_torch.so, the PyTorch extension, built against that torch wheel (the GPU machine's
+# torch: `pip download torch==VERSION --no-deps --only-binary=:all: --python-version 3.12 --platform
+# manylinux_2_28_x86_64`), so the lease's python step does not compile the library there. The wheel's headers and
+# the three libraries the extension links are unpacked once into .carry/torch-root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 >/dev/null
+torch_wheel=""
+if [ "${1:-}" = "--torch-wheel" ]; then
+  torch_wheel=$(realpath "$2")
+  root=.carry/torch-root
+  if [ "$(cat "$root/.wheel" 2>/dev/null)" != "$(basename "$torch_wheel")" ]; then
+    rm -rf "$root" && mkdir -p "$root"
+    unzip -q "$torch_wheel" 'torch/include/*' torch/version.py torch/lib/libc10.so torch/lib/libtorch_cpu.so \
+      torch/lib/libc10_cuda.so -d "$root"
+    basename "$torch_wheel" > "$root/.wheel"
+  fi
+  python=(-DKDA_BUILD_PYTHON=ON -DKDA_TORCH_ROOT="$PWD/$root/torch" -DKDA_BUILD_JAX=OFF)
+else
+  python=(-DKDA_BUILD_PYTHON=OFF)
+fi
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 \
+  "${python[@]}" >/dev/null
 cmake --build build-gpu
 stage=$(mktemp -d)
 cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/libkda.so "$stage/"
+[ -n "$torch_wheel" ] && cp build-gpu/python/libkda_torch.so "$stage/"
 strip "$stage"/*
 cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
 rm -rf .carry/bin

@@ -36,6 +36,12 @@ bins=.carry/bin.tar.xz
 COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
+# Triton's cache (FLA's compiled kernels and, FLA asking cache_results, its autotuning picks): carried in as
+# .carry/triton.tar.xz when a lease left one, handed back as $OUT/triton.tar.xz, so FLA's autotuning (230 s for one
+# training workload) is paid once, not per lease.
+export TRITON_CACHE_DIR=/tmp/kda-triton-cache
+mkdir -p "$TRITON_CACHE_DIR"
+[ -f .carry/triton.tar.xz ] && tar -xJf .carry/triton.tar.xz -C "$TRITON_CACHE_DIR"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests verify bench fla)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
@@ -153,14 +159,21 @@ if want python; then
   echo "== Python package"
   [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
-  { cmake -S . -B build-torch -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_BUILD_TESTS=OFF \
-      -DKDA_BUILD_TOOLS=OFF -DKDA_BUILD_PYTHON=ON -DKDA_TORCH_PYTHON="$(command -v python3)" \
-    && cmake --build build-torch; } > "$W/python_build.log" 2>&1 || { rc=1; tail -30 "$W/python_build.log"; }
-  KDA_TORCH_LIBRARY="$PWD/build-torch/python/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+  # The extension gpu_build.sh --torch-wheel built against this machine's torch, or built here (minutes).
+  ext="$PWD/$BIN/libkda_torch.so"
+  if [ -f "$ext" ]; then
+    echo "carried $BIN/libkda_torch.so" > "$W/python_build.log"
+  else
+    { cmake -S . -B build-torch -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_BUILD_TESTS=OFF \
+        -DKDA_BUILD_TOOLS=OFF -DKDA_BUILD_PYTHON=ON -DKDA_TORCH_PYTHON="$(command -v python3)" \
+      && cmake --build build-torch; } > "$W/python_build.log" 2>&1 || { rc=1; tail -30 "$W/python_build.log"; }
+    ext="$PWD/build-torch/python/libkda_torch.so"
+  fi
+  KDA_TORCH_LIBRARY="$ext" PYTHONPATH="/tmp/site:$PWD/python" \
     timeout 400 python3 -m pytest -q -rs -p no:cacheprovider python/tests -s > "$W/python_tests.log" 2>&1 || rc=1
   grep -E "passed|failed|FAILED|SKIPPED|relative RMSE" "$W/python_tests.log" | head -40
   # kda (through the torch op) and FLA in one process on the same inputs, each verified before it is timed.
-  KDA_TORCH_LIBRARY="$PWD/build-torch/python/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+  KDA_TORCH_LIBRARY="$ext" PYTHONPATH="/tmp/site:$PWD/python" \
     timeout 400 python3 scripts/bench_torch.py --commit "$COMMIT" --json "$W/bench_torch.json" \
     > "$W/bench_torch.log" 2>&1 || rc=1
   grep -E "median|WRONG|kda / fla" "$W/bench_torch.log"
@@ -178,5 +191,6 @@ if want profile; then
     "$W/ncu_chunked.log" "$W/ncu_decode.log" | cut -c1-150
   done_step profile ncu_chunked.log ncu_decode.log
 fi
+[ -n "$(ls -A "$TRITON_CACHE_DIR")" ] && tar -cJf "$OUT/triton.tar.xz" -C "$TRITON_CACHE_DIR" .
 echo "gpu_check exit code: $rc"
 exit "$rc"
