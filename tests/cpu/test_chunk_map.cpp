@@ -123,18 +123,35 @@ TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
                                           std::array<int64_t, 6>{2, 100, 2, 2, 128, 64}}) {
     const BackwardLayout l = backward_layout(B, T, N, HV, K, V);
     const int64_t cap = l.fwd.cap, per = cap * HV * 4, C = kChunk;
-    const int64_t starts[] = {l.akk, l.tinv, l.starts, l.vnew, l.du, l.dsend, l.dqk, l.gate, l.scratch, l.bytes};
+    const int64_t starts[] = {l.akk,  l.tinv, l.starts, l.vnew,    l.du,   l.dsend,
+                              l.dqk,  l.gate, l.prod,   l.scratch, l.bytes};
+    const ProdLayout pl{static_cast<int>(K), static_cast<int>(V)};
     const int64_t sizes[] = {per * C * C, per * C * C, per * V * K, per * C * V, per * C * V, per * V * K,
-                             2 * B * T * HV * K * 4, cap * HV * (K + 1) * 8,
+                             2 * B * T * HV * K * 4, cap * HV * (K + 1) * 8, per * pl.floats(),
                              l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
     EXPECT_GE(l.akk, l.fwd.bytes);
-    for (int i = 0; i < 9; ++i) {
+    for (int i = 0; i < 10; ++i) {
       EXPECT_EQ(starts[i] % 256, 0) << i;
       EXPECT_GE(starts[i + 1] - starts[i], sizes[i]) << i;
       EXPECT_LT(starts[i + 1] - starts[i], sizes[i] + 256) << i;
     }
     EXPECT_EQ(l.grad_ctas, std::min<int64_t>(cap * HV, kGradCtas));
   }
+}
+
+// A task's product tiles are disjoint, in order, and each starts 256-byte aligned.
+TEST(ChunkMap, ProductTilesAreDisjointAndAligned) {
+  for (int K : {64, 128})
+    for (int V : {64, 128}) {
+      const ProdLayout pl{K, V};
+      const int64_t C = kChunk;
+      const int64_t starts[] = {pl.dM(), pl.dA(), pl.QS(), pl.KD(), pl.BK(), pl.BV(), pl.CS(), pl.floats()};
+      const int64_t sizes[] = {C * C, C * C, C * K, C * K, C * K, C * V, K};
+      for (int i = 0; i < 7; ++i) {
+        EXPECT_EQ(starts[i] % 64, 0) << i;
+        EXPECT_EQ(starts[i + 1] - starts[i] - sizes[i], i == 6 ? (64 - K % 64) % 64 : 0) << i;
+      }
+    }
 }
 
 // Phase 1's S2 tasks cover every (channel, sub-block) once, a warp's 32 tasks one sub-block of consecutive channels.

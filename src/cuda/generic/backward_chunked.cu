@@ -1,14 +1,15 @@
 // backward_chunked.cu: the launcher of the chunked CUDA backward (chunked_backward*() of cuda_backend.h,
-// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Seven launches on the caller's stream (four when the forward kept
+// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Eight launches on the caller's stream (five when the forward kept
 // launches 0-2's results: save_for_backward / forward_saved), nothing synchronizes with the
 // host (CUDA-graph capturable), every buffer in the caller's workspace (chunk_map.h BackwardLayout):
 //   0  launch_chunk_map: the chunk list from cu_seqlens
 //   1  chunk_prepare.cu (the forward's phase 1), keeping A' and T
 //   2  chunk_state.cu (the forward's state pass, no output), keeping the chunk-start states and V_new
 //   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
-//   4  chunk_grad.cu: every per-token gradient, per (chunk, value head)
-//   5  finalize_qk_kernel: dq / dk summed over each value-head group, through the L2 norm's backward
-//   6  gate_params_kernel: ddt_bias / dA_log from the per-chunk partials, in chunk order
+//   4  chunk_products.cu: the gradient pass's matrix products, per (chunk, value head)
+//   5  chunk_grad.cu: every per-token gradient from them, per (chunk, value head), a thread per channel
+//   6  finalize_qk_kernel: dq / dk summed over each value-head group, through the L2 norm's backward
+//   7  gate_params_kernel: ddt_bias / dA_log from the per-chunk partials, in chunk order
 #include <algorithm>
 #include <cstdint>
 
@@ -36,7 +37,8 @@ Status chunked_backward_support(const BackwardParams& bp) {
     return Status{KDA_STATUS_CUDA_ERROR, "device: cannot read its shared-memory limit"};
   }
   const size_t need = std::max({chunk::prepare_smem_bytes(p.K, p.V), chunk::state_smem_bytes(p.K, 64),
-                                chunk::reverse_smem_bytes(p.K, 64), chunk::grad_smem_bytes(p.K, p.V)});
+                                chunk::reverse_smem_bytes(p.K, 64), chunk::products_smem_bytes(p.K, p.V),
+                                chunk::grad_smem_bytes(p.K, p.V)});
   if (static_cast<size_t>(optin) < need)
     return make_status(KDA_STATUS_NOT_SUPPORTED,
                        "device: the chunked backward needs %zu bytes of shared memory per block, the device offers %d",
@@ -87,6 +89,8 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
       }
       if ((e = chunk::launch_reverse(bp, ws, bv, s)) != cudaSuccess) return e;
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;

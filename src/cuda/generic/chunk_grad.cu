@@ -1,11 +1,8 @@
-// chunk_grad.cu: the chunked backward's gradient pass (docs/backward.md, kernel 3): per (chunk, value head), every
-// gradient of the chunk's tokens from the saved forward quantities (BackwardLayout: A', T, S0, V_new; phase 1's
-// U0 and W tiles) and the reverse pass's dU and chunk-end dS. Line by line the safe form of the CPU backend's
+// chunk_grad.cu: the chunked backward's per-channel gradient pass (docs/backward.md, launch 5): per (chunk, value
+// head), every gradient of the chunk's tokens from the task's products (ProdLayout, chunk_products.cu: dM, dA, QS,
+// KD, BK, BV, colsum(S0 . dS)) and the saved A' (BackwardLayout akk). Line by line the safe form of the CPU backend's
 // chunked core (src/cpu/backward_cpu.cpp), in fp32:
-//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation), beta (activation)       [smem]
-//   P1  dM = lower(dO' V_new^T), QS = dO' S0, KD = V_new dS, dW = -dU S0                            (dO' = scale dO)
-//   P2  dBV = T^T dU, dBK = T^T dW
-//   P3  dA = -strictly_lower(dBV U0^T + dBK W^T)
+//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation), beta (activation), dM, dA       [smem]
 //   P4  per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf, and the log-decay
 //       gradient summed over the runs each exponent spans (never a difference of cumulated sums); then the pair
 //       products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K (column side),
@@ -17,17 +14,14 @@
 //       all but the last row sum on the warps P4 leaves idle, concurrently with it
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
 //       the L2 norm's backward); dg through the gate activation; the chunk's partial sums of ddt_bias and dA_log
-// Deterministic: no atomics, every sum in a fixed order.
+// (P1-P3, the matrix products, are chunk_products.cu's.) Deterministic: no atomics, every sum in a fixed order.
 //
-// The products are a block-wide fp32 SIMT GEMM (block_gemm: 64 x N outputs, 4 x N / 16 per thread, operands staged
-// through shared memory 16 k-steps at a time) and the pair products run one thread per channel, the block pairs'
-// 16 x 16 products in registers. (3xTF32 mma.sync products in this same CTA shape measured 0.7 ms slower on the
-// H200 while the staging loads were exposed: bench/LEDGER.md, session 6.)
+// The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
-// terms [64][K] each, dM and dA [64][64], staging, row sums: 209,920 bytes, one CTA per SM. The other intermediates
-// live in the CTA's slice of workspace scratch (9 arrays of [64][max(K, V)] fp32).
+// terms [64][K] each, dM and dA [64][64], beta, row sums: 197,120 bytes, one CTA per SM. The other intermediates
+// live in the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32).
 #include <climits>
 #include <cstdint>
 
@@ -48,100 +42,9 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
   static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDkc = kG + kC * K, kX = kDkc + kC * K;
   static constexpr int kM = kX + kC * K, kA = kM + kC * kC;
-  static constexpr int kAs = kA + kC * kC, kBs = kAs + 16 * (kC + 4), kBeta = kBs + 16 * (W + 4), kRow = kBeta + kC;
+  static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC;
   static constexpr size_t kBytes = sizeof(float) * (kRow + kC);
 };
-
-// acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple
-// of 16. Thread (tr, tc) = (tid / 16, tid % 16) owns rows 4 tr .. 4 tr + 3 and columns tc + 16 j. Operands are staged
-// through shared memory 16 k-steps at a time, the next step's loaded into registers (4 + N / 16 per thread) while
-// this one computes: ncu on v1 had the staging's global loads (long scoreboard) at ~2/3 of the GEMMs' stall samples
-// at one 8-warp CTA per SM. A_T / B_T say the operand's source is contiguous in the row (A) or in k (B), so
-// consecutive threads take consecutive source elements (coalesced) either way. Ends with a barrier, so the caller
-// may restage right after.
-template <int N, bool A_T, bool B_T, class FA, class FB>
-__device__ __forceinline__ void block_gemm(float* As, float* Bs, int kin, FA fa, FB fb, float (&acc)[4][N / 16]) {
-  constexpr int PA = kC + 4, PB = N + 4;
-  constexpr int EA = 16 * kC / kThreads, EB = 16 * N / kThreads;
-  static_assert(EA * kThreads == 16 * kC && EB * kThreads == 16 * N, "block_gemm: staging must tile the threads");
-  const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
-  // Element i of this thread's staging share: (row or col, kk) of the 16-step slice.
-  auto a_at = [&](int i, int* r, int* kk) {
-    const int e = tid + i * kThreads;
-    *r = A_T ? e % kC : e >> 4;
-    *kk = A_T ? e / kC : e & 15;
-  };
-  auto b_at = [&](int i, int* kk, int* c) {
-    const int e = tid + i * kThreads;
-    *kk = B_T ? e & 15 : e / N;
-    *c = B_T ? e >> 4 : e % N;
-  };
-  float ra[EA], rb[EB];
-  auto fetch = [&](int k0) {
-#pragma unroll
-    for (int i = 0; i < EA; ++i) {
-      int r, kk;
-      a_at(i, &r, &kk);
-      ra[i] = fa(r, k0 + kk);
-    }
-#pragma unroll
-    for (int i = 0; i < EB; ++i) {
-      int kk, c;
-      b_at(i, &kk, &c);
-      rb[i] = fb(k0 + kk, c);
-    }
-  };
-  fetch(0);
-  for (int k0 = 0; k0 < kin; k0 += 16) {
-#pragma unroll
-    for (int i = 0; i < EA; ++i) {
-      int r, kk;
-      a_at(i, &r, &kk);
-      As[kk * PA + r] = ra[i];
-    }
-#pragma unroll
-    for (int i = 0; i < EB; ++i) {
-      int kk, c;
-      b_at(i, &kk, &c);
-      Bs[kk * PB + c] = rb[i];
-    }
-    __syncthreads();
-    if (k0 + 16 < kin) fetch(k0 + 16);
-#pragma unroll 4
-    for (int kk = 0; kk < 16; ++kk) {
-      const float4 a = *reinterpret_cast<const float4*>(As + kk * PA + 4 * tr);
-#pragma unroll
-      for (int j = 0; j < N / 16; ++j) {
-        const float bv = Bs[kk * PB + tc + 16 * j];
-        acc[0][j] = fmaf(a.x, bv, acc[0][j]);
-        acc[1][j] = fmaf(a.y, bv, acc[1][j]);
-        acc[2][j] = fmaf(a.z, bv, acc[2][j]);
-        acc[3][j] = fmaf(a.w, bv, acc[3][j]);
-      }
-    }
-    __syncthreads();
-  }
-}
-
-template <int N>
-__device__ __forceinline__ void zero(float (&acc)[4][N / 16]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < N / 16; ++j) acc[i][j] = 0.0f;
-}
-
-// Calls epi(row, col, value) for each of this thread's block_gemm outputs.
-template <int N, class Epi>
-__device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi epi) {
-  const int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < N / 16; ++j) epi(4 * tr + i, tc + 16 * j, acc[i][j]);
-}
-
-__device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams bp, char* ws) {
@@ -156,8 +59,6 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const Xs = smem + Ly::kX;      // per-channel pair terms [C][K]
   float* const dMs = smem + Ly::kM;     // dM [C][C]
   float* const dAs = smem + Ly::kA;     // dA [C][C] (not scaled by beta)
-  float* const As = smem + Ly::kAs;
-  float* const Bs = smem + Ly::kBs;
   float* const beta_s = smem + Ly::kBeta;
   float* const row_s = smem + Ly::kRow;  // P5a's per-row part of dbeta
 
@@ -166,20 +67,14 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   const WorkspaceLayout& wl = bl.fwd;
   const int64_t count = *reinterpret_cast<const int64_t*>(ws);
   const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
-  const TileLayout tl{K, V};
+  const ProdLayout pl{K, V};
   float* const scr = reinterpret_cast<float*>(ws + bl.scratch) + blockIdx.x * int64_t{kGradScratch} * kC * W;
-  float* const QS = scr;                // dO' S0 [C][K]
-  float* const KDg = scr + kC * W;      // V_new dS [C][K]
-  float* const dWg = scr + 2 * kC * W;  // -dU S0 [C][K]
-  float* const BV = scr + 3 * kC * W;   // T^T dU [C][V]
-  float* const BK = scr + 4 * kC * W;   // T^T dW [C][K]
-  float* const DQ = scr + 5 * kC * W;   // dq_hat [C][K]
-  float* const DK = scr + 6 * kC * W;   // dk_hat, all but the column-side pair terms [C][K]
-  float* const DG = scr + 7 * kC * W;   // d g_log [C][K]
-  float* const TB = scr + 8 * kC * W;   // dBK . K . E, dbeta's third term before its row sum [C][K]
+  float* const DQ = scr;               // dq_hat [C][K]
+  float* const DK = scr + kC * W;      // dk_hat, all but the column-side pair terms [C][K]
+  float* const DG = scr + 2 * kC * W;  // d g_log [C][K]
+  float* const TB = scr + 3 * kC * W;  // dBK . K . E, dbeta's third term before its row sum [C][K]
   const bool has_a = p.has_A_log();
   const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
-  const TensorView& dO = bp.dout;
   float* const dqk = reinterpret_cast<float*>(ws + bl.dqk);  // [2][B T][HV][K]
 
 #pragma unroll 1
@@ -195,15 +90,12 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const int L = rec.len;
     const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
     const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
-    const float* const S0 = reinterpret_cast<const float*>(ws + bl.starts) + task * int64_t{V} * K;
-    const float* const dSe = reinterpret_cast<const float*>(ws + bl.dsend) + task * int64_t{V} * K;
-    const float* const Vn = reinterpret_cast<const float*>(ws + bl.vnew) + task * int64_t{kC} * V;
-    const float* const dU = reinterpret_cast<const float*>(ws + bl.du) + task * int64_t{kC} * V;
-    const float* const Tm = reinterpret_cast<const float*>(ws + bl.tinv) + task * int64_t{kC} * kC;
     const float* const Ap = reinterpret_cast<const float*>(ws + bl.akk) + task * int64_t{kC} * kC;
-    const float* const tile = reinterpret_cast<const float*>(ws + wl.tiles) + task * tl.floats();
-    const float* const U0 = tile + tl.U();
-    const __nv_bfloat16* const Wp = reinterpret_cast<const __nv_bfloat16*>(tile + tl.W());  // hi, then lo plane
+    const float* const prod = reinterpret_cast<const float*>(ws + bl.prod) + task * pl.floats();
+    const float* const QS = prod + pl.QS();   // dO' S0 [C][K]
+    const float* const KDg = prod + pl.KD();  // V_new dS [C][K]
+    const float* const BV = prod + pl.BV();   // T^T dU [C][V]
+    const float* const BK = prod + pl.BK();   // T^T dW [C][K]
 
     // ---- P0: stage. Warp w: rows w, w + 8, ...; lane: channels lane + 32 j. Rows past L are zeros. Every global
     // load of a row (q, k, g, beta) is issued before any is used; dt_bias is the same for every row.
@@ -213,6 +105,12 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
                                                                  (32 * j + lane) * p.dt_bias.stride[1]]
                       : 0.0f;
+    {  // dM and dA, masked and zero past L by chunk_products.cu: 16-byte copies
+      const float4* const src = reinterpret_cast<const float4*>(prod + pl.dM());  // dM then dA, contiguous
+      float4* const dst = reinterpret_cast<float4*>(dMs);                        // dMs then dAs, contiguous
+      static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
+      for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) dst[i] = src[i];
+    }
     for (int r = warp; r < kC; r += kThreads / 32) {
       const int64_t t = t0 + r;
       float q[CK], k[CK], graw[CK], braw = 0.0f;
@@ -250,65 +148,6 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
     __syncthreads();
 
-    // ---- P1: the products with the state and V_new (inner dimension V).
-    auto dOp = [&](int t, int v) {
-      return t < L ? p.scale * load_f(dO.data, dO.dtype,
-                                      b * dO.stride[0] + (t0 + t) * dO.stride[1] + hv * dO.stride[2] + v * dO.stride[3])
-                   : 0.0f;
-    };
-    auto s0_at = [&](int v, int d) { return S0[v * K + d]; };
-    {
-      float acc[4][kC / 16];
-      zero<kC>(acc);
-      block_gemm<kC, false, true>(As, Bs, V, dOp, [&](int v, int c) { return Vn[c * V + v]; }, acc);
-      for_each_out<kC>(acc, [&](int r, int c, float x) { dMs[r * kC + c] = c <= r ? x : 0.0f; });
-    }
-    {
-      float acc[4][K / 16];
-      zero<K>(acc);
-      block_gemm<K, false, false>(As, Bs, V, dOp, s0_at, acc);
-      for_each_out<K>(acc, [&](int r, int c, float x) { QS[r * K + c] = x; });
-      zero<K>(acc);
-      block_gemm<K, false, false>(As, Bs, V, [&](int t, int v) { return Vn[t * V + v]; },
-                                  [&](int v, int d) { return dSe[v * K + d]; }, acc);
-      for_each_out<K>(acc, [&](int r, int c, float x) { KDg[r * K + c] = x; });
-      zero<K>(acc);
-      block_gemm<K, false, false>(As, Bs, V, [&](int t, int v) { return dU[t * V + v]; }, s0_at, acc);
-      for_each_out<K>(acc, [&](int r, int c, float x) { dWg[r * K + c] = -x; });
-    }
-    __syncthreads();
-
-    // ---- P2: dBV = T^T dU, dBK = T^T dW (T lower triangular: only its entries r >= t are read).
-    auto tT = [&](int t, int r) { return r >= t ? Tm[r * kC + t] : 0.0f; };
-    {
-      float acc[4][V / 16];
-      zero<V>(acc);
-      block_gemm<V, true, false>(As, Bs, kC, tT, [&](int r, int v) { return dU[r * V + v]; }, acc);
-      for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = x; });
-    }
-    {
-      float acc[4][K / 16];
-      zero<K>(acc);
-      block_gemm<K, true, false>(As, Bs, kC, tT, [&](int r, int d) { return dWg[r * K + d]; }, acc);
-      for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
-    }
-    __syncthreads();
-
-    // ---- P3: dA = -strictly_lower(dBV U0^T + dBK W^T); W from its bf16 hi / lo planes.
-    {
-      float acc[4][kC / 16];
-      zero<kC>(acc);
-      block_gemm<kC, false, true>(As, Bs, V, [&](int t, int v) { return BV[t * V + v]; },
-                                  [&](int v, int c) { return U0[c * V + v]; }, acc);
-      block_gemm<kC, false, true>(As, Bs, K, [&](int t, int d) { return BK[t * K + d]; },
-                                  [&](int d, int c) {
-                                    return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d);
-                                  },
-                                  acc);
-      for_each_out<kC>(acc, [&](int r, int c, float x) { dAs[r * kC + c] = c < r ? -x : 0.0f; });
-    }
-    __syncthreads();
-
     // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
     if (tid < K) {
       const int d = tid;
@@ -327,9 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         Dkc[t * K + d] = 0.0f;
       }
       // The whole chunk: S0's decay exp(Gamma_C), coefficient colsum(S0 . dS).
-      float cs = 0.0f;
-      for (int v = 0; v < V; ++v) cs = fmaf(S0[v * K + d], dSe[v * K + d], cs);
-      const float whole = cs * ex2(gam);
+      const float whole = prod[pl.CS() + d] * ex2(gam);
       // Runs t+1 .. end (K . Esuf): dk += KD . Esuf; its coefficient k dk (of every s > t) is summed forwards.
       float suf = 0.0f, head = 0.0f;
       for (int t = kC - 1; t >= 0; --t) {

@@ -52,8 +52,14 @@ cudaError_t launch_state(const ForwardParams& p, const char* workspace, int bv, 
 size_t reverse_smem_bytes(int K, int bv);
 cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, int bv, cudaStream_t s);
 
-// The backward's gradient pass (chunk_grad.cu): per (chunk, value head), every gradient of the chunk's tokens (dq and
-// dk per value head into BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial sums).
+// The backward's products (chunk_products.cu): one CTA per (chunk, value head), the gradient pass's matrix products
+// into BackwardLayout prod (ProdLayout).
+size_t products_smem_bytes(int K, int V);
+cudaError_t launch_products(const BackwardParams& bp, char* workspace, cudaStream_t s);
+
+// The backward's per-channel gradient pass (chunk_grad.cu): per (chunk, value head), from the products, every gradient
+// of the chunk's tokens (dq and dk per value head into BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial
+// sums).
 size_t grad_smem_bytes(int K, int V);
 cudaError_t launch_grad(const BackwardParams& bp, char* workspace, cudaStream_t s);
 

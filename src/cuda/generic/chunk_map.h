@@ -170,14 +170,31 @@ KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms) {
 //   dsend   [cap][HV][V][K]   the gradient of the state at each chunk's end (the reverse state pass)
 //   dqk     [2][B T][HV][K]   gradients of q_hat and k_hat per value head (the gradient pass, chunk_grad.cu)
 //   gate    double [cap][HV][K + 1]   per-chunk partial sums of ddt_bias (K) and dA_log (1)
-//   scratch [grad_ctas][kGradScratch][C][max(K, V)]   the gradient pass's per-CTA intermediates
+//   prod    [cap][HV][ProdLayout]     the gradient pass's products per (chunk, value head) (chunk_products.cu)
+//   scratch [grad_ctas][kGradScratch][C][max(K, V)]   the per-channel gradient pass's per-CTA intermediates
 // Rows of a chunk past its length are zeros in every per-chunk tile, as in the forward's.
-constexpr int kGradCtas = 256;    // the gradient pass's grid cap (its per-CTA scratch is sized by it)
-constexpr int kGradScratch = 9;  // [C][max(K, V)] arrays of scratch per gradient-pass CTA
+constexpr int kGradCtas = 256;    // the per-channel gradient pass's grid cap (its per-CTA scratch is sized by it)
+constexpr int kGradScratch = 4;  // [C][max(K, V)] arrays of scratch per gradient-pass CTA: dq, dk, dg, dbeta's terms
+
+// One (chunk, value head)'s products (float offsets; chunk_products.cu writes them, chunk_grad.cu reads them):
+//   dM [C][C] = lower(dO' V_new^T), dA [C][C] = -strictly_lower(dBV U0^T + dBK W^T), QS [C][K] = dO' S0,
+//   KD [C][K] = V_new dS_end, BK [C][K] = T^T dW, BV [C][V] = T^T dU, CS [K] = colsum(S0 . dS_end); padded to 64
+//   floats so every tile starts 256-byte aligned.
+struct ProdLayout {
+  int K, V;
+  KDA_HOST_DEVICE int64_t dM() const { return 0; }
+  KDA_HOST_DEVICE int64_t dA() const { return int64_t{kChunk} * kChunk; }
+  KDA_HOST_DEVICE int64_t QS() const { return 2 * int64_t{kChunk} * kChunk; }
+  KDA_HOST_DEVICE int64_t KD() const { return QS() + int64_t{kChunk} * K; }
+  KDA_HOST_DEVICE int64_t BK() const { return KD() + int64_t{kChunk} * K; }
+  KDA_HOST_DEVICE int64_t BV() const { return BK() + int64_t{kChunk} * K; }
+  KDA_HOST_DEVICE int64_t CS() const { return BV() + int64_t{kChunk} * V; }
+  KDA_HOST_DEVICE int64_t floats() const { return (CS() + K + 63) / 64 * 64; }
+};
 
 struct BackwardLayout {
   WorkspaceLayout fwd;
-  int64_t akk, tinv, starts, vnew, du, dsend, dqk, gate, scratch, bytes;
+  int64_t akk, tinv, starts, vnew, du, dsend, dqk, gate, prod, scratch, bytes;
   int64_t grad_ctas;
 };
 KDA_HOST_DEVICE int64_t grad_ctas_for(int64_t cap, int64_t hv) {
@@ -197,7 +214,8 @@ KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_s
   l.dsend = l.du + align256(per * C * V);
   l.dqk = l.dsend + align256(per * V * K);
   l.gate = l.dqk + align256(2 * B * T * hv * K * int64_t{sizeof(float)});
-  l.scratch = l.gate + align256(l.fwd.cap * hv * (K + 1) * int64_t{sizeof(double)});
+  l.prod = l.gate + align256(l.fwd.cap * hv * (K + 1) * int64_t{sizeof(double)});
+  l.scratch = l.prod + align256(per * ProdLayout{static_cast<int>(K), static_cast<int>(V)}.floats());
   l.grad_ctas = grad_ctas_for(l.fwd.cap, hv);
   const int64_t width = K > V ? K : V;
   l.bytes = l.scratch + l.grad_ctas * kGradScratch * C * width * int64_t{sizeof(float)};
