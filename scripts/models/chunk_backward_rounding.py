@@ -125,7 +125,8 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     """One (sequence, value head) through the CUDA chunked backward's arithmetic. q, k [L, K] (normalized, q not
     scaled), v, dout [L, V], g [L, K] (natural-log decay), beta [L] (activated), S0, dST [V, K]. Returns the
     gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state. products: the
-    gradient pass's P1-P3 products in fp32 (SIMT) or 3xtf32 (mma.sync, branch gradmma2)."""
+    gradient pass's P1-P3 products in fp32 (SIMT), 3xtf32 (mma.sync, branch gradmma2), bf16x3 or one tf32 product
+    (two_phase.prod)."""
     L, Kd_ = q.shape
     V = v.shape[1]
     M = (L + C - 1) // C
@@ -199,7 +200,7 @@ def main(argv):
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     ap.add_argument("--form", choices=("safe", "kernels"), default="safe")
     ap.add_argument("--pairs", choices=("loop", "blocked"), default="loop")
-    ap.add_argument("--products", choices=("fp32", "3xtf32"), default="fp32",
+    ap.add_argument("--products", choices=("fp32", "3xtf32", "bf16x3", "tf32"), default="fp32",
                     help="the gradient pass's P1-P3 products (--form kernels)")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
