@@ -1,7 +1,7 @@
-// chunk_products.cu: the chunked backward's products (docs/backward.md, launch 4a): per (chunk, value head), the
-// matrix products of the gradient pass, from the saved forward quantities (BackwardLayout: T, S0, V_new; phase 1's
-// U0 and W tiles) and the reverse pass's dU and chunk-end dS, into the task's product tiles (ProdLayout) that the
-// per-channel pass (chunk_grad.cu) reads:
+// chunk_products.cu: the chunked backward's products (docs/backward.md; launch 4 of backward_chunked.cu): per
+// (chunk, value head), the matrix products of the gradient pass, from the saved forward quantities (BackwardLayout:
+// T, S0, V_new; phase 1's U0 and W tiles) and the reverse pass's dU and chunk-end dS, into the task's product tiles
+// (ProdLayout) that the per-channel pass (chunk_grad.cu) reads:
 //   P1  dM = lower(dO' V_new^T), QS = dO' S0, KD = V_new dS, dW = -dU S0      (dO' = scale dO; inner dimension V)
 //   P2  BV = T^T dU, BK = T^T dW                                            (inner dimension C)
 //   P3  dA = -strictly_lower(BV U0^T + BK W^T)                              (inner dimension V, then K)
@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
-#include "cuda/generic/backward_common.cuh"
+#include "cuda/generic/backward_common.cuh"  // load_f
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
