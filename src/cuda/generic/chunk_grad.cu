@@ -19,9 +19,12 @@
 // The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
-// the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g, the column-side dk and the pair
-// terms [64][K] each, dM and dA [64][64], beta, row sums: 197,120 bytes, one CTA per SM. The other intermediates
-// live in the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32).
+// the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g and the dq, dk, dg accumulators
+// [64][K] each, dM and dA [64][64], beta, row sums: 229,888 bytes of the 232,448 a block may opt in to, one CTA per
+// SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450 read-modify-writes
+// of dq / dk / dg); the colder ones (dk's column side, the pair terms, dbeta's third term: ~670 accesses) live in
+// the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32), which at one CTA per SM mostly
+// misses L1 (ncu on gradpf: P4 58% long-scoreboard stalls with dq / dk / dg there).
 #include <climits>
 #include <cstdint>
 
@@ -40,8 +43,8 @@ constexpr int kC = kChunk;
 template <int K, int V>
 struct GradLayout {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
-  static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDkc = kG + kC * K, kX = kDkc + kC * K;
-  static constexpr int kM = kX + kC * K, kA = kM + kC * kC;
+  static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDQ = kG + kC * K, kDK = kDQ + kC * K;
+  static constexpr int kDG = kDK + kC * K, kM = kDG + kC * K, kA = kM + kC * kC;
   static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC;
   static constexpr size_t kBytes = sizeof(float) * (kRow + kC);
 };
@@ -55,8 +58,9 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const Qs = smem + Ly::kQ;      // q_hat [C][K] (not scaled)
   float* const Ks = smem + Ly::kK;      // k_hat [C][K]
   float* const Gs = smem + Ly::kG;      // g_log [C][K], log2 units
-  float* const Dkc = smem + Ly::kDkc;   // column-side pair terms of dk [C][K]
-  float* const Xs = smem + Ly::kX;      // per-channel pair terms [C][K]
+  float* const DQ = smem + Ly::kDQ;     // dq_hat [C][K]
+  float* const DK = smem + Ly::kDK;     // dk_hat, all but the column-side pair terms [C][K]
+  float* const DG = smem + Ly::kDG;     // d g_log [C][K]
   float* const dMs = smem + Ly::kM;     // dM [C][C]
   float* const dAs = smem + Ly::kA;     // dA [C][C] (not scaled by beta)
   float* const beta_s = smem + Ly::kBeta;
@@ -69,10 +73,9 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
   const ProdLayout pl{K, V};
   float* const scr = reinterpret_cast<float*>(ws + bl.scratch) + blockIdx.x * int64_t{kGradScratch} * kC * W;
-  float* const DQ = scr;               // dq_hat [C][K]
-  float* const DK = scr + kC * W;      // dk_hat, all but the column-side pair terms [C][K]
-  float* const DG = scr + 2 * kC * W;  // d g_log [C][K]
-  float* const TB = scr + 3 * kC * W;  // dBK . K . E, dbeta's third term before its row sum [C][K]
+  float* const Dkc = scr;              // column-side pair terms of dk [C][K]
+  float* const Xs = scr + kC * W;      // per-channel pair terms, then the reference points' a_r [C][K]
+  float* const TB = scr + 2 * kC * W;  // dBK . K . E, dbeta's third term before its row sum [C][K]
   const bool has_a = p.has_A_log();
   const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
   float* const dqk = reinterpret_cast<float*>(ws + bl.dqk);  // [2][B T][HV][K]
@@ -390,19 +393,19 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           }
         }
       }
-      double* const red = reinterpret_cast<double*>(Xs);  // Xs is free after P4: [2][R][K] doubles
+      double* const red = reinterpret_cast<double*>(Gs);  // Gs is free after P4: [2][R][K] doubles
       red[r0 * K + d] = acc_bias;
       red[(R + r0) * K + d] = acc_a;
     }
     __syncthreads();
     if (tid < K) {
-      const double* const red = reinterpret_cast<const double*>(Xs);
+      const double* const red = reinterpret_cast<const double*>(Gs);
       double sb = 0.0;
       for (int i = 0; i < R; ++i) sb += red[i * K + tid];
       part[tid] = sb;
     }
     if (warp == kThreads / 32 - 1) {  // dA_log's partial: the last warp sums every channel's, in a fixed order
-      const double* const red = reinterpret_cast<const double*>(Xs) + R * K;
+      const double* const red = reinterpret_cast<const double*>(Gs) + R * K;
       double sa = 0.0;
       for (int e = lane; e < R * K; e += 32) sa += red[e];
 #pragma unroll
