@@ -8,12 +8,11 @@
 //   CS  colsum(S0 . dS): the coefficient of the whole chunk's decay in dg
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
 // of shared memory), where their operand loads were exposed; here a CTA needs 45 KB and 128 registers per thread,
-// so two CTAs share an SM and hide each other's loads. Same fp32 SIMT products, same summation order as before
-// the split: the gradients are unchanged to the bit.
+// so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
-// Shared memory: the GEMM staging (16 k-steps of A and B, padded) and dW [C][K] (P2's operand): 45,568 bytes at
-// K = V = 128.
+// Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded) and dW [C][K] (P2's
+// operand): 51,200 bytes at K = V = 128.
 #include <climits>
 #include <cstdint>
 
@@ -22,6 +21,7 @@
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/generic/mma_layout.h"
 
 namespace kda::cuda::chunk {
 namespace {
@@ -29,77 +29,101 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kC = kChunk;
 
+// Staging of one k-slice: A [64][kKS] and B [N][kKS] (both k-contiguous), each as a hi and a lo bf16 plane of row
+// pitch kPitch = kKS + 8 elements (80 bytes: the 8 rows an ldmatrix reads start in 8 different 16-byte bank groups).
+constexpr int kKS = 16, kPitch = kKS + 8;
+
 template <int K, int V>
 struct ProdSmem {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
-  static constexpr int kAs = 0, kBs = kAs + 16 * (kC + 4), kDW = kBs + 16 * (W + 4);
+  // A and B staging: two bf16 planes of [rows][kPitch] each (kPitch / 2 floats per row and plane).
+  static constexpr int kAs = 0, kBs = kAs + kC * kPitch, kDW = kBs + W * kPitch;
   static constexpr size_t kBytes = sizeof(float) * (kDW + kC * K);
 };
 
-// acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple
-// of 16. Thread (tr, tc) = (tid / 16, tid % 16) owns rows 4 tr .. 4 tr + 3 and columns tc + 16 j. Operands are staged
-// through shared memory 16 k-steps at a time, the next step's loaded into registers (4 + N / 16 per thread) while
-// this one computes. A_T / B_T say the operand's source is contiguous in the row (A) or in k (B), so consecutive
-// threads take consecutive source elements (coalesced) either way. Ends with a barrier, so the caller may restage
-// right after.
+// acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple of
+// kKS, in bf16x3 on mma.m16n8k16 (chunk_common.cuh: ~16-bit operands, fp32 accumulation; the rounding model passes
+// backward-quick with these products at the fp32 products' figures, bench/results/
+// 2026-11-30-cpu-model-grad-products-bf16x3-tf32.log). Each operand element is split into its hi / lo planes once,
+// when staged (3xTF32 split every fragment in every warp: session 7's gradprodtc lost to fp32 SIMT), and the mma loop
+// only ldmatrix-es and multiplies. Warp w owns rows 16 (w % 4) .. + 15 and columns (N / 2) (w / 4) .. + N / 2 - 1
+// (N / 16 n-tiles of 8); acc[e][nt] is element e of n-tile nt's C fragment (for_each_out maps it back). The next
+// slice's operands are loaded into registers while this one computes. A_T / B_T say the operand's source is
+// contiguous in the row (A) or in k (B), so consecutive threads read consecutive source elements either way. Ends
+// with a barrier, so the caller may restage right after.
 template <int N, bool A_T, bool B_T, class FA, class FB>
-__device__ __forceinline__ void block_gemm(float* As, float* Bs, int kin, FA fa, FB fb, float (&acc)[4][N / 16]) {
-  constexpr int PA = kC + 4, PB = N + 4;
-  constexpr int EA = 16 * kC / kThreads, EB = 16 * N / kThreads;
-  static_assert(EA * kThreads == 16 * kC && EB * kThreads == 16 * N, "block_gemm: staging must tile the threads");
-  const int tid = threadIdx.x, tr = tid >> 4, tc = tid & 15;
-  // Element i of this thread's staging share: (row or col, kk) of the 16-step slice.
-  auto a_at = [&](int i, int* r, int* kk) {
+__device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, int kin, FA fa, FB fb, float (&acc)[4][N / 16]) {
+  constexpr int PA = kC * kPitch, PB = N * kPitch;  // plane sizes (elements)
+  constexpr int EA = kC * kKS / 2 / kThreads, EB = N * kKS / 2 / kThreads;  // element pairs per thread
+  static_assert(EA * 2 * kThreads == kC * kKS && EB * 2 * kThreads == N * kKS, "block_gemm: staging must tile");
+  __nv_bfloat16* const As = reinterpret_cast<__nv_bfloat16*>(As_f);
+  __nv_bfloat16* const Bs = reinterpret_cast<__nv_bfloat16*>(Bs_f);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
+  // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice.
+  auto a_at = [&](int i, int* r, int* kp) {
     const int e = tid + i * kThreads;
-    *r = A_T ? e % kC : e >> 4;
-    *kk = A_T ? e / kC : e & 15;
+    *r = A_T ? e % kC : e / (kKS / 2);
+    *kp = A_T ? e / kC : e % (kKS / 2);
   };
-  auto b_at = [&](int i, int* kk, int* c) {
+  auto b_at = [&](int i, int* c, int* kp) {
     const int e = tid + i * kThreads;
-    *kk = B_T ? e & 15 : e / N;
-    *c = B_T ? e >> 4 : e % N;
+    *c = B_T ? e / (kKS / 2) : e % N;
+    *kp = B_T ? e % (kKS / 2) : e / N;
   };
-  float ra[EA], rb[EB];
+  float ra[2 * EA], rb[2 * EB];
   auto fetch = [&](int k0) {
 #pragma unroll
     for (int i = 0; i < EA; ++i) {
-      int r, kk;
-      a_at(i, &r, &kk);
-      ra[i] = fa(r, k0 + kk);
+      int r, kp;
+      a_at(i, &r, &kp);
+      ra[2 * i] = fa(r, k0 + 2 * kp);
+      ra[2 * i + 1] = fa(r, k0 + 2 * kp + 1);
     }
 #pragma unroll
     for (int i = 0; i < EB; ++i) {
-      int kk, c;
-      b_at(i, &kk, &c);
-      rb[i] = fb(k0 + kk, c);
+      int c, kp;
+      b_at(i, &c, &kp);
+      rb[2 * i] = fb(k0 + 2 * kp, c);
+      rb[2 * i + 1] = fb(k0 + 2 * kp + 1, c);
     }
   };
+  const LdsmRow la = ldsm_a_rowmajor(lane), lb = ldsm_b_nmajor(lane);
   fetch(0);
-  for (int k0 = 0; k0 < kin; k0 += 16) {
+  for (int k0 = 0; k0 < kin; k0 += kKS) {
 #pragma unroll
     for (int i = 0; i < EA; ++i) {
-      int r, kk;
-      a_at(i, &r, &kk);
-      As[kk * PA + r] = ra[i];
+      int r, kp;
+      a_at(i, &r, &kp);
+      store_split2(As, PA, r * kPitch + 2 * kp, ra[2 * i], ra[2 * i + 1]);
     }
 #pragma unroll
     for (int i = 0; i < EB; ++i) {
-      int kk, c;
-      b_at(i, &kk, &c);
-      Bs[kk * PB + c] = rb[i];
+      int c, kp;
+      b_at(i, &c, &kp);
+      store_split2(Bs, PB, c * kPitch + 2 * kp, rb[2 * i], rb[2 * i + 1]);
     }
     __syncthreads();
-    if (k0 + 16 < kin) fetch(k0 + 16);
-#pragma unroll 4
-    for (int kk = 0; kk < 16; ++kk) {
-      const float4 a = *reinterpret_cast<const float4*>(As + kk * PA + 4 * tr);
+    if (k0 + kKS < kin) fetch(k0 + kKS);
 #pragma unroll
-      for (int j = 0; j < N / 16; ++j) {
-        const float bv = Bs[kk * PB + tc + 16 * j];
-        acc[0][j] = fmaf(a.x, bv, acc[0][j]);
-        acc[1][j] = fmaf(a.y, bv, acc[1][j]);
-        acc[2][j] = fmaf(a.z, bv, acc[2][j]);
-        acc[3][j] = fmaf(a.w, bv, acc[3][j]);
+    for (int kk = 0; kk < kKS; kk += 16) {
+      uint32_t ah[4], al[4];
+      const int ea = (m0 + la.row) * kPitch + kk + la.col;
+      ldsm_x4<false>(ah, As + ea);
+      ldsm_x4<false>(al, As + PA + ea);
+#pragma unroll
+      for (int np = 0; np < N / 32; ++np) {
+        uint32_t bh[4], bl[4];
+        const int eb = (n0 + 16 * np + lb.row) * kPitch + kk + lb.col;
+        ldsm_x4<false>(bh, Bs + eb);
+        ldsm_x4<false>(bl, Bs + PB + eb);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float c[4] = {acc[0][2 * np + h], acc[1][2 * np + h], acc[2][2 * np + h], acc[3][2 * np + h]};
+          mma_bf16x3(c, ah, al, bh, bl, h);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e][2 * np + h] = c[e];
+        }
       }
     }
     __syncthreads();
@@ -114,20 +138,26 @@ __device__ __forceinline__ void zero(float (&acc)[4][N / 16]) {
     for (int j = 0; j < N / 16; ++j) acc[i][j] = 0.0f;
 }
 
-// Calls epi(row, col, value) for each of this thread's block_gemm outputs.
+// Calls epi(row, col, value) for each of this thread's block_gemm outputs (the m16n8 C fragment: c0, c1 at row grp,
+// columns 2 tig, +1; c2, c3 at row grp + 8).
 template <int N, class Epi>
 __device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi epi) {
-  const int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, tig = lane & 3;
+  const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < N / 16; ++j) epi(4 * tr + i, tc + 16 * j, acc[i][j]);
+  for (int nt = 0; nt < N / 16; ++nt) {
+    const int c = n0 + 8 * nt + 2 * tig;
+    epi(m0 + grp, c, acc[0][nt]);
+    epi(m0 + grp, c + 1, acc[1][nt]);
+    epi(m0 + grp + 8, c, acc[2][nt]);
+    epi(m0 + grp + 8, c + 1, acc[3][nt]);
+  }
 }
 
 __device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 
-// 256 threads at 128 registers (ptxas, sm_90a: no spills; a cap of 80 for 3 CTAs per SM spills 100-700 bytes):
-// two CTAs per SM, 16 warps, by registers; shared memory would allow four.
+// 256 threads at 128 registers (ptxas, sm_90a: 0-8 bytes of spills; a 32-step k-slice spilled 90-350 bytes): two
+// CTAs per SM, 16 warps, by registers; shared memory would allow four.
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws) {
   using Ly = ProdSmem<K, V>;
