@@ -115,27 +115,29 @@ TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   EXPECT_NEAR(static_cast<double>(tile * 4) / kChunk, 2312.0, 1.0);
 }
 
-// The backward's regions follow the forward's workspace in order, 256-byte aligned, each at least its size apart,
-// and the gradient pass's grid (and so its scratch) is capped.
+// The backward's regions follow the forward's workspace in order, 256-byte aligned, each at least its size apart
+// (dqk empty for groups of one value head), and the gradient pass's grid (and so its scratch) is capped.
 TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
   for (const auto& [B, T, N, HV, K, V] : {std::array<int64_t, 6>{1, 8192, 1, 64, 128, 128},
                                           std::array<int64_t, 6>{1, 333, 7, 3, 64, 128},
                                           std::array<int64_t, 6>{2, 100, 2, 2, 128, 64}}) {
-    const BackwardLayout l = backward_layout(B, T, N, HV, K, V);
-    const int64_t cap = l.fwd.cap, per = cap * HV * 4, C = kChunk;
-    const int64_t starts[] = {l.akk,  l.tinv, l.starts, l.vnew,    l.du,   l.dsend,
-                              l.dqk,  l.gate, l.prod,   l.scratch, l.bytes};
-    const ProdLayout pl{static_cast<int>(K), static_cast<int>(V)};
-    const int64_t sizes[] = {per * C * C, per * C * C, per * V * K, per * C * V, per * C * V, per * V * K,
-                             2 * B * T * HV * K * 4, cap * HV * (K + 1) * 8, per * pl.floats(),
-                             l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
-    EXPECT_GE(l.akk, l.fwd.bytes);
-    for (int i = 0; i < 10; ++i) {
-      EXPECT_EQ(starts[i] % 256, 0) << i;
-      EXPECT_GE(starts[i + 1] - starts[i], sizes[i]) << i;
-      EXPECT_LT(starts[i + 1] - starts[i], sizes[i] + 256) << i;
+    for (int64_t group : {1, 2}) {
+      const BackwardLayout l = backward_layout(B, T, N, HV, K, V, group);
+      const int64_t cap = l.fwd.cap, per = cap * HV * 4, C = kChunk;
+      const int64_t starts[] = {l.akk,  l.tinv, l.starts, l.vnew,    l.du,   l.dsend,
+                                l.dqk,  l.gate, l.prod,   l.scratch, l.bytes};
+      const ProdLayout pl{static_cast<int>(K), static_cast<int>(V)};
+      const int64_t sizes[] = {per * C * C, per * C * C, per * V * K, per * C * V, per * C * V, per * V * K,
+                               group > 1 ? 2 * B * T * HV * K * 4 : 0, cap * HV * (K + 1) * 8, per * pl.floats(),
+                               l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
+      EXPECT_GE(l.akk, l.fwd.bytes);
+      for (int i = 0; i < 10; ++i) {
+        EXPECT_EQ(starts[i] % 256, 0) << i;
+        EXPECT_GE(starts[i + 1] - starts[i], sizes[i]) << i;
+        EXPECT_LT(starts[i + 1] - starts[i], sizes[i] + (sizes[i] > 0 ? 256 : 1)) << i;  // an empty region: no bytes
+      }
+      EXPECT_EQ(l.grad_ctas, std::min<int64_t>(cap * HV, kGradCtas));
     }
-    EXPECT_EQ(l.grad_ctas, std::min<int64_t>(cap * HV, kGradCtas));
   }
 }
 

@@ -8,7 +8,8 @@
 //   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
 //   4  chunk_products.cu: the gradient pass's matrix products, per (chunk, value head)
 //   5  chunk_grad.cu: every per-token gradient from them, per (chunk, value head), a thread per channel
-//   6  finalize_qk_kernel: dq / dk summed over each value-head group, through the L2 norm's backward
+//   6  finalize_qk_kernel: dq / dk summed over each value-head group, through the L2 norm's backward (groups of
+//      more than one value head; for one, launch 5 does it)
 //   7  gate_params_kernel: ddt_bias / dA_log from the per-chunk partials, in chunk order
 #include <algorithm>
 #include <cstdint>
@@ -49,14 +50,14 @@ Status chunked_backward_support(const BackwardParams& bp) {
 Status chunked_backward_workspace_size(const BackwardParams& bp, size_t* bytes) {
   KDA_RETURN_IF_ERROR(chunked_backward_support(bp));
   const ForwardParams& p = bp.f;
-  *bytes = static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V).bytes);
+  *bytes = static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group).bytes);
   return Status::Ok();
 }
 
 Status chunked_backward(const BackwardParams& bp, void* workspace, size_t workspace_bytes, void* stream) {
   KDA_RETURN_IF_ERROR(chunked_backward_support(bp));
   const ForwardParams& p = bp.f;
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group);
   if (workspace_bytes < static_cast<size_t>(bl.bytes))
     return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %lld needed", workspace_bytes,
                        static_cast<long long>(bl.bytes));
@@ -96,7 +97,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     const int64_t rows = 2 * p.B * p.T * p.H;
-    if (rows > 0) {
+    if (rows > 0 && p.group > 1) {  // a group of one: the gradient pass wrote dq / dk itself
       const int64_t blocks = std::min<int64_t>((rows + 7) / 8, 65535);
       const float* dqk = reinterpret_cast<const float*>(ws + bl.dqk);
       if (p.K == 64)

@@ -14,14 +14,16 @@
 //       all but the last row sum on the warps P4 leaves idle, concurrently with it
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
 //       the L2 norm's backward); dg through the gate activation; the chunk's partial sums of ddt_bias and dA_log
+//   P7  a group of one value head (H = HV): per row, dq and dk through the L2 norm's backward straight into the
+//       gradients instead of dqk (no finalize launch, no dqk bytes: 512 MiB at h64-fixed)
 // (P1-P3, the matrix products, are chunk_products.cu's.) Deterministic: no atomics, every sum in a fixed order.
 //
 // The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
 // Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g and the dq, dk, dg accumulators
-// [64][K] each, dM and dA [64][64], beta, row sums: 229,888 bytes of the 232,448 a block may opt in to, one CTA per
-// SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450 read-modify-writes
+// [64][K] each, dM and dA [64][64], beta, row sums, inverse norms: 230,400 bytes of the 232,448 a block may opt in
+// to, one CTA per SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450 read-modify-writes
 // of dq / dk / dg); the colder ones (dk's column side, the pair terms, dbeta's third term: ~670 accesses) live in
 // the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32), which at one CTA per SM mostly
 // misses L1 (ncu on gradpf: P4 58% long-scoreboard stalls with dq / dk / dg there).
@@ -45,8 +47,8 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
   static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDQ = kG + kC * K, kDK = kDQ + kC * K;
   static constexpr int kDG = kDK + kC * K, kM = kDG + kC * K, kA = kM + kC * kC;
-  static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC;
-  static constexpr size_t kBytes = sizeof(float) * (kRow + kC);
+  static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC, kNorm = kRow + kC;
+  static constexpr size_t kBytes = sizeof(float) * (kNorm + 2 * kC);
 };
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
@@ -100,10 +102,11 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const dMs = smem + Ly::kM;     // dM [C][C]
   float* const dAs = smem + Ly::kA;     // dA [C][C] (not scaled by beta)
   float* const beta_s = smem + Ly::kBeta;
-  float* const row_s = smem + Ly::kRow;  // P5a's per-row part of dbeta
+  float* const row_s = smem + Ly::kRow;    // P5a's per-row part of dbeta
+  float* const norm_s = smem + Ly::kNorm;  // 1 / |q|, then 1 / |k|, per row (P7)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
   const int64_t count = *reinterpret_cast<const int64_t*>(ws);
   const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
@@ -168,6 +171,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         braw = load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
         if (p.use_qk_l2norm) {
           const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
+          if (lane == 0) {
+            norm_s[r] = iq;
+            norm_s[kC + r] = ik;
+          }
 #pragma unroll
           for (int j = 0; j < CK; ++j) {
             q[j] *= iq;
@@ -417,8 +424,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int r = rb + R * i;
           if (r < L) {
             const int64_t t = t0 + r, bt = b * p.T + t;
-            dqk[(bt * p.HV + hv) * K + d] = dq[i];
-            dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk[i];
+            if (p.group > 1) {  // summed over the group by finalize_qk_kernel; a group of one: P7
+              dqk[(bt * p.HV + hv) * K + d] = dq[i];
+              dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk[i];
+            }
             const float glog = gate_log_decay<float>(p.gate_mode, g[i], has_a, a_log, bias, p.lower_bound);
             float dx, dA;
             gate_grad(p, g[i] + bias, a_log, has_a, glog, dgl[i], &dx, &dA);
@@ -449,6 +458,40 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
       if (lane == 0) part[K] = sa;
     }
+    if (p.group == 1) {
+      // ---- P7: per row (a warp each), a group of one value head: dq and dk through the L2 norm's backward straight
+      // into the gradients, what finalize_qk_kernel does with the dqk round trip (the same operations in the same
+      // order: the same bits), here from shared memory: q_hat, k_hat and 1 / |x| of P0, dq_hat / dk_hat of P4.
+      for (int r = warp; r < L; r += kThreads / 32) {
+        const int64_t t = t0 + r;
+#pragma unroll 1
+        for (int which = 0; which < 2; ++which) {
+          const float* const xs = which == 0 ? Qs : Ks;
+          float d[CK];
+#pragma unroll
+          for (int j = 0; j < CK; ++j) {
+            const int c = r * K + 32 * j + lane;
+            d[j] = which == 0 ? DQ[c] : DK[c] + Dkc[c];
+          }
+          if (p.use_qk_l2norm) {
+            const float inv = norm_s[which * kC + r];
+            float xv[CK], dot = 0.0f;
+#pragma unroll
+            for (int j = 0; j < CK; ++j) {
+              xv[j] = xs[r * K + 32 * j + lane];
+              dot = fmaf(xv[j], d[j], dot);
+            }
+            dot = group_sum<32>(dot);
+#pragma unroll
+            for (int j = 0; j < CK; ++j) d[j] = (d[j] - xv[j] * dot) * inv;
+          }
+          const GradView& gv = which == 0 ? bp.dq : bp.dk;
+          const int64_t base = b * gv.stride[0] + t * gv.stride[1] + h * gv.stride[2];
+#pragma unroll
+          for (int j = 0; j < CK; ++j) store_out(gv.data, gv.dtype, base + (32 * j + lane) * gv.stride[3], d[j]);
+        }
+      }
+    }
     __syncthreads();  // the next task restages every shared buffer
   }
 }
@@ -460,7 +503,7 @@ cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
       cudaFuncSetAttribute(grad_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   grad_kernel<K, V><<<static_cast<unsigned>(bl.grad_ctas), kThreads, bytes, s>>>(bp, ws);
   return cudaSuccess;
 }

@@ -168,7 +168,8 @@ KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms) {
 //   vnew    [cap][HV][C][V]   V_new = U - W S0^T (the forward's state pass)
 //   du      [cap][HV][C][V]   dV_new (the reverse state pass, chunk_reverse.cu)
 //   dsend   [cap][HV][V][K]   the gradient of the state at each chunk's end (the reverse state pass)
-//   dqk     [2][B T][HV][K]   gradients of q_hat and k_hat per value head (the gradient pass, chunk_grad.cu)
+//   dqk     [2][B T][HV][K]   gradients of q_hat and k_hat per value head (the gradient pass, chunk_grad.cu), for
+//                             finalize_qk_kernel to sum over each group; empty for groups of one value head
 //   gate    double [cap][HV][K + 1]   per-chunk partial sums of ddt_bias (K) and dA_log (1)
 //   prod    [cap][HV][ProdLayout]     the gradient pass's products per (chunk, value head) (chunk_products.cu)
 //   scratch [grad_ctas][kGradScratch][C][max(K, V)]   the per-channel gradient pass's per-CTA intermediates
@@ -201,7 +202,9 @@ KDA_HOST_DEVICE int64_t grad_ctas_for(int64_t cap, int64_t hv) {
   const int64_t tasks = cap * hv;
   return tasks < kGradCtas ? (tasks > 0 ? tasks : 1) : kGradCtas;
 }
-KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_seq, int64_t hv, int64_t K, int64_t V) {
+// group: value heads per q/k head; with one, the gradient pass writes dq / dk itself and dqk takes no bytes.
+KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_seq, int64_t hv, int64_t K, int64_t V,
+                                               int64_t group) {
   BackwardLayout l;
   l.fwd = workspace_layout(B * T, n_seq, hv, K, V);
   const int64_t per = l.fwd.cap * hv * int64_t{sizeof(float)};
@@ -213,7 +216,7 @@ KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_s
   l.du = l.vnew + align256(per * C * V);
   l.dsend = l.du + align256(per * C * V);
   l.dqk = l.dsend + align256(per * V * K);
-  l.gate = l.dqk + align256(2 * B * T * hv * K * int64_t{sizeof(float)});
+  l.gate = l.dqk + (group > 1 ? align256(2 * B * T * hv * K * int64_t{sizeof(float)}) : 0);
   l.prod = l.gate + align256(l.fwd.cap * hv * (K + 1) * int64_t{sizeof(double)});
   l.scratch = l.prod + align256(per * ProdLayout{static_cast<int>(K), static_cast<int>(V)}.floats());
   l.grad_ctas = grad_ctas_for(l.fwd.cap, hv);

@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const dWs = smem + Ly::kDW;  // -dU S0 [C][K]
 
   const int tid = threadIdx.x;
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
   const int64_t count = *reinterpret_cast<const int64_t*>(ws);
   const int64_t task = blockIdx.x;
@@ -268,7 +268,7 @@ cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const int64_t tasks = bl.fwd.cap * p.HV;
   if (tasks > INT_MAX) return cudaErrorInvalidConfiguration;  // chunked_backward_support refuses such sizes first
   products_kernel<K, V><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws);

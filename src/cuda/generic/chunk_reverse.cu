@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   const int v0 = vt * BV;
   const int V = p.V;
 
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
   const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
   const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);

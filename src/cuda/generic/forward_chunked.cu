@@ -108,7 +108,7 @@ bool chunked_forward_supported(const ForwardParams& p) {
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
   // save_for_backward: the backward's whole layout (its first part is this forward's own).
   *bytes = p.N == 0                ? 0
-           : p.save_for_backward ? static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V).bytes)
+           : p.save_for_backward ? static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group).bytes)
                                  : static_cast<size_t>(workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).bytes);
   return Status::Ok();
 }
@@ -130,7 +130,7 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
     // backward's recompute would put them (chunk_map.h BackwardLayout).
     chunk::BackwardSaves keep1, keep2;
     if (p.save_for_backward) {
-      const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V);
+      const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group);
       keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
       keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
       keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
