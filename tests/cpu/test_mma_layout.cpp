@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/generic/mma_layout.h"
@@ -164,6 +165,71 @@ TEST(MmaLayout, SwizzledPlanesArePermutationsWithoutBankConflicts) {
         for (int i = 0; i < 8; ++i) groups |= 1 << ((swizzled(r0 + i, 8 * chunk, cols) * 2 / 16) % 8);
         EXPECT_EQ(groups, 0xff) << "cols " << cols << " rows " << r0 << ".. chunk " << chunk;
       }
+  }
+}
+
+// chunk_products.cu's block_gemm, one 16-step k-slice, emulated: 256 threads stage A [64][16] and B [N][16] pairs
+// into planes of pitch 24 by slice_pair (every element written exactly once, for both kinds of source), then each of
+// the 8 warps loads its fragments with ldsm_a_rowmajor / ldsm_b_nmajor at its tile (rows 16 (w % 4), columns
+// (N / 2) (w / 4), n-tile pairs 16 apart) and the emulated mma products equal A B there.
+TEST(MmaLayout, ProductsStagingAndWarpTilesGiveTheProduct) {
+  constexpr int kThreads = 256, kRows = 64, kKS = 16, kPitch = kKS + 8;
+  std::mt19937 rng(777);
+  std::uniform_int_distribution<int> d(-8, 8);
+  for (int N : {64, 128}) {
+    for (bool a_kc : {false, true}) {
+      for (bool b_kc : {false, true}) {
+        SCOPED_TRACE("N " + std::to_string(N) + (a_kc ? ", A k-contiguous" : ", A row-contiguous") +
+                     (b_kc ? ", B k-contiguous" : ", B col-contiguous"));
+        std::vector<float> A(kRows * kKS), B(static_cast<size_t>(kKS) * N);  // A [m][k], B [k][n]
+        for (float& x : A) x = static_cast<float>(d(rng));
+        for (float& x : B) x = static_cast<float>(d(rng));
+        Stored sa{kRows, kPitch, false, std::vector<uint16_t>(kRows * kPitch, 0xffff), {}};
+        Stored sb{N, kPitch, false, std::vector<uint16_t>(static_cast<size_t>(N) * kPitch, 0xffff), {}};
+        std::vector<int> wa(kRows * kKS, 0), wb(static_cast<size_t>(N) * kKS, 0);
+        for (int tid = 0; tid < kThreads; ++tid) {
+          for (int i = 0; i < kRows * kKS / 2 / kThreads; ++i) {
+            const SlicePair sp = slice_pair(tid + i * kThreads, kRows, kKS / 2, a_kc);
+            ASSERT_TRUE(sp.row >= 0 && sp.row < kRows && sp.kp >= 0 && sp.kp < kKS / 2);
+            for (int h = 0; h < 2; ++h) {
+              const int k = 2 * sp.kp + h;
+              sa.bits[static_cast<size_t>(sp.row * kPitch + k)] = bf16_bits(A[sp.row * kKS + k]);
+              ++wa[sp.row * kKS + k];
+            }
+          }
+          for (int i = 0; i < N * kKS / 2 / kThreads; ++i) {
+            const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, b_kc);
+            ASSERT_TRUE(sp.row >= 0 && sp.row < N && sp.kp >= 0 && sp.kp < kKS / 2);
+            for (int h = 0; h < 2; ++h) {
+              const int k = 2 * sp.kp + h;
+              sb.bits[static_cast<size_t>(sp.row * kPitch + k)] = bf16_bits(B[k * N + sp.row]);
+              ++wb[k * N + sp.row];
+            }
+          }
+        }
+        for (int c : wa) ASSERT_EQ(c, 1);
+        for (int c : wb) ASSERT_EQ(c, 1);
+        for (int warp = 0; warp < kThreads / 32; ++warp) {
+          const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
+          const auto a = ldsm_x4(sa, m0, 0, ldsm_a_rowmajor, false);
+          for (int np = 0; np < N / 32; ++np) {
+            const auto b4 = ldsm_x4(sb, n0 + 16 * np, 0, ldsm_b_nmajor, false);
+            for (int h = 0; h < 2; ++h) {
+              std::vector<std::array<uint32_t, 2>> b(32);
+              for (int t = 0; t < 32; ++t) b[t] = {b4[t][2 * h], b4[t][2 * h + 1]};
+              const std::vector<float> C = mma_emulate(a, b);
+              for (int r = 0; r < 16; ++r)
+                for (int n = 0; n < 8; ++n) {
+                  const int col = n0 + 16 * np + 8 * h + n;
+                  float want = 0.0f;
+                  for (int k = 0; k < kKS; ++k) want += A[(m0 + r) * kKS + k] * B[k * N + col];
+                  ASSERT_EQ(C[r * 8 + n], want) << "warp " << warp << " row " << m0 + r << " col " << col;
+                }
+            }
+          }
+        }
+      }
+    }
   }
 }
 

@@ -60,16 +60,17 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, int kin, FA
   __nv_bfloat16* const Bs = reinterpret_cast<__nv_bfloat16*>(Bs_f);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
-  // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice.
+  // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice (mma_layout.h
+  // slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
   auto a_at = [&](int i, int* r, int* kp) {
-    const int e = tid + i * kThreads;
-    *r = A_T ? e % kC : e / (kKS / 2);
-    *kp = A_T ? e / kC : e % (kKS / 2);
+    const SlicePair sp = slice_pair(tid + i * kThreads, kC, kKS / 2, !A_T);
+    *r = sp.row;
+    *kp = sp.kp;
   };
   auto b_at = [&](int i, int* c, int* kp) {
-    const int e = tid + i * kThreads;
-    *c = B_T ? e / (kKS / 2) : e % N;
-    *kp = B_T ? e % (kKS / 2) : e / N;
+    const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, B_T);
+    *c = sp.row;
+    *kp = sp.kp;
   };
   float ra[2 * EA], rb[2 * EB];
   auto fetch = [&](int k0) {

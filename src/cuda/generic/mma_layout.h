@@ -52,4 +52,15 @@ KDA_HOST_DEVICE int swizzled(int row, int col, int cols) {
   return row * cols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
 }
 
+// Staging of a GEMM operand stored [rows][k] (k contiguous) as bf16 hi / lo planes, one k-slice of 2 kpairs columns
+// at a time (chunk_products.cu block_gemm): element pair e (0 <= e < rows kpairs) is (row, 2 kp) and (row, 2 kp + 1).
+// A source contiguous in k gives consecutive pairs of one row to consecutive e, any other source consecutive rows of
+// one pair, so consecutive threads read consecutive source addresses either way.
+struct SlicePair {
+  int row, kp;
+};
+KDA_HOST_DEVICE SlicePair slice_pair(int e, int rows, int kpairs, bool k_contiguous) {
+  return k_contiguous ? SlicePair{e / kpairs, e % kpairs} : SlicePair{e % rows, e / rows};
+}
+
 }  // namespace kda::cuda::chunk
