@@ -5,7 +5,9 @@
 // comma-separated substrings). The backward suites (backward-quick, backward-full) judge every gradient against the
 // float64 reference backward (one row per case: the worst gradient's relative RMSE and worst element ratio; all
 // gradients in the JSON); --baseline IMPL also runs IMPL's backward on the same inputs and requires each gradient's
-// relative RMSE to be no worse.
+// relative RMSE to be no worse. --fp32-grads (a study option) asks an outside implementation for fp32 gradients
+// instead of its inputs' dtype and judges them as fp32 tensors, as the CUDA backward's are: the bf16 rounding of the
+// default hides the arithmetic error of a model such as scripts/models/chunk_backward_rounding.py.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -18,6 +20,7 @@ using namespace kda::testing;
 
 int main(int argc, char** argv) {
   std::string suite = "quick", impl_name = "cpu", json, filter, baseline_name;
+  bool fp32_grads = false;
   uint64_t seed = fresh_seed();
   std::string command = "kda-verify";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
@@ -36,17 +39,21 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--filter") filter = next();
     else if (a == "--baseline") baseline_name = next();
+    else if (a == "--fp32-grads") fp32_grads = true;
     else {
       std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full|backward-quick|backward-full] [--impl NAME]\n"
                   "                  [--json PATH] [--seed N] [--filter SUBSTRING[,SUBSTRING...]] [--baseline NAME]\n"
+                  "                  [--fp32-grads]\n"
                   "  NAME: cpu | reference | cuda-generic | cuda-chunked | cuda-recurrent | \"cmd:COMMAND\" (an external implementation:\n"
                   "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin, or for a\n"
                   "        backward request the gradient files; see docs/verifier_protocol.md)\n"
-                  "  --baseline NAME (backward suites): NAME's gradients on the same inputs; ours must be no worse (rel RMSE)\n");
+                  "  --baseline NAME (backward suites): NAME's gradients on the same inputs; ours must be no worse (rel RMSE)\n"
+                  "  --fp32-grads (backward suites): a \"cmd:\" implementation returns fp32 gradients, judged as fp32 tensors\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
-  const Implementation impl = implementation_by_name(impl_name);
+  Implementation impl = implementation_by_name(impl_name);
+  if (fp32_grads) impl.backward_grads_in_input_dtype = false;
   if (!impl.run) {
     std::fprintf(stderr, "kda-verify: unknown implementation '%s'\n", impl_name.c_str());
     return 2;

@@ -13,9 +13,15 @@ summation order is torch's); pair decays are exp of fp32 sums of g accumulated f
 pass of the forward as scripts/models/two_phase.py rounds them (the tiles and what the backward keeps: A', T, S0,
 V_new), the reverse state pass with its four products in bf16x3 (chunk_reverse.cu), and the gradient pass in fp32
 with W read back from its bf16 hi / lo planes (chunk_grad.cu); --pairs loop | blocked picks its pair products
-(main's per-channel loop, or branch gradblk's 16-token blocks).
+(main's per-channel loop, or branch gradblk's 16-token blocks); --precision changes one stage's products at a time
+(kernels_backward), which is how session 8 found [W | U] = T [.] to be the largest error (bench/LEDGER.md).
 
-usage: chunk_backward_rounding.py [--dtype float32|float64] [--form safe|kernels] [--pairs loop|blocked] DIR"""
+The verifier asks outside implementations for gradients in the inputs' dtype (bf16), whose rounding (~1.7e-3
+relative RMSE) hides the chunked arithmetic's; kda-verify --fp32-grads (a study option) asks for fp32 gradients and
+judges them as fp32 tensors, as it judges our CUDA backward.
+
+usage: chunk_backward_rounding.py [--dtype float32|float64] [--form safe|kernels] [--pairs loop|blocked]
+                                  [--products MODE] [--precision SPEC] DIR"""
 import argparse
 import os
 import sys
@@ -121,12 +127,15 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16):
     return dq, dk, dg
 
 
-def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32"):
+def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32", precision=""):
     """One (sequence, value head) through the CUDA chunked backward's arithmetic. q, k [L, K] (normalized, q not
     scaled), v, dout [L, V], g [L, K] (natural-log decay), beta [L] (activated), S0, dST [V, K]. Returns the
     gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state. products: the
     gradient pass's P1-P3 products in fp32 (SIMT), 3xtf32 (mma.sync, branch gradmma2), bf16x3 or one tf32 product
-    (two_phase.prod)."""
+    (two_phase.prod). precision: two_phase.py's --precision items for the recompute of phase 1 and the forward state
+    pass, plus state=MODE (the backward's own forward state pass), reverse=MODE (chunk_reverse.cu's four products)
+    and wread=fp32 (the gradient pass reads W in fp32 instead of from its bf16 hi / lo planes): where the error comes
+    from, stage by stage."""
     L, Kd_ = q.shape
     V = v.shape[1]
     M = (L + C - 1) // C
@@ -138,24 +147,27 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
 
     Q, Kk, Vv, B, dO = pad(q), pad(k), pad(v), pad(beta), pad(dout)
     G = pad((g.astype(F32) * tp.LOG2E).astype(F32))
-    prec = tp.parse_precision("")
+    items = [i.split("=") for i in filter(None, precision.split(","))]
+    own = {n: md for n, md in items if n in ("state", "reverse", "wread")}
+    prec = tp.parse_precision(",".join(f"{n}={md}" for n, md in items if n not in own))
     Qg, Kd, dec, Aqk, W, U, Ap, Tm = tp.phase1(Q, Kk, G, B, (B[..., None] * Vv).astype(F32), prec, keep=True)
-    bx3 = lambda a, b: tp.prod(a, b, "bf16x3")  # noqa: E731
+    st = lambda a, b: tp.prod(a, b, own.get("state", "bf16x3"))  # noqa: E731
+    rev = lambda a, b: tp.prod(a, b, own.get("reverse", "bf16x3"))  # noqa: E731
     # The forward's state pass, keeping the chunk-start states and V_new.
     S = S0.astype(F32)
     starts, Vn = np.zeros((M, V, Kd_), F32), np.zeros((M, C, V), F32)
     for j in range(M):
         starts[j] = S
-        Vn[j] = U[j] - bx3(W[j], S.T)
-        S = S * dec[j][None, :] + bx3(Vn[j].T, Kd[j])
+        Vn[j] = U[j] - st(W[j], S.T)
+        S = S * dec[j][None, :] + st(Vn[j].T, Kd[j])
     # chunk_reverse.cu.
     dOp = (F32(scale) * dO).astype(F32)
     dS = dST.astype(F32)
     dsend, dU = np.zeros_like(starts), np.zeros_like(Vn)
     for j in reversed(range(M)):
         dsend[j] = dS
-        dU[j] = bx3(Kd[j], dS.T) + bx3(Aqk[j].T, dOp[j])
-        dS = dS * dec[j][None, :] + bx3(dOp[j].T, Qg[j]) + bx3(-dU[j].T, W[j])
+        dU[j] = rev(Kd[j], dS.T) + rev(Aqk[j].T, dOp[j])
+        dS = dS * dec[j][None, :] + rev(dOp[j].T, Qg[j]) + rev(-dU[j].T, W[j])
     # chunk_grad.cu, every chunk at once: P1-P3 as fp32 or 3xTF32 products (the two P3 products accumulate in one).
     mm = np.matmul if products == "fp32" else (lambda a, b: tp.prod(a, b, products))  # noqa: E731
     low = np.tril(np.ones((C, C), F32))
@@ -164,7 +176,7 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     Tl = np.swapaxes(Tm * low, 1, 2)
     BV, BK = mm(Tl, dU), mm(Tl, dW)
     Wh = tp.bf16(W)
-    Wr = (Wh + tp.bf16(W - Wh)).astype(F32)
+    Wr = W if own.get("wread") == "fp32" else (Wh + tp.bf16(W - Wh)).astype(F32)
     dA = -(mm(BV, np.swapaxes(U, 1, 2)) + mm(BK, np.swapaxes(Wr, 1, 2))) * np.tril(np.ones((C, C), F32), -1)
     DQ, DK, TB, DG, X = (np.zeros_like(Q) for _ in range(5))
     gam = np.zeros_like(Q[:, 0])
@@ -202,6 +214,8 @@ def main(argv):
     ap.add_argument("--pairs", choices=("loop", "blocked"), default="loop")
     ap.add_argument("--products", choices=("fp32", "3xtf32", "bf16x3", "tf32"), default="fp32",
                     help="the gradient pass's P1-P3 products (--form kernels)")
+    ap.add_argument("--precision", default="",
+                    help="--form kernels: NAME=MODE,... of two_phase.py's products, state=, reverse=, wread=fp32")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     npdt = np.float32 if a.dtype == "float32" else np.float64
@@ -245,7 +259,7 @@ def main(argv):
                     got = kernels_backward(q[b, t0:t1, h].astype(F32), k[b, t0:t1, h].astype(F32),
                                            v[b, t0:t1, hv].astype(F32), g[b, t0:t1, hv], beta[b, t0:t1, hv].astype(F32),
                                            dout[b, t0:t1, hv].astype(F32), S0.astype(F32), dST.astype(F32), scale,
-                                           a.pairs, a.products)
+                                           a.pairs, a.products, a.precision)
                 dqh[b, t0:t1, hv], dkh[b, t0:t1, hv], dv[b, t0:t1, hv], dglog[b, t0:t1, hv] = got[:4]
                 dbeta[b, t0:t1, hv], dh0[n, hv] = got[4], got[5]
                 continue
