@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
     else if (r.pass) ++passed;
     else ++failed;
     results.push_back(std::move(r));
+    // The report is rewritten after every case, so a run cut off by a time limit keeps what it measured.
+    if (!json.empty()) std::ofstream(json) << verify_json(results, suite, impl_name, seed, command);
   };
   // --filter a,b,c: the cases whose name contains any of the substrings (so one suite can be split across processes).
   auto selected = [&](const std::string& name) {
@@ -116,7 +118,6 @@ int main(int argc, char** argv) {
       oracle_seconds += results.back().oracle_seconds;
     }
   if (!backward_cases.empty()) std::printf("kda-verify: float64 oracle backward %.1f s in all\n", oracle_seconds);
-  if (!json.empty()) std::ofstream(json) << verify_json(results, suite, impl_name, seed, command);
   std::printf("kda-verify: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed == 0 ? 0 : 1;
 }

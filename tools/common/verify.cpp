@@ -669,7 +669,17 @@ std::string verify_row(const VerifyResult& r) {
                   w ? w->name.c_str() : "-", w ? w->e.rel_rmse : 0.0,
                   w && w->e.rmse_bound > 0 ? w->e.rel_rmse / w->e.rmse_bound : 0.0, w ? w->e.worst_ratio : 0.0,
                   r.seconds, r.oracle_seconds, r.error.empty() ? "" : "  ", r.error.c_str());
-    return buf;
+    // With --baseline: the gradient where ours comes closest to the baseline's relative RMSE (the no-worse rule).
+    const GradVerdict* b = nullptr;
+    for (const GradVerdict& v : r.grads)
+      if (v.provided && std::isfinite(v.baseline_rel_rmse) && v.baseline_rel_rmse > 0 &&
+          (!b || v.e.rel_rmse / v.baseline_rel_rmse > b->e.rel_rmse / b->baseline_rel_rmse))
+        b = &v;
+    if (!b) return buf;
+    char tail[160];
+    std::snprintf(tail, sizeof tail, "  baseline: %s %.3e (ours %.3gx theirs)", b->name.c_str(), b->baseline_rel_rmse,
+                  b->e.rel_rmse / b->baseline_rel_rmse);
+    return std::string(buf) + tail;
   }
   std::snprintf(buf, sizeof buf, "%-46s %-9s %20llu  %s  out %.3e (%6.3f)  state %.3e (%6.3f)  %5.1fs%s%s",
                 r.name.c_str(), r.family.c_str(), static_cast<unsigned long long>(r.seed), r.pass ? "PASS" : "FAIL",
