@@ -7,7 +7,7 @@
 //   P3  dA = -strictly_lower(BV U0^T + BK W^T)                              (inner dimension V, then K)
 //   CS  colsum(S0 . dS): the coefficient of the whole chunk's decay in dg
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
-// of shared memory), where their operand loads were exposed; here a CTA needs 45 KB and 128 registers per thread,
+// of shared memory), where their operand loads were exposed; here a CTA needs 50 KB and 128 registers per thread,
 // so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
