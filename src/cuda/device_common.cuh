@@ -26,6 +26,12 @@ __device__ __forceinline__ float bits_to_float(uint32_t bits, kda_dtype_t dtype)
   }
 }
 
+// One element as float.
+__device__ __forceinline__ float load_f(const void* base, kda_dtype_t dtype, int64_t off) {
+  return bits_to_float(load_bits(base, dtype, off), dtype);
+}
+__device__ __forceinline__ float load_f(const TensorView& t, int64_t off) { return load_f(t.data, t.dtype, off); }
+
 template <int N>
 __device__ __forceinline__ void bits_to_float(float (&dst)[N], const uint32_t (&src)[N], kda_dtype_t dtype) {
   switch (dtype) {

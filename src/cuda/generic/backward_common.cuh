@@ -1,5 +1,5 @@
 // backward_common.cuh: device pieces both CUDA backwards share (the token-recurrent backward_generic.cu and the
-// chunked backward_chunked.cu): input loads, the L2 norm as the forward computes it, the gate activation's
+// chunked backward_chunked.cu): the tensor checks, the L2 norm as the forward computes it, the gate activation's
 // backward, and the two finishing kernels (dq / dk summed over a value-head group through the L2 norm's backward;
 // ddt_bias / dA_log summed from per-row partials in a fixed order).
 #pragma once
@@ -25,10 +25,6 @@ inline Status check_backward_tensors(const BackwardParams& bp) {
     if (g->data && g->dtype == KDA_DTYPE_FLOAT64)
       return Status{KDA_STATUS_NOT_SUPPORTED, "gradients: float64 gradient tensors are KDA_BACKEND_REFERENCE only"};
   return Status::Ok();
-}
-
-__device__ __forceinline__ float load_f(const void* base, kda_dtype_t dtype, int64_t off) {
-  return bits_to_float(load_bits(base, dtype, off), dtype);
 }
 
 // 1 / sqrt(sum x^2 + eps) of a K-vector spread over one warp (C values per lane), as the forward computes it:

@@ -17,7 +17,6 @@
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
-#include "cuda/generic/backward_common.cuh"  // load_f
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"

@@ -26,8 +26,6 @@ namespace {
 constexpr int kConvThreads = 256;
 constexpr int kNormThreads = 128;  // 4 warps, a (token, value head) row per warp
 
-__device__ __forceinline__ float load_f(const TensorView& t, int64_t off) { return bits_to_float(load_bits(t.data, t.dtype, off), t.dtype); }
-
 __device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 // One thread per (sequence, channel of q | k | v): the conv state (3 inputs) and the 4 taps in registers, the
