@@ -211,6 +211,29 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkedBackwardSaved, ::testing::ValuesIn(ba
 
 class CudaBackwardBehaviour : public GpuTest {};
 
+// The backward on what a save_for_backward forward kept gives the same bits as the backward that recomputes it: both
+// run phase 1 with the same precision (chunk_prepare.cu's kWide) and the same state pass.
+TEST_F(CudaBackwardBehaviour, ChunkedSavedEqualsRecomputed) {
+  CaseSpec s = base("saved_equals_recomputed");
+  s.seqlens = {64, 3, 130};
+  s.H = 1;
+  s.HV = 2;
+  s.gate = KDA_GATE_SOFTPLUS;
+  Case c = make_case(s, run_seed());
+  Upstream up = make_upstream(c, true, 5);
+  Grads recomputed, saved;
+  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_CHUNKED, false, &recomputed), KDA_STATUS_SUCCESS)
+      << kda_last_error();
+  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_CHUNKED, false, &saved, true), KDA_STATUS_SUCCESS)
+      << kda_last_error();
+  EXPECT_EQ(recomputed.dq.bytes, saved.dq.bytes);
+  EXPECT_EQ(recomputed.dk.bytes, saved.dk.bytes);
+  EXPECT_EQ(recomputed.dv.bytes, saved.dv.bytes);
+  EXPECT_EQ(recomputed.dg.bytes, saved.dg.bytes);
+  EXPECT_EQ(recomputed.dbeta.bytes, saved.dbeta.bytes);
+  EXPECT_EQ(recomputed.dh0.bytes, saved.dh0.bytes);
+}
+
 TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {
   BwdCase c{base("auto_dispatch")};
   c.s.seqlens = {40, 0, 90};
