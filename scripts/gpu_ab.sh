@@ -8,7 +8,8 @@
 # --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it; --impl a,b runs several
 # implementations of each build side by side, e.g. cuda-chunked,cuda-hopper of one build); --ncu REGEX profiles
 # the kernels matching REGEX on the first workload per build (Nsight Compute, full set with source, clocks as they
-# are): the details page as text and the source page per SASS instruction and per CUDA line as gzipped CSV, to read here offline.
+# are; the first --ncu-count launches, default 2): the details page as text and the source page per SASS instruction
+# and per CUDA line as gzipped CSV, to read here offline.
 #
 # usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
 #                   --workload decode-h32-b1 --workload decode-h32-b256 ...
@@ -19,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kda-gpu-out}
 mkdir -p "$OUT"
-impl=cuda-generic tests="" rounds=2 w=() pick="" verify="" vfilter="" ncu_re=""
+impl=cuda-generic tests="" rounds=2 w=() pick="" verify="" vfilter="" ncu_re="" ncu_count=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --impl) impl=$2; shift 2 ;;
@@ -29,6 +30,7 @@ while [ $# -gt 0 ]; do
     --verify) verify=$2; shift 2 ;;
     --verify-filter) vfilter=$2; shift 2 ;;
     --ncu) ncu_re=$2; shift 2 ;;
+    --ncu-count) ncu_count=$2; shift 2 ;;
     --workload) w+=(--workload "$2"); shift 2 ;;
     *) echo "gpu_ab.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -43,8 +45,8 @@ done
 IFS=, read -r -a impls <<< "$impl"
 bench_impls=()
 for i in "${impls[@]}"; do bench_impls+=(--impl "$i"); done
-[ ${#builds[@]} -ge 2 ] || [ ${#impls[@]} -ge 2 ] ||
-  { echo "gpu_ab.sh: need two archives in .carry/ab, or two implementations (--impl a,b)" >&2; exit 2; }
+[ ${#builds[@]} -ge 2 ] || [ ${#impls[@]} -ge 2 ] || { [ ${#builds[@]} -ge 1 ] && [ -n "$ncu_re" ]; } ||
+  { echo "gpu_ab.sh: need two archives in .carry/ab, or two implementations (--impl a,b), or --ncu" >&2; exit 2; }
 W=$(mktemp -d)
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$W/gpu.txt"
 (cd "$W" && tar -rf "$OUT/results.tar" gpu.txt)
@@ -70,7 +72,7 @@ fi
 if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
   for b in "${builds[@]}"; do
     LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 ncu --clock-control none --set full --import-source yes -k "regex:$ncu_re" \
-      -c 2 -f -o "$W/ncu-$b" "/tmp/ab/$b/kda-bench" "${bench_impls[@]}" "${w[@]:0:2}" --no-verify --iters 1 --warmup 0 \
+      -c "$ncu_count" -f -o "$W/ncu-$b" "/tmp/ab/$b/kda-bench" "${bench_impls[@]}" "${w[@]:0:2}" --no-verify --iters 1 --warmup 0 \
       > "$W/ncu-run-$b.log" 2>&1 || rc=1
     ncu --import "$W/ncu-$b.ncu-rep" --page details > "$W/ncu-$b.txt" 2>&1
     ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$W/ncu-src-$b.csv.gz"
