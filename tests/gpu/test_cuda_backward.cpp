@@ -211,27 +211,42 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkedBackwardSaved, ::testing::ValuesIn(ba
 
 class CudaBackwardBehaviour : public GpuTest {};
 
+// Two backward runs of one case that must agree to the bit: packed, grouped heads, softplus gate, dS_final given.
+struct BitsCase {
+  Case c;
+  Upstream up;
+  explicit BitsCase(const char* name) {
+    CaseSpec s = base(name);
+    s.seqlens = {64, 3, 130};
+    s.H = 1;
+    s.HV = 2;
+    s.gate = KDA_GATE_SOFTPLUS;
+    c = make_case(s, run_seed());
+    up = make_upstream(c, true, 3);
+  }
+  Grads run(kda_backend_t be, bool forward_saved = false) {
+    Grads g;
+    EXPECT_EQ(run_device(c, up.dout, up.dfinal, be, false, &g, forward_saved), KDA_STATUS_SUCCESS) << kda_last_error();
+    return g;
+  }
+};
+
+void expect_same_bits(const Grads& a, const Grads& b) {
+  EXPECT_EQ(a.dq.bytes, b.dq.bytes);
+  EXPECT_EQ(a.dk.bytes, b.dk.bytes);
+  EXPECT_EQ(a.dv.bytes, b.dv.bytes);
+  EXPECT_EQ(a.dg.bytes, b.dg.bytes);
+  EXPECT_EQ(a.dbeta.bytes, b.dbeta.bytes);
+  EXPECT_EQ(a.dA_log.bytes, b.dA_log.bytes);
+  EXPECT_EQ(a.ddt_bias.bytes, b.ddt_bias.bytes);
+  EXPECT_EQ(a.dh0.bytes, b.dh0.bytes);
+}
+
 // The backward on what a save_for_backward forward kept gives the same bits as the backward that recomputes it: both
 // run phase 1 with the same precision (chunk_prepare.cu's kWide) and the same state pass.
 TEST_F(CudaBackwardBehaviour, ChunkedSavedEqualsRecomputed) {
-  CaseSpec s = base("saved_equals_recomputed");
-  s.seqlens = {64, 3, 130};
-  s.H = 1;
-  s.HV = 2;
-  s.gate = KDA_GATE_SOFTPLUS;
-  Case c = make_case(s, run_seed());
-  Upstream up = make_upstream(c, true, 5);
-  Grads recomputed, saved;
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_CHUNKED, false, &recomputed), KDA_STATUS_SUCCESS)
-      << kda_last_error();
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_CHUNKED, false, &saved, true), KDA_STATUS_SUCCESS)
-      << kda_last_error();
-  EXPECT_EQ(recomputed.dq.bytes, saved.dq.bytes);
-  EXPECT_EQ(recomputed.dk.bytes, saved.dk.bytes);
-  EXPECT_EQ(recomputed.dv.bytes, saved.dv.bytes);
-  EXPECT_EQ(recomputed.dg.bytes, saved.dg.bytes);
-  EXPECT_EQ(recomputed.dbeta.bytes, saved.dbeta.bytes);
-  EXPECT_EQ(recomputed.dh0.bytes, saved.dh0.bytes);
+  BitsCase b("saved_equals_recomputed");
+  expect_same_bits(b.run(KDA_BACKEND_CUDA_CHUNKED), b.run(KDA_BACKEND_CUDA_CHUNKED, true));
 }
 
 TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {
@@ -246,24 +261,8 @@ class CudaBackwardDeterminism : public GpuTest, public ::testing::WithParamInter
 INSTANTIATE_TEST_SUITE_P(Backends, CudaBackwardDeterminism,
                          ::testing::Values(KDA_BACKEND_CUDA_RECURRENT, KDA_BACKEND_CUDA_CHUNKED));
 TEST_P(CudaBackwardDeterminism, Deterministic) {
-  CaseSpec s = base("determinism");
-  s.seqlens = {64, 3, 130};
-  s.H = 1;
-  s.HV = 2;
-  s.gate = KDA_GATE_SOFTPLUS;
-  Case c = make_case(s, run_seed());
-  Upstream up = make_upstream(c, true, 3);
-  Grads g1, g2;
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, GetParam(), false, &g1), KDA_STATUS_SUCCESS) << kda_last_error();
-  ASSERT_EQ(run_device(c, up.dout, up.dfinal, GetParam(), false, &g2), KDA_STATUS_SUCCESS) << kda_last_error();
-  EXPECT_EQ(g1.dq.bytes, g2.dq.bytes);
-  EXPECT_EQ(g1.dk.bytes, g2.dk.bytes);
-  EXPECT_EQ(g1.dv.bytes, g2.dv.bytes);
-  EXPECT_EQ(g1.dg.bytes, g2.dg.bytes);
-  EXPECT_EQ(g1.dbeta.bytes, g2.dbeta.bytes);
-  EXPECT_EQ(g1.dA_log.bytes, g2.dA_log.bytes);
-  EXPECT_EQ(g1.ddt_bias.bytes, g2.ddt_bias.bytes);
-  EXPECT_EQ(g1.dh0.bytes, g2.dh0.bytes);
+  BitsCase b("determinism");
+  expect_same_bits(b.run(GetParam()), b.run(GetParam()));
 }
 
 TEST_F(CudaBackwardBehaviour, UnsupportedHeadDimIsNamed) {
