@@ -8,15 +8,16 @@
 //   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
 //   4  chunk_products.cu: the gradient pass's matrix products, per (chunk, value head)
 //   5  chunk_grad.cu: every per-token gradient from them, per (chunk, value head), a thread per channel
-//   6  finalize_qk_kernel: dq / dk summed over each value-head group, through the L2 norm's backward (groups of
-//      more than one value head; for one, launch 5 does it)
-//   7  gate_params_kernel: ddt_bias / dA_log from the per-chunk partials, in chunk order
+//   6  finalize_qk_kernel (backward_finish.cu): dq / dk summed over each value-head group, through the L2 norm's
+//      backward (groups of more than one value head; for one, launch 5 does it)
+//   7  gate_params_kernel (backward_finish.cu): ddt_bias / dA_log from the per-chunk partials, in chunk order
 #include <algorithm>
 #include <cstdint>
 
 #include "cuda/cuda_backend.h"
 #include "cuda/device_common.cuh"
 #include "cuda/generic/backward_common.cuh"
+#include "cuda/generic/backward_finish.h"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
 #include "cuda/launch.h"
@@ -96,20 +97,9 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
       if ((e = chunk::launch_grad(bp, ws, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    const int64_t rows = 2 * p.B * p.T * p.H;
-    if (rows > 0 && p.group > 1) {  // a group of one: the gradient pass wrote dq / dk itself
-      const int64_t blocks = std::min<int64_t>((rows + 7) / 8, 65535);
-      const float* dqk = reinterpret_cast<const float*>(ws + bl.dqk);
-      if (p.K == 64)
-        finalize_qk_kernel<64><<<static_cast<unsigned>(blocks), 256, 0, s>>>(bp, dqk, rows);
-      else
-        finalize_qk_kernel<128><<<static_cast<unsigned>(blocks), 256, 0, s>>>(bp, dqk, rows);
-    }
-    if (p.gate_mode != KDA_GATE_LOG_DECAY) {
-      const int64_t entries = static_cast<int64_t>(p.HV) * (p.K + 1);
-      const double* part = reinterpret_cast<const double*>(ws + bl.gate);
-      gate_params_kernel<<<static_cast<unsigned>((entries + 255) / 256), 256, 0, s>>>(bp, part, p.N > 0 ? bl.fwd.cap : 0);
-    }
+    // A group of one: the gradient pass wrote dq / dk itself.
+    if (p.group > 1) launch_finalize_qk(bp, reinterpret_cast<const float*>(ws + bl.dqk), s);
+    launch_gate_params(bp, reinterpret_cast<const double*>(ws + bl.gate), p.N > 0 ? bl.fwd.cap : 0, s);
     return cudaGetLastError();
   });
 }

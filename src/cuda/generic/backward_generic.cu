@@ -10,10 +10,10 @@
 //     reference does, with G (the gradient of the state) in registers. Per token it writes dv, dg (through the
 //     gate activation), dbeta (through the sigmoid), the gradients of q_hat / k_hat of this value head (fp32
 //     workspace "dqk"), and accumulates the per-(n, hv) partial sums of ddt_bias and dA_log in double.
-//  2. finalize_qk_kernel: per (token, q/k head), sums dqk over the value heads of the group in head order, then
-//     applies the L2 norm's backward (one norm per q/k head: the norm's Jacobian is linear, so summing first is
-//     the same math as the reference's per-value-head application).
-//  3. gate_params_kernel: ddt_bias and dA_log summed over the sequences in order.
+//  2. finalize_qk_kernel (backward_finish.cu): per (token, q/k head), sums dqk over the value heads of the group in
+//     head order, then applies the L2 norm's backward (one norm per q/k head: the norm's Jacobian is linear, so
+//     summing first is the same math as the reference's per-value-head application).
+//  3. gate_params_kernel (backward_finish.cu): ddt_bias and dA_log summed over the sequences in order.
 //
 // Thread layout of kernel 1 (budget: G and the recompute state in registers, no local-memory spills). A CTA has
 // 8 warps; warp w owns state rows w V/8 .. (w+1) V/8 - 1 and lane l owns columns l K/32 .. (l+1) K/32 - 1 of each
@@ -34,6 +34,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/device_common.cuh"
 #include "cuda/generic/backward_common.cuh"
+#include "cuda/generic/backward_finish.h"
 #include "cuda/launch.h"
 
 namespace kda::cuda {
@@ -398,15 +399,8 @@ void launch(const BackwardParams& bp, const Layout& l, const Workspace& ws, cuda
   const ForwardParams& p = bp.f;
   const int64_t tasks = p.N * p.HV;
   if (tasks > 0) backward_kernel<K, V><<<static_cast<unsigned>(l.ctas), kWarps * 32, 0, s>>>(bp, ws, tasks);
-  const int64_t rows = 2 * p.B * p.T * p.H;
-  if (rows > 0) {
-    const int64_t blocks = std::min<int64_t>((rows + 7) / 8, 65535);
-    finalize_qk_kernel<K><<<static_cast<unsigned>(blocks), 256, 0, s>>>(bp, ws.dqk, rows);
-  }
-  if (p.gate_mode != KDA_GATE_LOG_DECAY) {
-    const int64_t entries = static_cast<int64_t>(p.HV) * (p.K + 1);
-    gate_params_kernel<<<static_cast<unsigned>((entries + 255) / 256), 256, 0, s>>>(bp, ws.gate, p.N);
-  }
+  launch_finalize_qk(bp, ws.dqk, s);
+  launch_gate_params(bp, ws.gate, p.N, s);
 }
 
 }  // namespace
