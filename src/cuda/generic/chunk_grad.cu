@@ -511,14 +511,16 @@ cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
 }  // namespace
 
 size_t grad_smem_bytes(int K, int V) {
-  if (K == 64) return V == 64 ? GradLayout<64, 64>::kBytes : GradLayout<64, 128>::kBytes;
-  return V == 64 ? GradLayout<128, 64>::kBytes : GradLayout<128, 128>::kBytes;
+  return dispatch_kn<64, 128>(K, V, [](auto k, auto v) {
+    return GradLayout<decltype(k)::value, decltype(v)::value>::kBytes;
+  });
 }
 
 cudaError_t launch_grad(const BackwardParams& bp, char* ws, cudaStream_t s) {
   const ForwardParams& p = bp.f;
-  if (p.K == 64) return p.V == 64 ? launch<64, 64>(bp, ws, s) : launch<64, 128>(bp, ws, s);
-  return p.V == 64 ? launch<128, 64>(bp, ws, s) : launch<128, 128>(bp, ws, s);
+  return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s);
+  });
 }
 
 }  // namespace kda::cuda::chunk

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/params.h"
 
@@ -22,6 +23,19 @@ bool chunked_inputs_supported(const ForwardParams& p);
 }  // namespace kda::cuda
 
 namespace kda::cuda::chunk {
+
+// f(std::integral_constant<int, K>{}, std::integral_constant<int, N>{}) for K in {64, 128} and N in {N0, N1} (the
+// value dimension or a V tile width): the one place the chunked launchers turn run-time sizes into the template
+// arguments their kernels are built for. The caller has already refused every other size.
+template <int N0, int N1, class F>
+decltype(auto) dispatch_kn(int K, int N, F&& f) {
+  using K64 = std::integral_constant<int, 64>;
+  using K128 = std::integral_constant<int, 128>;
+  using A = std::integral_constant<int, N0>;
+  using B = std::integral_constant<int, N1>;
+  if (K == 64) return N == N0 ? f(K64{}, A{}) : f(K64{}, B{});
+  return N == N0 ? f(K128{}, A{}) : f(K128{}, B{});
+}
 
 // What the backward's recompute keeps of the forward's two phases (chunk_map.h BackwardLayout; all null in the
 // forward): phase 1 writes A' (not scaled by beta) and T, phase 2 the chunk-start states and V_new.

@@ -533,13 +533,15 @@ cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s
 }  // namespace
 
 size_t prepare_smem_bytes(int K, int V) {
-  if (K == 64) return V == 64 ? PrepLayout<64, 64>::kBytes : PrepLayout<64, 128>::kBytes;
-  return V == 64 ? PrepLayout<128, 64>::kBytes : PrepLayout<128, 128>::kBytes;
+  return dispatch_kn<64, 128>(K, V, [](auto k, auto v) {
+    return PrepLayout<decltype(k)::value, decltype(v)::value>::kBytes;
+  });
 }
 
 cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
-  if (p.K == 64) return p.V == 64 ? launch<64, 64>(p, ws, cap, s, keep) : launch<64, 128>(p, ws, cap, s, keep);
-  return p.V == 64 ? launch<128, 64>(p, ws, cap, s, keep) : launch<128, 128>(p, ws, cap, s, keep);
+  return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, cap, s, keep);
+  });
 }
 
 }  // namespace kda::cuda::chunk

@@ -240,13 +240,15 @@ cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
 }  // namespace
 
 size_t reverse_smem_bytes(int K, int bv) {
-  if (K == 64) return bv == 64 ? ReverseLayout<64, 64>::kBytes : ReverseLayout<64, 32>::kBytes;
-  return bv == 64 ? ReverseLayout<128, 64>::kBytes : ReverseLayout<128, 32>::kBytes;
+  return dispatch_kn<64, 32>(K, bv, [](auto k, auto v) {
+    return ReverseLayout<decltype(k)::value, decltype(v)::value>::kBytes;
+  });
 }
 
 cudaError_t launch_reverse(const BackwardParams& bp, char* ws, int bv, cudaStream_t s) {
-  if (bp.f.K == 64) return bv == 64 ? launch<64, 64>(bp, ws, s) : launch<64, 32>(bp, ws, s);
-  return bv == 64 ? launch<128, 64>(bp, ws, s) : launch<128, 32>(bp, ws, s);
+  return dispatch_kn<64, 32>(bp.f.K, bv, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s);
+  });
 }
 
 }  // namespace kda::cuda::chunk

@@ -301,13 +301,15 @@ cudaError_t launch(const ForwardParams& p, const char* ws, cudaStream_t s, const
 }  // namespace
 
 size_t state_smem_bytes(int K, int bv) {
-  if (K == 64) return bv == 64 ? StateLayout<64, 64>::kBytes : StateLayout<64, 32>::kBytes;
-  return bv == 64 ? StateLayout<128, 64>::kBytes : StateLayout<128, 32>::kBytes;
+  return dispatch_kn<64, 32>(K, bv, [](auto k, auto v) {
+    return StateLayout<decltype(k)::value, decltype(v)::value>::kBytes;
+  });
 }
 
 cudaError_t launch_state(const ForwardParams& p, const char* ws, int bv, cudaStream_t s, const BackwardSaves& keep) {
-  if (p.K == 64) return bv == 64 ? launch<64, 64>(p, ws, s, keep) : launch<64, 32>(p, ws, s, keep);
-  return bv == 64 ? launch<128, 64>(p, ws, s, keep) : launch<128, 32>(p, ws, s, keep);
+  return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, s, keep);
+  });
 }
 
 }  // namespace kda::cuda::chunk
