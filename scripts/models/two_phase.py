@@ -45,7 +45,7 @@ from kda_protocol import read_case, write_output  # noqa: E402
 F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
-DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "3xtf32", "diag": "fp32", "tinv": "fp32",
+DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "bf16x3", "diag": "fp32", "tinv": "fp32",
             "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.

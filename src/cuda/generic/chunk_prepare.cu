@@ -10,7 +10,7 @@
 //       block factors
 //   S3  the off-diagonal blocks of A_kk / A_qk through the reference point, 3xTF32 tensor-core products
 //   S4  T = (I + A_kk)^-1 blocked in fp32 (diagonal blocks by substitution, then block products); A_qk -> workspace
-//   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32 tensor-core products -> workspace
+//   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32 (backward) or bf16x3 products -> workspace
 //
 // Exponent arrangement (that of the CPU backend and of docs/algorithm.md; nothing forms exp(-Gamma)): every factor
 // is exp2 of a sum of g over the tokens it spans, accumulated locally, so all are <= 1 and none is a difference of
@@ -21,19 +21,20 @@
 //
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
 // T amplifies keep both operands to ~16 bits or more: A_kk / A_qk off-diagonal blocks in 3xTF32 (three tf32 mma,
-// ~21-bit operands), [W | U] = T [.] in 3xTF32 as well (bf16x3 there cost the backward a factor 2: S5), the diagonal
-// blocks and T itself in fp32 FMA. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta near 1 or
-// beta = 2 (negative eigenvalues) make T's entries large and the rounding grows past the tensor-core bound (the old
-// single-kernel path measured state errors 3.2e-3 and 3.9e-3 against 1.95e-3; the CPU model gives 2.66e-3 for tf32
-// and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3: docs/numerics.md). W, Qg, Kd and A_qk go to the workspace as
-// bf16 hi / lo planes, the operands of the state pass's bf16x3 products (chunk_state.cu).
+// ~21-bit operands), [W | U] = T [.] in 3xTF32 for a backward and bf16x3 (~16-bit operands) otherwise (S5), the
+// diagonal blocks and T itself in fp32 FMA. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta
+// near 1 or beta = 2 (negative eigenvalues) make T's entries large and the rounding grows past the tensor-core
+// bound (the old single-kernel path measured state errors 3.2e-3 and 3.9e-3 against 1.95e-3; the CPU model gives
+// 2.66e-3 for tf32 and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3: docs/numerics.md). W, Qg, Kd and A_qk go to
+// the workspace as bf16 hi / lo planes, the operands of the state pass's bf16x3 products (chunk_state.cu).
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
 // 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
 // the latency hiding: 16 warps (~110 registers), every stage spread over all of them where it can be (S3 over 12),
-// dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 10 k-steps of 8 per warp, S1 K / 32
+// dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 5 k-steps of 16 per warp, S1 K / 32
 // independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
-// mma (S3, S5) and fp32 FMA (S1, S4). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
+// mma (S3; S5 for a backward), bf16x3 mma (S5 of a plain forward: its planes reuse the A_kk, Qr, Kr and Ksuf
+// buffers) and fp32 FMA (S1, S4). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
 #include <climits>
 #include <cstdint>
 
@@ -41,12 +42,14 @@
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/generic/mma_layout.h"
 
 namespace kda::cuda::chunk {
 namespace {
 
 constexpr int kThreads = 512;  // 16 warps: two per (token, quarter) of S0, four per SM sub-partition
 constexpr int kC = kChunk;
+using bf16 = __nv_bfloat16;
 
 // N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2) in one load.
 template <int N>
@@ -80,7 +83,8 @@ struct PrepLayout {
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
 
-template <int K, int V>
+// kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers.
+template <int K, int V, bool kWide>
 __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
                                                               const BackwardSaves keep) {
   using Ly = PrepLayout<K, V>;
@@ -442,18 +446,20 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     __syncthreads();
   }
 
-  // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V] in 3xTF32, operands split as they are loaded
-  // (as S3). Not bf16x3: with near-identical keys and beta = 2 T's entries alternate in sign and [W | U] cancels,
-  // and the backward's gradients carry the rounding of W and U through T^T twice more; bf16x3 (~16-bit operands)
-  // here was the largest of the chunked backward's errors in the CPU model (scripts/models/
-  // chunk_backward_rounding.py --precision wu=...: dq 7.8e-4 relative RMSE, worst element 0.59 of its bound, against
-  // 3.5e-4 and 0.30 with 3xTF32; the H200 measured 1.03 on backward-full's near_identical_keys_beta_at_2,
-  // bench/LEDGER.md session 8). S5a: X_K = exp(Gamma) K diag(beta) in place over Kr (exp(Gamma_t) K_t =
-  // P_0..P_{b-1} Kr_t); X_V = beta v is Vb. S5b: warp = (row-block pair, column group slot nq): row blocks {0, 3}
-  // or {1, 2} one after the other (T is lower triangular: 2 m + 2 k-steps of 8 for row block m), 16-column groups
-  // nq, nq + 8, ... of [W | U] (a group lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, stored straight from the
-  // accumulators. Bank use: T (pitch 68) and X_V (pitch V + 8) fragments are conflict-free, X_K (pitch K + 4) 2-way.
-  {
+  // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
+  // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
+  // carry W and U's rounding through T^T twice more, and with bf16x3 here near-identical keys at beta = 2 failed
+  // backward-full (bench/LEDGER.md, session 8). A plain forward keeps bf16x3: its outputs and states pass every
+  // probe at <= 0.03 of their bounds with it, and 3xTF32 costs the forward ~130 us (4.4%) at h64-fixed.
+  if constexpr (kWide) {
+    // 3xTF32, operands split as they are loaded (as S3). In the CPU model (scripts/models/
+    // chunk_backward_rounding.py --precision wu=...) bf16x3 here was the largest of the chunked backward's errors on
+    // that probe: dq 7.8e-4 relative RMSE, worst element 0.59 of its bound, against 3.5e-4 and 0.30 with 3xTF32.
+    // S5a: X_K = exp(Gamma) K diag(beta) in place over Kr (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t); X_V = beta v is
+    // Vb. S5b: warp = (row-block pair, column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is
+    // lower triangular: 2 m + 2 k-steps of 8 for row block m), 16-column groups nq, nq + 8, ... of [W | U] (a group
+    // lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, stored straight from the accumulators. Bank use: T (pitch
+    // 68) and X_V (pitch V + 8) fragments are conflict-free, X_K (pitch K + 4) 2-way.
     for (int e = tid; e < kC * K; e += kThreads) {
       const int r = e / K, c = e % K;
       Ks[r * PK + c] *= pre_s[(r >> 4) * K + c] * beta_s[r];
@@ -517,17 +523,101 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
       }
     }
+  } else {
+    // bf16x3 (chunk_common.cuh). S5a: both operands split once into hi / lo bf16 planes, swizzled (mma_layout.h)
+    // so they fit, unpadded, in buffers S3 / S4 left free: T [64][64] where A_kk was, X_K = exp(Gamma) K diag(beta)
+    // [64][K] where Qr was (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t, Kr in place in Ks), then X_V = beta v [64][V] over
+    // Kr and Ksuf (contiguous; 256 V bytes <= 512 (K + 4) for K, V in {64, 128}). S5b: warp = (row-block pair,
+    // column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is lower triangular: m + 1 k-steps
+    // of 16 for row block m), 16-column groups nq, nq + 8, ... of [W | U]; ldmatrix + mma.m16n8k16, stored straight
+    // from the accumulators. Nothing is saved for a backward here (kWide is false exactly when keep is empty).
+    static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
+    static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
+    bf16* const Tp = reinterpret_cast<bf16*>(Akk);
+    bf16* const XKp = reinterpret_cast<bf16*>(Qs);
+    bf16* const XVp = reinterpret_cast<bf16*>(Ks);
+    for (int e = tid; e < kC * kC / 2; e += kThreads) {
+      const int r = e / (kC / 2), c = 2 * (e % (kC / 2));
+      store_split2(Tp, kC * kC, swizzled(r, c, kC), Tm[r * PA + c], Tm[r * PA + c + 1]);
+    }
+    for (int e = tid; e < kC * K / 2; e += kThreads) {
+      const int r = e / (K / 2), c = 2 * (e % (K / 2));
+      const float* pre = pre_s + (r >> 4) * K;
+      const float bt = beta_s[r];
+      store_split2(XKp, kC * K, swizzled(r, c, K), Ks[r * PK + c] * pre[c] * bt, Ks[r * PK + c + 1] * pre[c + 1] * bt);
+    }
+    __syncthreads();  // Kr read: its buffer takes X_V
+    for (int e = tid; e < kC * V / 2; e += kThreads) {
+      const int r = e / (V / 2), c = 2 * (e % (V / 2));
+      store_split2(XVp, kC * V, swizzled(r, c, V), Vb[r * PV + c], Vb[r * PV + c + 1]);
+    }
+    __syncthreads();
+    constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
+    const int pair = warp & 1, nq = warp >> 1;
+    const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
+    __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
+    float* const U_g = tile + tl.U();
+#pragma unroll 1
+    for (int mi = 0; mi < 2; ++mi) {
+      const int m = mi == 0 ? pair : 3 - pair;
+      const int r0 = 16 * m + grp, r1 = r0 + 8;
+      float acc[kMaxGroups][2][4] = {};
+#pragma unroll 1
+      for (int ks = 0; ks <= m; ++ks) {
+        uint32_t ah[4], al[4];
+        const int ao = swizzled(16 * m + ra.row, 16 * ks + ra.col, kC);
+        ldsm_x4<false>(ah, Tp + ao);
+        ldsm_x4<false>(al, Tp + kC * kC + ao);
+#pragma unroll
+        for (int gi = 0; gi < kMaxGroups; ++gi) {
+          const int g = nq + 8 * gi;
+          if (g >= kGroups) break;
+          const bool in_w = 16 * g < K;
+          const bf16* const plane = in_w ? XKp : XVp;
+          const int cols = in_w ? K : V, c0 = in_w ? 16 * g : 16 * g - K;
+          const int bo = swizzled(16 * ks + rbt.row, c0 + rbt.col, cols);
+          uint32_t bh[4], bl[4];
+          ldsm_x4<true>(bh, plane + bo);
+          ldsm_x4<true>(bl, plane + kC * cols + bo);
+          mma_bf16x3(acc[gi][0], ah, al, bh, bl, 0);
+          mma_bf16x3(acc[gi][1], ah, al, bh, bl, 1);
+        }
+      }
+#pragma unroll
+      for (int gi = 0; gi < kMaxGroups; ++gi) {
+        const int g = nq + 8 * gi;
+        if (g >= kGroups) break;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = 16 * g + 8 * nt + 2 * tig;
+          const float* a = acc[gi][nt];
+          if (col < K) {
+            store_split2(W_g, kC * K, r0 * K + col, a[0], a[1]);
+            store_split2(W_g, kC * K, r1 * K + col, a[2], a[3]);
+          } else {
+            *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
+            *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
+          }
+        }
+      }
+    }
   }
+}
+
+template <int K, int V, bool kWide>
+cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
+  const size_t bytes = PrepLayout<K, V>::kBytes;
+  cudaError_t e = cudaFuncSetAttribute(prepare_kernel<K, V, kWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  const dim3 grid(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV));
+  prepare_kernel<K, V, kWide><<<grid, kThreads, bytes, s>>>(p, ws, keep);
+  return cudaSuccess;
 }
 
 template <int K, int V>
 cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
-  const size_t bytes = PrepLayout<K, V>::kBytes;
-  cudaError_t e =
-      cudaFuncSetAttribute(prepare_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (e != cudaSuccess) return e;
-  prepare_kernel<K, V><<<dim3(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV)), kThreads, bytes, s>>>(p, ws, keep);
-  return cudaSuccess;
+  return keep.tinv ? launch_as<K, V, true>(p, ws, cap, s, keep) : launch_as<K, V, false>(p, ws, cap, s, keep);
 }
 
 }  // namespace
