@@ -155,7 +155,9 @@ typedef struct kda_forward_args {
   /* Training (appended in 0.1): 1 = also keep, in the workspace, what the backward would otherwise recompute
    * (KDA_BACKEND_CUDA_CHUNKED only: the chunk list, phase 1's tiles, A', T, the chunk-start states and V_new).
    * The workspace must then be kda_backward_workspace_size() bytes (kda_forward_workspace_size reports that size),
-   * and the same buffer, untouched, goes to kda_backward with forward_saved = 1 on the same inputs. */
+   * and the same buffer, untouched, goes to kda_backward with forward_saved = 1 on the same inputs. The forward then
+   * computes phase 1's [W | U] in 3xTF32, as the backward's recompute does, instead of bf16x3: its output and final
+   * state may differ from a plain forward's in the last bits (both within the contract). */
   int32_t save_for_backward;
 } kda_forward_args_t;
 
