@@ -19,7 +19,7 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
 ~16-bit operands for three bf16 products, 1.5x the cost of one tf32 product where 3xTF32 is 3x):
   phase 1:  akk  off-diagonal blocks of A_kk        (default 3xtf32)
             aqk  off-diagonal blocks of A_qk        (default 3xtf32)
-            wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default 3xtf32, as chunk_prepare.cu S5)
+            wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default bf16x3 as a plain forward's S5)
             diag diagonal 16 x 16 blocks (fp32 FMA pairwise: fp32 or fp64; or factored: any product mode,
                  e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
                  g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
