@@ -1,16 +1,25 @@
-"""bench_torch.py: kda and FLA side by side in ONE process on the SAME inputs (issue #5's peer column): the standard
-prefill workloads of the workloads spec through kda's PyTorch op (kda.chunk_kda) and FLA's Triton chunk_kda
-(safe_gate=True, its faster setting), each first checked against the float64 reference on those inputs (kda's
-REFERENCE backend on CPU copies), then timed by CUDA-graph replay between CUDA events (warm-up first, median of
---iters). Ratios are printed from this one run; one JSON record per (workload, impl) in kda-bench's schema.
+"""bench_torch.py: kda and its peer FLA side by side in ONE process on the SAME inputs (issue #5's peer column):
+  prefill  the six standard workloads: kda.chunk_kda against FLA's Triton chunk_kda (safe_gate=True, its faster
+           setting), CUDA-graph replay
+  decode   H = 32 and 12, batch 1 to 512, one token per sequence against an fp32 value-first state pool:
+           kda.fused_recurrent_kda against FLA's fused_recurrent_kda (the form vLLM calls), graph replay rotating
+           input sets so L2 does not hold the pools (R = ceil(3 x 60 MB / bytes per call), at most 32)
+  train    forward + backward of the six through autograd (upstream gradients for the output and the final state),
+           eager calls between CUDA events, with each step's peak extra memory (saved tensors + temporaries)
+Every result is first checked against the float64 reference on the same (rounded) values, kda's REFERENCE backend
+on CPU copies: a kda result outside the tensor-core class bounds of docs/numerics.md (output relative RMSE
+<= 2^-8/sqrt(3) + 2^-9, final state <= 2^-9; for gradients the sanity gate GRAD_GATE) gets no time; a peer's is still
+timed and labelled, so the ledger shows its speed and that it misses kda's bound. (The per-element bounds are
+kda-verify's: this tool checks that what it times is the right answer, kda-verify judges how right.)
+The floor comes from the same run: the device's copy rate and bf16 8192^3 matrix rate measured here, each
+workload's minimum bytes and FLOPs from kda-bench's models (bench_common.py); per implementation it prints TB/s,
+TFLOP/s and percent of the floor. FlashKDA (not on PyPI) appears as its published H200 figure, a fixed column.
+Ratios come from this one run; one JSON record per (workload, impl) in kda-bench's schema, rewritten after every
+workload so a run cut off by a time limit keeps what it measured.
 
-A result outside the tensor-core class bounds of docs/numerics.md (output relative RMSE <= 2^-8/sqrt(3) + 2^-9,
-final state <= 2^-9) is reported as such; kda's own rows get no time then (a wrong answer gets no time), a peer's
-is still timed and labelled, so the ledger shows both its speed and that it misses kda's bound.
-
-usage: python3 scripts/bench_torch.py [--workload NAME]... [--impl kda|fla]... [--backend cuda-generic|cuda-chunked]
-                                      [--iters N] [--json PATH] [--commit SHA]
-Without CUDA it runs kda's CPU backend on a small workload (a smoke test of the script; FLA needs a GPU).
+usage: python3 scripts/bench_torch.py [--part prefill|decode|train]... [--workload NAME]... [--impl kda|fla]...
+                                      [--backend cuda-generic|cuda-chunked] [--iters N] [--json PATH] [--commit SHA]
+Without CUDA it runs kda's CPU backend on small workloads of each part (a smoke test of the script; FLA needs a GPU).
 """
 import argparse
 import json
@@ -22,22 +31,33 @@ import time
 
 import torch
 
-import bench_common
-from bench_common import make_inputs, time_graph
+import bench_common as bc
+from published import FLASHKDA_MS
 
-# The standard prefill workloads, and a small one for the CPU smoke run.
-WORKLOADS = dict(bench_common.WORKLOADS, **{"cpu-smoke": (2, [200, 57])})
 OUT_BOUND = 2.0 ** -8 / math.sqrt(3.0) + 2.0 ** -9  # tensor-core class, bf16 output
 STATE_BOUND = 2.0 ** -9
-
-
-FLAGS = dict(output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-             use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0)
+# Gradients: FLA's own test-suite tolerances (relative RMSE 8e-3 for dq / dk / dv, 2e-2 for the rest), a sanity gate
+# on what gets timed; the derived bounds are kda-verify --suite backward-full's.
+GRAD_GATE = {"q": 8e-3, "k": 8e-3, "v": 8e-3}
+GRAD_GATE_REST = 2e-2
+FLAGS = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, lower_bound=-5.0)
+CPU_PREFILL = {"cpu-smoke": (2, [200, 57])}
+CPU_DECODE = [(2, 3)]
 
 
 def rel_rmse(x, ref):
     x, ref = x.double().cpu(), ref.double().cpu()
     return ((x - ref).pow(2).sum() / ref.pow(2).sum().clamp_min(1e-300)).sqrt().item()
+
+
+def host(x, dtype=torch.float64):
+    """CPU copies of a call's tensors, floating ones in dtype (integer tensors kept): what the oracle reads. The
+    decode entry takes float32 at most: every input there is bf16 or fp32, so float32 holds them exactly too."""
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.to("cpu", dtype, copy=True) if t.is_floating_point() else t.cpu()  # a copy even on the CPU
+    return {k: one(t) for k, t in x.items()}
 
 
 def time_host(call, iters):
@@ -49,74 +69,249 @@ def time_host(call, iters):
     return sorted(us)
 
 
+def timing(us, kind):
+    return {"timing": kind, "median_us": us[len(us) // 2], "mean_us": statistics.fmean(us), "min_us": us[0],
+            "max_us": us[-1], "iters": len(us)}
+
+
+class Run:
+    """One process's shared state: the device, the floor rates, the records and the JSON they go to."""
+
+    def __init__(self, args):
+        self.args, self.cuda = args, torch.cuda.is_available()
+        self.dev = "cuda" if self.cuda else "cpu"
+        self.seed = int.from_bytes(os.urandom(8), "little") >> 1
+        self.gen = torch.Generator(device=self.dev)
+        self.gen.manual_seed(self.seed)
+        self.gpu = torch.cuda.get_device_name() if self.cuda else "cpu"
+        self.backend = args.backend if self.cuda else "cpu"
+        self.copy_rate, self.mm_rate = bc.floor_rates() if self.cuda else (0.0, 0.0)
+        self.records = []
+
+    def record(self, workload, impl, **fields):
+        rec = {"workload": workload, "impl": impl, "gpu": self.gpu, "commit": self.args.commit, "seed": self.seed}
+        rec.update(fields)
+        self.records.append(rec)
+        return rec
+
+    def floor(self, rec, nbytes, flops):
+        """Adds the floor figures to a timed record and returns its line's tail."""
+        floor_us = max(nbytes / self.copy_rate, flops / self.mm_rate) * 1e6 if self.cuda else 0.0
+        rec.update(bytes=nbytes, flops=flops, floor_us=floor_us)
+        if not self.cuda or "median_us" not in rec:
+            return ""
+        s = rec["median_us"] * 1e-6
+        rec["pct_of_floor"] = 100 * floor_us / rec["median_us"]
+        return f"  {nbytes / s / 1e12:.2f} TB/s  {flops / s / 1e12:.1f} TFLOP/s  {rec['pct_of_floor']:.0f}% of floor"
+
+    def dump(self):
+        if self.args.json:
+            with open(self.args.json, "w") as f:
+                json.dump({"tool": "scripts/bench_torch.py", "command": " ".join(sys.argv), "commit": self.args.commit,
+                           "gpu": self.gpu, "seed": self.seed, "copy_bytes_per_s": self.copy_rate,
+                           "bf16_matmul_flops": self.mm_rate, "results": self.records}, f, indent=1)
+
+
+def ratios(times, name):
+    if "kda" in times and "fla" in times:
+        line = f"  kda / fla = {times['kda'] / times['fla']:.3f}"
+        if name in FLASHKDA_MS and "kda" in times:
+            line += f"   kda / FlashKDA (published) = {times['kda'] / (1000 * FLASHKDA_MS[name]):.3f}"
+        print(line)
+
+
+def bench_prefill(run, impls, names):
+    import kda
+    fla = None
+    if "fla" in impls:
+        from fla.ops.kda import chunk_kda as fla
+    table = bc.WORKLOADS if run.cuda else CPU_PREFILL
+    for name in names:
+        H, seqlens = table[name]
+        x = bc.make_inputs(H, seqlens, run.gen, run.dev)
+        ref_o, ref_s = kda.chunk_kda(**host(x), **FLAGS, safe_gate=True, output_final_state=True, backend="reference")
+        nbytes, flops = bc.prefill_min_bytes(H, seqlens), bc.prefill_flops(H, seqlens)
+        fl = max(nbytes / run.copy_rate, flops / run.mm_rate) * 1e6 if run.cuda else 0.0
+        print(f"{name}: H={H}, lengths {seqlens}" + (f"  floor {fl:.1f} us" if run.cuda else ""))
+        times = {}
+        for impl in impls:
+            if impl == "kda":
+                def call():
+                    return kda.chunk_kda(**x, **FLAGS, safe_gate=True, output_final_state=True, backend=run.backend)
+            else:
+                def call():
+                    return fla(**x, **FLAGS, safe_gate=True, output_final_state=True)
+            o, s = call()
+            eo, es = rel_rmse(o, ref_o), rel_rmse(s, ref_s)
+            within = eo <= OUT_BOUND and es <= STATE_BOUND
+            rec = run.record(name, "kda-torch" if impl == "kda" else "fla-chunk_kda", out_rel_rmse=eo,
+                             state_rel_rmse=es, within_tensor_core_bound=within, verified=within)
+            if impl == "kda" and not within:
+                print(f"  {impl:5s} WRONG: out {eo:.2e} state {es:.2e} (outside the tensor-core bound; no time given)")
+                continue
+            # One input set: each standard workload's inputs (>= 0.4 GB) are far above the 60 MB L2.
+            rec.update(timing(bc.time_graph([call], run.args.iters) if run.cuda else time_host(call, 5),
+                              "graph" if run.cuda else "host"))
+            times[impl] = rec["median_us"]
+            tail = run.floor(rec, nbytes, flops)
+            note = "" if within else "  (outside the tensor-core bound)"
+            print(f"  {impl:5s} median {rec['median_us']:10.1f} us  out {eo:.2e}  state {es:.2e}{tail}{note}")
+        if name in FLASHKDA_MS and run.cuda:
+            us = 1000 * FLASHKDA_MS[name]
+            print(f"  FlashKDA (published H200 figure, fixed) {us:8.1f} us  {100 * fl / us:.0f}% of floor")
+        ratios(times, name)
+        run.dump()
+
+
+def bench_decode(run, impls, shapes):
+    import kda
+    fla = None
+    if "fla" in impls:
+        from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd as fla
+    for H, B in shapes:
+        name = f"decode-h{H}-b{B}"
+        nbytes = bc.decode_min_bytes(H, B)
+        R = min(32, max(1, math.ceil(3 * 60e6 / nbytes))) if run.cuda else 1
+        sets = [bc.decode_inputs(H, B, run.gen, run.dev) for _ in range(R)]
+        # The oracle: the first set's outputs and pool after one step (float64 inside), from CPU copies (updated in
+        # place).
+        x0 = sets[0]
+        ref_o, ref_pool = kda.fused_recurrent_kda(**host(x0, torch.float32), **FLAGS, state_v_first=True,
+                                                  backend="reference")
+        print(f"{name}: H={H}, batch {B}, {R} input set(s)")
+        times = {}
+        for impl in impls:
+            def make(x, out):
+                if impl == "kda":
+                    return lambda: kda.fused_recurrent_kda(**x, **FLAGS, state_v_first=True, out=out,
+                                                           backend=run.backend)
+                args = {k: x[k] for k in ("A_log", "dt_bias", "initial_state", "cu_seqlens", "ssm_state_indices")}
+                return lambda: fla(x["q"], x["k"], x["v"], x["g"], x["beta"], **args, **FLAGS,
+                                   inplace_final_state=True, state_v_first=True, out=out)
+            try:
+                x = dict(x0, initial_state=x0["initial_state"].clone())
+                out = torch.empty_like(x["v"])
+                make(x, out)()
+                eo, es = rel_rmse(out, ref_o), rel_rmse(x["initial_state"], ref_pool)
+                within = eo <= OUT_BOUND and es <= STATE_BOUND
+                rec = run.record(name, "kda-torch" if impl == "kda" else "fla-fused_recurrent_kda", out_rel_rmse=eo,
+                                 state_rel_rmse=es, within_tensor_core_bound=within, verified=within, input_sets=R)
+                if impl == "kda" and not within:
+                    print(f"  {impl:5s} WRONG: out {eo:.2e} pool {es:.2e} (outside the tensor-core bound; no time)")
+                    continue
+                calls = [make(s, torch.empty_like(s["v"])) for s in sets]
+                us = bc.time_graph(calls, run.args.iters) if run.cuda else time_host(calls[0], 5)
+            except Exception as e:  # a peer's failure (FLA's decode once hit an illegal address) costs only its row
+                print(f"  {impl:5s} FAILED {type(e).__name__}: {e}")
+                if run.cuda:
+                    torch.cuda.synchronize()
+                continue
+            rec.update(timing(us, "graph" if run.cuda else "host"))
+            times[impl] = rec["median_us"]
+            tail = run.floor(rec, nbytes, 0.0)
+            note = "" if within else "  (outside the tensor-core bound)"
+            print(f"  {impl:5s} median {rec['median_us']:9.2f} us  out {eo:.2e}  pool {es:.2e}{tail}{note}")
+        ratios(times, name)
+        run.dump()
+
+
+def bench_train(run, impls, names):
+    """train-NAME: forward + backward, every input a leaf, gradients reset (not accumulated) before each step."""
+    import kda
+    fla = None
+    if "fla" in impls:
+        from fla.ops.kda import chunk_kda as fla
+    table = bc.WORKLOADS if run.cuda else CPU_PREFILL
+    for name in names:
+        H, seqlens = table[name]
+        x = bc.make_inputs(H, seqlens, run.gen, run.dev)
+        keys = [k for k, t in x.items() if k != "cu_seqlens" and t is not None]
+        do = torch.randn(x["v"].shape, generator=run.gen, device=run.dev).to(x["v"].dtype)
+        dht = 0.1 * torch.randn(x["initial_state"].shape, generator=run.gen, device=run.dev)
+        hx = host(x)
+        for k in keys:
+            hx[k].requires_grad_()
+        o, s = kda.chunk_kda(**hx, **FLAGS, safe_gate=True, output_final_state=True, backend="reference")
+        ref = torch.autograd.grad([o, s], [hx[k] for k in keys], [do.cpu().double(), dht.cpu().double()])
+        ref = dict(zip(keys, ref))
+        print(f"train-{name}: H={H}, lengths {seqlens}")
+        times = {}
+        for impl in impls:
+            leaves = {k: x[k].detach().clone().requires_grad_() for k in keys}
+            args = dict(x, **leaves)
+
+            def step():
+                for t in leaves.values():
+                    t.grad = None
+                if impl == "kda":
+                    o, s = kda.chunk_kda(**args, **FLAGS, safe_gate=True, output_final_state=True, backend=run.backend)
+                else:
+                    o, s = fla(**args, **FLAGS, safe_gate=True, output_final_state=True)
+                torch.autograd.backward([o, s], [do, dht])
+
+            step()
+            errs = {k: rel_rmse(leaves[k].grad, ref[k]) for k in keys}
+            within = all(e <= GRAD_GATE.get(k, GRAD_GATE_REST) for k, e in errs.items())
+            worst = max(errs, key=lambda k: errs[k] / GRAD_GATE.get(k, GRAD_GATE_REST))
+            rec = run.record("train-" + name, "kda-torch" if impl == "kda" else "fla-chunk_kda",
+                             grad_rel_rmse={"d" + k: e for k, e in errs.items()}, verified=within)
+            errline = " ".join(f"d{k} {e:.1e}" for k, e in errs.items())
+            if impl == "kda" and not within:
+                print(f"  {impl:5s} WRONG: d{worst} {errs[worst]:.2e} over the sanity gate; no time given ({errline})")
+                continue
+            us = bc.time_events(step, max(20, run.args.iters // 4)) if run.cuda else time_host(step, 3)
+            rec.update(timing(us, "eager"))
+            times[impl] = rec["median_us"]
+            extra = ""
+            if run.cuda:  # above the inputs and upstream gradients; the gradient tensors are outputs, not counted
+                for t in leaves.values():
+                    t.grad = None
+                torch.cuda.synchronize()
+                base = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                step()
+                torch.cuda.synchronize()
+                grads = sum(t.grad.numel() * t.grad.element_size() for t in leaves.values())
+                rec["peak_extra_mib"] = (torch.cuda.max_memory_allocated() - base - grads) / 2 ** 20
+                extra = f"  peak extra {rec['peak_extra_mib']:.0f} MiB"
+            note = "" if within else "  (over the sanity gate)"
+            print(f"  {impl:5s} median {rec['median_us']:10.1f} us{extra}  {errline}{note}")
+        ratios(times, "train-" + name)
+        run.dump()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--workload", action="append", default=[])
-    ap.add_argument("--impl", action="append", default=[])
+    ap.add_argument("--part", action="append", choices=["prefill", "decode", "train"], default=[])
+    ap.add_argument("--workload", action="append", default=[],
+                    help="a prefill workload (h64-fixed; train-h64-fixed; decode-h32-b128); default: every one")
+    ap.add_argument("--impl", action="append", choices=["kda", "fla"], default=[])
     ap.add_argument("--backend", default="cuda-generic")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--json", default="")
     ap.add_argument("--commit", default="unknown")
     args = ap.parse_args()
-    import kda
-
-    cuda = torch.cuda.is_available()
-    dev = "cuda" if cuda else "cpu"
-    names = args.workload or ([w for w in WORKLOADS if w != "cpu-smoke"] if cuda else ["cpu-smoke"])
-    impls = args.impl or (["kda", "fla"] if cuda else ["kda"])
-    chunk_kda_fla = None
-    if "fla" in impls:
-        from fla.ops.kda import chunk_kda as chunk_kda_fla
-    seed = int.from_bytes(os.urandom(8), "little") >> 1
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(seed)
-    gpu = torch.cuda.get_device_name() if cuda else "cpu"
-    backend = args.backend if cuda else "cpu"
-    print(f"bench_torch: torch {torch.__version__}, {gpu}, kda backend {backend}, seed {seed} (inputs drawn from it)")
-    records = []
-    for name in names:
-        H, seqlens = WORKLOADS[name]
-        x = make_inputs(H, seqlens, gen, dev)
-        # The oracle sees the same (already rounded) values in float64, so its output is the exact one, not its
-        # bf16 rounding (the bounds of docs/numerics.md are stated against the exact output).
-        host = {}
-        for key, t in x.items():
-            host[key] = None if t is None else t.cpu().double() if t.is_floating_point() else t.cpu()
-        ref_o, ref_s = kda.chunk_kda(**host, **FLAGS, backend="reference")
-        print(f"{name}: H={H}, lengths {seqlens}")
-        times = {}
-        for impl in impls:
-            if impl == "kda":
-                def call():
-                    return kda.chunk_kda(**x, **FLAGS, backend=backend)
-            elif impl == "fla":
-                def call():
-                    return chunk_kda_fla(**x, **FLAGS)
-            else:
-                sys.exit(f"bench_torch: unknown impl {impl}")
-            o, s = call()
-            eo, es = rel_rmse(o, ref_o), rel_rmse(s, ref_s)
-            within = eo <= OUT_BOUND and es <= STATE_BOUND
-            rec = {"workload": name, "impl": f"{impl}-torch" if impl == "kda" else "fla-chunk_kda", "gpu": gpu,
-                   "commit": args.commit, "seed": seed, "out_rel_rmse": eo, "state_rel_rmse": es,
-                   "within_tensor_core_bound": within, "verified": within}
-            note = "" if within else "  (outside the tensor-core bound" + ("; no time given)" if impl == "kda" else ")")
-            if impl == "kda" and not within:
-                print(f"  {impl:5s} WRONG: out {eo:.2e} state {es:.2e}{note}")
-                records.append(rec)
-                continue
-            us = time_graph([call], args.iters) if cuda else time_host(call, max(3, args.iters // 20))
-            rec.update({"timing": "graph" if cuda else "host", "median_us": us[len(us) // 2],
-                        "mean_us": statistics.fmean(us), "min_us": us[0], "max_us": us[-1], "iters": len(us)})
-            times[impl] = rec["median_us"]
-            records.append(rec)
-            print(f"  {impl:5s} median {rec['median_us']:10.1f} us  out {eo:.2e}  state {es:.2e}{note}")
-        if "kda" in times and "fla" in times:
-            print(f"  kda / fla = {times['kda'] / times['fla']:.3f}")
-        if args.json:  # rewritten after every workload: a run cut off by a time limit keeps what it measured
-            with open(args.json, "w") as f:
-                json.dump({"tool": "scripts/bench_torch.py", "command": " ".join(sys.argv), "commit": args.commit,
-                           "gpu": gpu, "results": records}, f, indent=1)
+    run = Run(args)
+    parts = args.part or ["prefill", "decode", "train"]
+    impls = args.impl or (["kda", "fla"] if run.cuda else ["kda"])
+    if "fla" in impls and not run.cuda:
+        sys.exit("bench_torch: FLA needs a GPU")
+    prefill = list(bc.WORKLOADS if run.cuda else CPU_PREFILL)
+    decode = bc.DECODE if run.cuda else CPU_DECODE
+    w = args.workload
+    known = prefill + [f"train-{n}" for n in prefill] + [f"decode-h{H}-b{B}" for H, B in decode]
+    if [n for n in w if n not in known]:
+        sys.exit(f"bench_torch: unknown workload(s) {[n for n in w if n not in known]}; known: {known}")
+    print(f"bench_torch: torch {torch.__version__}, {run.gpu}, kda backend {run.backend}, seed {run.seed} (inputs "
+          "drawn from it)" + (f"; copy {run.copy_rate / 1e12:.2f} TB/s, bf16 matmul {run.mm_rate / 1e12:.0f} "
+                              "TFLOP/s (this run)" if run.cuda else ""))
+    if "prefill" in parts:
+        bench_prefill(run, impls, [n for n in prefill if not w or n in w])
+    if "decode" in parts:
+        bench_decode(run, impls, [(H, B) for H, B in decode if not w or f"decode-h{H}-b{B}" in w])
+    if "train" in parts:
+        bench_train(run, impls, [n for n in prefill if not w or f"train-{n}" in w])
+    run.dump()
 
 
 if __name__ == "__main__":

@@ -5,15 +5,17 @@
 #           cuda-chunked, and train-h64-fixed / train-h96-fixed with the chunked forward and backward
 #   verify  kda-verify --suite full, --suite decode-full and --suite backward-full on the CUDA path
 #   bench   kda-bench on the prefill workloads and the decode batch sweep (verified, then timed)
-#   fla     FLA's chunk_kda timed on the standard workloads (scripts/fla_bench.py; wheel carried in .whl)
+#   fla     kda and FLA side by side in one process (scripts/bench_torch.py, the carried libkda_torch.so and the
+#           wheels in .whl): decode batch sweep and the six prefill workloads, each verified, then timed, the floor
+#           measured in the same run
 #   train   training steps: kda-bench train-* (the six standard workloads' forward + the CUDA backward, gradients
-#           verified against the fp64 reference backward, then timed) and FLA's forward + backward on the same six
+#           verified against the fp64 reference backward, then timed), then kda's torch op and FLA's forward +
+#           backward side by side in one process (bench_torch.py --part train)
 #   flaverify  kda-verify --suite full and --suite backward-full judging FLA's chunk_kda through the external
 #           protocol, then backward-full on cuda-generic with FLA as --baseline (each gradient no worse than FLA's)
 #   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
 #           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
-#           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted), then scripts/bench_torch.py
-#           (kda and FLA in one process on the same inputs, verified, timed)
+#           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted)
 #   profile Nsight Compute (--clock-control none) on the chunked forward's two kernels (h64-fixed) and the decode
 #           kernel (H = 32, B = 256): duration, occupancy, warp stall reasons, executed instructions
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
@@ -117,25 +119,27 @@ if want train; then
   grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/train.log" | sed 's/ (seed.*//'
   if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --part train --iters 80 --commit "$COMMIT" \
-      --json "$W/fla_train.json" > "$W/fla_train.log" 2>&1
-    grep -h -E "median|FAILED|Error" "$W/fla_train.log"
+    KDA_TORCH_LIBRARY="$PWD/$BIN/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" timeout 300 \
+      python3 scripts/bench_torch.py --part train --iters 80 --commit "$COMMIT" \
+      --json "$W/peers_train.json" > "$W/peers_train.log" 2>&1
+    grep -h -E "median|WRONG|FAILED|Error| / " "$W/peers_train.log"
   fi
-  done_step train train.json train.log fla_train.json fla_train.log
+  done_step train train.json train.log peers_train.json peers_train.log
 fi
 if { want fla || want flaverify; } && [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 if want fla && [ -d .whl ]; then
-  echo "== FLA"
+  echo "== kda and FLA side by side (scripts/bench_torch.py: one process, the same inputs, verified, then timed)"
   # Decode and prefill in separate processes: a CUDA error in one (FLA's decode hit an illegal address at B = 256
   # on 2026-11-29) must not cost the other its figures.
-  PYTHONPATH=/tmp/site timeout 150 python3 scripts/fla_bench.py --part decode --commit "$COMMIT" \
-    --json "$W/fla_decode.json" > "$W/fla_decode.log" 2>&1
-  PYTHONPATH=/tmp/site timeout 300 python3 scripts/fla_bench.py --part prefill --commit "$COMMIT" \
-    --json "$W/fla.json" > "$W/fla.log" 2>&1
-  grep -h -E "median|FAILED|Error" "$W/fla_decode.log" "$W/fla.log"
-  done_step fla fla_decode.json fla_decode.log fla.json fla.log
+  for part in decode prefill; do
+    KDA_TORCH_LIBRARY="$PWD/$BIN/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" timeout 300 \
+      python3 scripts/bench_torch.py --part $part --commit "$COMMIT" --json "$W/peers_$part.json" \
+      > "$W/peers_$part.log" 2>&1
+  done
+  grep -h -E "median|WRONG|FAILED|Error| / |floor" "$W/peers_decode.log" "$W/peers_prefill.log"
+  done_step fla peers_decode.json peers_decode.log peers_prefill.json peers_prefill.log
 fi
 if want flaverify && [ -d .whl ]; then
   echo "== kda-verify full on FLA"
@@ -172,12 +176,7 @@ if want python; then
   KDA_TORCH_LIBRARY="$ext" PYTHONPATH="/tmp/site:$PWD/python" \
     timeout 400 python3 -m pytest -q -rs -p no:cacheprovider python/tests -s > "$W/python_tests.log" 2>&1 || rc=1
   grep -E "passed|failed|FAILED|SKIPPED|relative RMSE" "$W/python_tests.log" | head -40
-  # kda (through the torch op) and FLA in one process on the same inputs, each verified before it is timed.
-  KDA_TORCH_LIBRARY="$ext" PYTHONPATH="/tmp/site:$PWD/python" \
-    timeout 400 python3 scripts/bench_torch.py --commit "$COMMIT" --json "$W/bench_torch.json" \
-    > "$W/bench_torch.log" 2>&1 || rc=1
-  grep -E "median|WRONG|kda / fla" "$W/bench_torch.log"
-  done_step python python_build.log python_tests.log bench_torch.json bench_torch.log
+  done_step python python_build.log python_tests.log
 fi
 if want profile; then
   echo "== ncu"

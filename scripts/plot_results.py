@@ -3,9 +3,9 @@ kda's median time, the peers' (FLA measured in the same lease where the file has
 figure as a fixed reference, labelled as such) and the memory floor measured in the same run; and, when the file has
 decode workloads, kda's decode time against the floor per batch size.
 
-usage: python3 scripts/plot_results.py bench/results/<file>.json [--peers fla.json] [--out PNG]
-  --peers: scripts/fla_bench.py's JSON from the same lease; its records are stored in the results file under
-           "peers" (with its command), so the committed file holds both sides of every ratio.
+usage: python3 scripts/plot_results.py bench/results/<file>.json [--peers bench_torch.json] [--out PNG]
+  --peers: scripts/bench_torch.py's JSON from the same lease (the FLA records are drawn); its records are stored in
+           the results file under "peers" (with its command), so the committed file holds both sides of every ratio.
 """
 import argparse
 import json
@@ -16,12 +16,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-# FlashKDA on one H200 (the project's workloads spec, 2026-11-29): a fixed reference column, not measured here.
-FLASHKDA_MS = {"h96-fixed": 1.407, "h96-mixed": 1.396, "h96-uniform": 1.193,
-               "h64-fixed": 1.193, "h64-mixed": 1.020, "h64-uniform": 0.812}
-# FLA chunk_kda (safe_gate=True) from the same spec, used only where the file has no FLA figure of its own.
-FLA_SPEC_MS = {"h96-fixed": 2.626, "h96-mixed": 2.672, "h96-uniform": 2.638,
-               "h64-fixed": 1.756, "h64-mixed": 1.809, "h64-uniform": 1.808}
+# FlashKDA's published H200 figures (a fixed column) and FLA's (only where the file has no FLA figure of its own).
+from published import FLA_SPEC_MS, FLASHKDA_MS  # noqa: E402
 
 
 def main():
@@ -41,8 +37,9 @@ def main():
             json.dump(d, f, indent=1)
     prefill = [r for r in d["results"] if r["workload"] in FLASHKDA_MS and r.get("median_us")]
     decode = [r for r in d["results"] if r["workload"].startswith("decode-") and r.get("median_us")]
-    fla = {p["workload"]: p["median_us"] / 1000 for p in d.get("peers", [])}
-    fla_decode = {p["workload"]: p["median_us"] for p in d.get("peers", []) if p["workload"].startswith("decode-")}
+    peers = [p for p in d.get("peers", []) if p.get("impl", "fla").startswith("fla") and p.get("median_us")]
+    fla = {p["workload"]: p["median_us"] / 1000 for p in peers}
+    fla_decode = {p["workload"]: p["median_us"] for p in peers if p["workload"].startswith("decode-")}
 
     panels = (1 if prefill else 0) + (1 if decode else 0)
     fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4.5), squeeze=False)
