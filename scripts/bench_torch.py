@@ -5,7 +5,8 @@
            kda.fused_recurrent_kda against FLA's fused_recurrent_kda (the form vLLM calls), graph replay rotating
            input sets so L2 does not hold the pools (R = ceil(3 x 60 MB / bytes per call), at most 32)
   train    forward + backward of the six through autograd (upstream gradients for the output and the final state),
-           eager calls between CUDA events, with each step's peak extra memory (saved tensors + temporaries)
+           eager calls between CUDA events, with each step's peak extra memory (saved tensors + temporaries); kda
+           twice: recomputing in the backward (FLA's default) and with disable_recompute=True (kda-saved)
 Every result is first checked against the float64 reference on the same (rounded) values, kda's REFERENCE backend
 on CPU copies: a kda result outside the tensor-core class bounds of docs/numerics.md (output relative RMSE
 <= 2^-8/sqrt(3) + 2^-9, final state <= 2^-9; for gradients the sanity gate GRAD_GATE) gets no time; a peer's is still
@@ -17,8 +18,9 @@ TFLOP/s and percent of the floor. FlashKDA (not on PyPI) appears as its publishe
 Ratios come from this one run; one JSON record per (workload, impl) in kda-bench's schema, rewritten after every
 workload so a run cut off by a time limit keeps what it measured.
 
-usage: python3 scripts/bench_torch.py [--part prefill|decode|train]... [--workload NAME]... [--impl kda|fla]...
-                                      [--backend cuda-generic|cuda-chunked] [--iters N] [--json PATH] [--commit SHA]
+usage: python3 scripts/bench_torch.py [--part prefill|decode|train]... [--workload NAME]...
+                                      [--impl kda|kda-saved|fla]... [--backend cuda-generic|cuda-chunked]
+                                      [--iters N] [--json PATH] [--commit SHA]
 Without CUDA it runs kda's CPU backend on small workloads of each part (a smoke test of the script; FLA needs a GPU).
 """
 import argparse
@@ -243,8 +245,9 @@ def bench_train(run, impls, names):
             def step():
                 for t in leaves.values():
                     t.grad = None
-                if impl == "kda":
-                    o, s = kda.chunk_kda(**args, **FLAGS, safe_gate=True, output_final_state=True, backend=run.backend)
+                if impl in ("kda", "kda-saved"):  # kda-saved: disable_recompute=True, the backward reads the forward's
+                    o, s = kda.chunk_kda(**args, **FLAGS, safe_gate=True, output_final_state=True, backend=run.backend,
+                                         disable_recompute=impl == "kda-saved")
                 else:
                     o, s = fla(**args, **FLAGS, safe_gate=True, output_final_state=True)
                 torch.autograd.backward([o, s], [do, dht])
@@ -253,10 +256,10 @@ def bench_train(run, impls, names):
             errs = {k: rel_rmse(leaves[k].grad, ref[k]) for k in keys}
             within = all(e <= GRAD_GATE.get(k, GRAD_GATE_REST) for k, e in errs.items())
             worst = max(errs, key=lambda k: errs[k] / GRAD_GATE.get(k, GRAD_GATE_REST))
-            rec = run.record("train-" + name, "kda-torch" if impl == "kda" else "fla-chunk_kda",
-                             grad_rel_rmse={"d" + k: e for k, e in errs.items()}, verified=within)
+            label = {"kda": "kda-torch", "kda-saved": "kda-torch-saved"}.get(impl, "fla-chunk_kda")
+            rec = run.record("train-" + name, label, grad_rel_rmse={"d" + k: e for k, e in errs.items()}, verified=within)
             errline = " ".join(f"d{k} {e:.1e}" for k, e in errs.items())
-            if impl == "kda" and not within:
+            if impl != "fla" and not within:
                 print(f"  {impl:5s} WRONG: d{worst} {errs[worst]:.2e} over the sanity gate; no time given ({errline})")
                 continue
             us = bc.time_events(step, max(20, run.args.iters // 4)) if run.cuda else time_host(step, 3)
@@ -275,8 +278,10 @@ def bench_train(run, impls, names):
                 rec["peak_extra_mib"] = (torch.cuda.max_memory_allocated() - base - grads) / 2 ** 20
                 extra = f"  peak extra {rec['peak_extra_mib']:.0f} MiB"
             note = "" if within else "  (over the sanity gate)"
-            print(f"  {impl:5s} median {rec['median_us']:10.1f} us{extra}  {errline}{note}")
+            print(f"  {impl:9s} median {rec['median_us']:10.1f} us{extra}  {errline}{note}")
         ratios(times, "train-" + name)
+        if "kda-saved" in times and "fla" in times:
+            print(f"  kda-saved / fla = {times['kda-saved'] / times['fla']:.3f}")
         run.dump()
 
 
@@ -285,7 +290,8 @@ def main():
     ap.add_argument("--part", action="append", choices=["prefill", "decode", "train"], default=[])
     ap.add_argument("--workload", action="append", default=[],
                     help="a prefill workload (h64-fixed; train-h64-fixed; decode-h32-b128); default: every one")
-    ap.add_argument("--impl", action="append", choices=["kda", "fla"], default=[])
+    ap.add_argument("--impl", action="append", choices=["kda", "kda-saved", "fla"], default=[],
+                    help="kda-saved: the train part with disable_recompute=True (elsewhere it is kda)")
     ap.add_argument("--backend", default="cuda-generic")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--json", default="")
@@ -293,7 +299,8 @@ def main():
     args = ap.parse_args()
     run = Run(args)
     parts = args.part or ["prefill", "decode", "train"]
-    impls = args.impl or (["kda", "fla"] if run.cuda else ["kda"])
+    impls = args.impl or (["kda", "kda-saved", "fla"] if run.cuda else ["kda", "kda-saved"])
+    base = [i for i in dict.fromkeys("kda" if i == "kda-saved" else i for i in impls)]  # prefill and decode
     if "fla" in impls and not run.cuda:
         sys.exit("bench_torch: FLA needs a GPU")
     prefill = list(bc.WORKLOADS if run.cuda else CPU_PREFILL)
@@ -306,9 +313,9 @@ def main():
           "drawn from it)" + (f"; copy {run.copy_rate / 1e12:.2f} TB/s, bf16 matmul {run.mm_rate / 1e12:.0f} "
                               "TFLOP/s (this run)" if run.cuda else ""))
     if "prefill" in parts:
-        bench_prefill(run, impls, [n for n in prefill if not w or n in w])
+        bench_prefill(run, base, [n for n in prefill if not w or n in w])
     if "decode" in parts:
-        bench_decode(run, impls, [(H, B) for H, B in decode if not w or f"decode-h{H}-b{B}" in w])
+        bench_decode(run, base, [(H, B) for H, B in decode if not w or f"decode-h{H}-b{B}" in w])
     if "train" in parts:
         bench_train(run, impls, [n for n in prefill if not w or f"train-{n}" in w])
     run.dump()

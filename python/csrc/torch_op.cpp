@@ -5,9 +5,11 @@
 // turns a failing kda status into a Python exception carrying kda_last_error() (which names the argument).
 // The Python side (python/kda/ops.py) holds FLA's signatures, the fake (meta) implementations and autograd.
 //
-// Ops (schemas below): chunk_fwd (functional: allocates out / final_state), chunk_fwd_out (caller-owned out,
-// final_state and workspace: the serving / CUDA-graph form), chunk_fwd_workspace_size, decode_out (state pool
-// updated in place through state_indices), chunk_bwd (gradients: host backends, and the CUDA backward for CUDA tensors).
+// Ops (schemas below): chunk_fwd (functional: allocates out / final_state), chunk_fwd_saved (chunk_fwd that also
+// keeps, in a workspace it returns, what the chunked CUDA backward would recompute: FLA's disable_recompute),
+// chunk_fwd_out (caller-owned out, final_state and workspace: the serving / CUDA-graph form),
+// chunk_fwd_workspace_size, decode_out (state pool updated in place through state_indices), chunk_bwd (gradients:
+// host backends, and the CUDA backward for CUDA tensors; given chunk_fwd_saved's workspace, without the recompute).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -146,10 +148,12 @@ int64_t num_seqs(const Tensor& q, const OptTensor& cu_seqlens) {
   return cu_seqlens.has_value() && cu_seqlens->defined() ? cu_seqlens->size(0) - 1 : q.size(0);
 }
 
-void run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& workspace) {
+// Runs the forward on the caller's workspace, or on one from torch's allocator, which it returns (empty when the
+// call needs none).
+Tensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& workspace) {
   size_t ws = 0;
   check(kda_forward_workspace_size(a, &ws), "kda_forward_workspace_size");
-  Tensor buf;
+  Tensor buf = at::empty({0}, q.options().dtype(at::kByte));
   void* ws_ptr = nullptr;
   if (ws > 0) {
     if (workspace.has_value() && workspace->defined()) {
@@ -167,34 +171,61 @@ void run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& worksp
   }
   StreamScope scope(q);
   check(kda_forward(a, ws_ptr, ws, scope.stream), "kda_forward");
+  return buf;
 }
 
 // ---------------------------------------------------------------- forward
+// The functional forward; save: the chunked CUDA forward also keeps the backward's recompute in the workspace,
+// which is returned third (empty without save).
+std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                           const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
+                                           const OptTensor& initial_state, const OptTensor& cu_seqlens,
+                                           const Flags& f, bool output_final_state, bool save) {
+  TORCH_CHECK_VALUE(q.dim() == 4 && v.dim() == 4, "kda: q: must be [B, T, H, K] and v [B, T, HV, V], got q ",
+                    q.sizes(), ", v ", v.sizes());
+  kda_forward_args_t a;
+  fill_forward(&a, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
+  a.save_for_backward = save ? 1 : 0;
+  Tensor out = at::empty(v.sizes(), v.options().dtype(q.scalar_type()));
+  Tensor final_state;
+  if (output_final_state) {
+    const int64_t N = num_seqs(q, cu_seqlens), HV = v.size(2), K = q.size(3), V = v.size(3);
+    final_state = f.state_v_first ? at::empty({N, HV, V, K}, q.options().dtype(at::kFloat))
+                                  : at::empty({N, HV, K, V}, q.options().dtype(at::kFloat));
+  } else {
+    final_state = at::empty({0}, q.options().dtype(at::kFloat));
+  }
+  a.out = desc(out, "out");
+  if (output_final_state) a.final_state = desc(final_state, "final_state");
+  Tensor ws = run_forward(&a, q, std::nullopt);
+  return {out, final_state, save ? ws : at::empty({0}, q.options().dtype(at::kByte))};
+}
+
 std::tuple<Tensor, Tensor> chunk_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                      const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
                                      const OptTensor& initial_state, const OptTensor& cu_seqlens, double scale,
                                      int64_t gate_mode, double lower_bound, bool use_qk_l2norm, bool beta_is_logits,
                                      bool allow_neg_eigval, bool state_v_first, bool output_final_state,
                                      int64_t chunk_size, int64_t backend) {
-  TORCH_CHECK_VALUE(q.dim() == 4 && v.dim() == 4, "kda: q: must be [B, T, H, K] and v [B, T, HV, V], got q ",
-                    q.sizes(), ", v ", v.sizes());
   Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
           chunk_size, backend};
-  kda_forward_args_t a;
-  fill_forward(&a, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
-  Tensor out = at::empty(v.sizes(), v.options().dtype(q.scalar_type()));
-  Tensor final_state;
-  if (output_final_state) {
-    const int64_t N = num_seqs(q, cu_seqlens), HV = v.size(2), K = q.size(3), V = v.size(3);
-    final_state = state_v_first ? at::empty({N, HV, V, K}, q.options().dtype(at::kFloat))
-                                : at::empty({N, HV, K, V}, q.options().dtype(at::kFloat));
-  } else {
-    final_state = at::empty({0}, q.options().dtype(at::kFloat));
-  }
-  a.out = desc(out, "out");
-  if (output_final_state) a.final_state = desc(final_state, "final_state");
-  run_forward(&a, q, std::nullopt);
+  auto [out, final_state, ws] =
+      forward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f, output_final_state, false);
   return {out, final_state};
+}
+
+// The chunked CUDA forward keeping the backward's recompute (save_for_backward): (out, final_state, workspace); the
+// workspace goes, untouched, to chunk_bwd as `saved`. NotImplementedError where the chunked path does not apply.
+std::tuple<Tensor, Tensor, Tensor> chunk_fwd_saved(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                   const Tensor& g, const Tensor& beta, const OptTensor& A_log,
+                                                   const OptTensor& dt_bias, const OptTensor& initial_state,
+                                                   const OptTensor& cu_seqlens, double scale, int64_t gate_mode,
+                                                   double lower_bound, bool use_qk_l2norm, bool beta_is_logits,
+                                                   bool allow_neg_eigval, bool state_v_first,
+                                                   bool output_final_state, int64_t chunk_size) {
+  Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
+          chunk_size, KDA_BACKEND_CUDA_CHUNKED};
+  return forward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f, output_final_state, true);
 }
 
 void chunk_fwd_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
@@ -273,12 +304,15 @@ std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v,
                               const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& initial_state,
                               const OptTensor& cu_seqlens, double scale, int64_t gate_mode, double lower_bound,
                               bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval, bool state_v_first,
-                              int64_t chunk_size, int64_t backend, const Tensor& dout, const OptTensor& dfinal_state) {
+                              int64_t chunk_size, int64_t backend, const Tensor& dout, const OptTensor& dfinal_state,
+                              const OptTensor& saved) {
+  const bool use_saved = saved.has_value() && saved->defined();
   Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
-          chunk_size, backend};
+          chunk_size, use_saved ? int64_t{KDA_BACKEND_CUDA_CHUNKED} : backend};
   kda_backward_args_t a;
   kda_backward_args_init(&a);
   fill_forward(&a.forward, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
+  a.forward_saved = use_saved ? 1 : 0;
   a.dout = desc(dout, "dout");
   a.dfinal_state = desc(dfinal_state, "dfinal_state");
   auto like = [&q](const OptTensor& t) {
@@ -300,7 +334,15 @@ std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v,
   size_t ws = 0;
   check(kda_backward_workspace_size(&a, &ws), "kda_backward_workspace_size");
   Tensor buf;
-  if (ws > 0) buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+  if (use_saved) {  // chunk_fwd_saved's workspace: what the forward kept is read, the rest is the backward's
+    TORCH_CHECK_VALUE(saved->device() == q.device() && saved->is_contiguous() && saved->scalar_type() == at::kByte,
+                      "kda: saved: must be chunk_fwd_saved's workspace (contiguous uint8 on ", q.device(), ")");
+    TORCH_CHECK_VALUE(static_cast<size_t>(saved->numel()) >= ws, "kda: saved: ", saved->numel(),
+                      " bytes, the backward needs ", ws, " (not chunk_fwd_saved's workspace for these inputs)");
+    buf = *saved;
+  } else if (ws > 0) {
+    buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+  }
   StreamScope scope(q);
   check(kda_backward(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_backward");
   return {dq, dk, dv, dg, dbeta, dA, ddt, dh0};
@@ -317,11 +359,13 @@ int64_t library_version() { return kda_version(); }
 
 TORCH_LIBRARY(kda, m) {
   m.def("chunk_fwd(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size, int backend) -> (Tensor, Tensor)");
+  m.def("chunk_fwd_saved(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size) -> (Tensor, Tensor, Tensor)");
   m.def("chunk_fwd_out(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor(a!) out, Tensor(b!)? final_state, "
         "Tensor(c!)? workspace) -> ()");
   m.def("chunk_fwd_workspace_size(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor out, Tensor? final_state) "
         "-> int");
-  m.def("chunk_bwd(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor dout, Tensor? dfinal_state) -> Tensor[]");
+  m.def("chunk_bwd(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor dout, Tensor? dfinal_state, "
+        "Tensor? saved=None) -> Tensor[]");
   m.def("decode_out(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? A_log, Tensor? dt_bias, "
         "Tensor(a!) state_pool, Tensor state_indices, Tensor? num_accepted_tokens, float scale, int gate_mode, "
         "float lower_bound, bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval, bool state_v_first, "
@@ -331,6 +375,7 @@ TORCH_LIBRARY(kda, m) {
 
 TORCH_LIBRARY_IMPL(kda, CPU, m) {
   m.impl("chunk_fwd", &chunk_fwd);
+  m.impl("chunk_fwd_saved", &chunk_fwd_saved);  // the C ABI refuses it for CPU tensors, with its message
   m.impl("chunk_fwd_out", &chunk_fwd_out);
   m.impl("chunk_fwd_workspace_size", &chunk_fwd_workspace_size);
   m.impl("chunk_bwd", &chunk_bwd);
@@ -339,6 +384,7 @@ TORCH_LIBRARY_IMPL(kda, CPU, m) {
 
 TORCH_LIBRARY_IMPL(kda, CUDA, m) {
   m.impl("chunk_fwd", &chunk_fwd);
+  m.impl("chunk_fwd_saved", &chunk_fwd_saved);
   m.impl("chunk_fwd_out", &chunk_fwd_out);
   m.impl("chunk_fwd_workspace_size", &chunk_fwd_workspace_size);
   m.impl("chunk_bwd", &chunk_bwd);

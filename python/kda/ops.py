@@ -2,6 +2,8 @@
 
 The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) registers with TORCH_LIBRARY:
   kda::chunk_fwd          functional forward: returns (out, final_state) (final_state is [0] when not asked for)
+  kda::chunk_fwd_saved    chunk_fwd on the chunked CUDA path that also returns the workspace holding what the backward
+                          would recompute (FLA's disable_recompute=True); chunk_bwd(..., saved=workspace) reads it
   kda::chunk_fwd_out      forward into caller-owned out / final_state / workspace (serving, CUDA graphs)
   kda::chunk_fwd_workspace_size   the workspace bytes chunk_fwd_out needs
   kda::decode_out         T tokens per sequence against a state pool updated in place (ssm_state_indices)
@@ -65,6 +67,17 @@ def _chunk_fwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
     return out, fs
 
 
+@torch.library.register_fake("kda::chunk_fwd_saved")
+def _chunk_fwd_saved_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound,
+                          use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first, output_final_state,
+                          chunk_size):
+    out, fs = _chunk_fwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode,
+                              lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
+                              output_final_state, chunk_size, BACKENDS["cuda-chunked"])
+    # The workspace's size is the C ABI's answer for these shapes (and a host cu_seqlens' values): data-dependent here.
+    return out, fs, q.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=torch.uint8)
+
+
 @torch.library.register_fake("kda::chunk_fwd_out")
 def _chunk_fwd_out_fake(*args):
     return None
@@ -124,6 +137,37 @@ def _backward(ctx, dout, dfinal_state):
 
 
 torch.library.register_autograd("kda::chunk_fwd", _backward, setup_context=_setup_context)
+
+
+def _setup_context_saved(ctx, inputs, output):
+    (q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound, use_qk_l2norm,
+     beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size) = inputs
+    ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output[2])
+    ctx.flags = (scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first)
+    ctx.output_final_state = output_final_state
+    ctx.chunk_size = chunk_size
+
+
+def _backward_saved(ctx, dout, dfinal_state, _dworkspace):
+    """The chunked CUDA backward on the workspace chunk_fwd_saved kept: no recompute of the forward's chunk products
+    and states. Gradients equal the recomputing backward's bit for bit (the saving forward computes them as the
+    recompute does)."""
+    q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, saved = ctx.saved_tensors
+    if dout is None:
+        dout = torch.zeros_like(v, dtype=q.dtype)
+    if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
+        dfinal_state = None
+    grads = torch.ops.kda.chunk_bwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
+                                    ctx.chunk_size, BACKENDS["cuda-chunked"], dout, dfinal_state, saved)
+    dq, dk, dv, dg, dbeta, dA, ddt, dh0 = grads
+    return (dq, dk, dv, dg, dbeta,
+            dA if A_log is not None else None,
+            ddt if dt_bias is not None else None,
+            dh0 if initial_state is not None else None,
+            None) + (None,) * 9
+
+
+torch.library.register_autograd("kda::chunk_fwd_saved", _backward_saved, setup_context=_setup_context_saved)
 
 
 # ------------------------------------------------------------------------------------------------- FLA's API
@@ -207,8 +251,14 @@ def chunk_kda(
     CUDA-graph form; workspace of at least `chunk_kda_workspace_size(...)` bytes, allocated by torch when absent),
     `chunk_size` (16, 32 or 64; default: the backend's choice), `backend` ("auto", "reference" (fp64 CPU
     oracle), "cpu", "cuda-generic", "cuda-chunked", "cuda-recurrent").
-    `disable_recompute`, `use_graph`, `max_num_seqs` and `cu_seqlens_cpu` are accepted: they do not change results
-    (kda recomputes nothing, is graph-safe as is, and reads cu_seqlens itself).
+    `disable_recompute=True` (FLA's meaning: keep the forward's intermediates instead of recomputing them in the
+    backward): on CUDA tensors that need gradients, where the chunked CUDA path applies and the backend is "auto",
+    "cuda-generic" or "cuda-chunked", the forward keeps its chunk products and chunk-start states in a workspace held
+    until the backward (the chunked backward's workspace: ~4.3 GB at 8192 tokens x 64 heads), and the
+    backward skips its recompute of the forward (~3 ms there); elsewhere it changes nothing. Its forward computes
+    [W | U] as the backward's recompute does (3xTF32), so the output may differ from a plain forward's in the last
+    bits; gradients are the same either way. `use_graph`, `max_num_seqs` and `cu_seqlens_cpu` are accepted and change
+    nothing (kda is graph-safe as is and reads cu_seqlens itself).
     """
     if "transpose_state_layout" in kwargs:
         if state_v_first:
@@ -247,6 +297,17 @@ def chunk_kda(
                                     chunk_size, be, out, final_state, workspace)
         return out, final_state
 
+    if (disable_recompute and q.is_cuda and torch.is_grad_enabled()
+            and be in (BACKENDS["auto"], BACKENDS["cuda-generic"], BACKENDS["cuda-chunked"])
+            and _any_requires_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)):
+        try:
+            o, fs, _ = torch.ops.kda.chunk_fwd_saved(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
+                                                     *flags, bool(output_final_state), chunk_size)
+            return o, (fs if output_final_state else None)
+        except NotImplementedError:
+            if be == BACKENDS["cuda-chunked"]:
+                raise
+            # The chunked CUDA path does not take these inputs: the default path, whose backward recomputes.
     o, fs = torch.ops.kda.chunk_fwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
                                     bool(output_final_state), chunk_size, be)
     return o, (fs if output_final_state else None)

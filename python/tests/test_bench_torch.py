@@ -22,11 +22,14 @@ def test_bench_torch_cpu_smoke(tmp_path):
                         "--commit", "test"], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(out.read_text())
-    recs = {x["workload"]: x for x in d["results"]}
-    assert set(recs) == {"cpu-smoke", "decode-h2-b3", "train-cpu-smoke"}, r.stdout
-    for name, rec in recs.items():
-        assert rec["impl"] == "kda-torch" and rec["verified"], (name, rec)
-        assert rec["median_us"] > 0 and rec["iters"] >= 3, (name, rec)
-    assert recs["cpu-smoke"]["out_rel_rmse"] < 4e-3 and recs["decode-h2-b3"]["state_rel_rmse"] < 2e-3
-    assert all(v < 8e-3 for v in recs["train-cpu-smoke"]["grad_rel_rmse"].values())
+    recs = {(x["workload"], x["impl"]): x for x in d["results"]}
+    assert set(recs) == {("cpu-smoke", "kda-torch"), ("decode-h2-b3", "kda-torch"),
+                         ("train-cpu-smoke", "kda-torch"), ("train-cpu-smoke", "kda-torch-saved")}, r.stdout
+    for key, rec in recs.items():
+        assert rec["verified"], (key, rec)
+        assert rec["median_us"] > 0 and rec["iters"] >= 3, (key, rec)
+    assert recs["cpu-smoke", "kda-torch"]["out_rel_rmse"] < 4e-3
+    assert recs["decode-h2-b3", "kda-torch"]["state_rel_rmse"] < 2e-3
+    for impl in ("kda-torch", "kda-torch-saved"):
+        assert all(v < 8e-3 for v in recs["train-cpu-smoke", impl]["grad_rel_rmse"].values())
     assert "WRONG" not in r.stdout

@@ -312,6 +312,58 @@ def test_cuda_chunked_backward_matches_reference(seed):
         assert err < 1e-2, f"{n}: relative error {err:.3e} (seed {seed})"
 
 
+def test_disable_recompute_changes_nothing_on_cpu(seed):
+    """disable_recompute=True (FLA's: keep the forward's intermediates for the backward) is a CUDA chunked-path option:
+    on CPU tensors the results and gradients are those of the default call, and the saving op itself is refused
+    with the C ABI's message (the chunked CUDA backend needs CUDA tensors)."""
+    t, kw = make_case(B=1, T=70, H=2, HV=2, K=64, V=64, gate="bounded")
+
+    def run(flag):
+        tt = {n: x.clone().requires_grad_() for n, x in t.items()}
+        o, ht = kda.chunk_kda(**tt, **kw, output_final_state=True, disable_recompute=flag)
+        (o.sum() + ht.sum()).backward()
+        return [o, ht] + [tt[n].grad for n in sorted(tt)]
+
+    for a, b in zip(run(True), run(False)):
+        assert torch.equal(a, b)
+    flags = (64 ** -0.5, 2, -5.0, True, True, False, False)
+    with pytest.raises(ValueError, match="CUDA_CHUNKED needs CUDA tensors"):
+        torch.ops.kda.chunk_fwd_saved(t["q"], t["k"], t["v"], t["g"], t["beta"], kw["A_log"], kw["dt_bias"],
+                                      kw["initial_state"], None, *flags, True, 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_disable_recompute_same_gradients(seed):
+    """disable_recompute=True on CUDA: the forward keeps its chunk products for the backward (chunk_fwd_saved), the
+    backward reads them instead of recomputing; every gradient equals the recomputing backward's bit for bit (the
+    saving forward computes [W | U] exactly as the recompute does), the output matches the plain forward's to the
+    contract, and an input the chunked path does not take (fp32 q) falls back to the default path."""
+    t, kw = make_case(B=1, T=200, H=2, HV=4, K=64, V=64, gate="softplus")
+    cu = torch.tensor([0, 70, 71, 200], dtype=torch.int32, device="cuda")
+    kw["initial_state"] = torch.randn(3, 4, 64, 64)
+    w_o = torch.randn(1, 200, 4, 64, device="cuda")
+    w_s = torch.randn(3, 4, 64, 64, device="cuda")
+
+    def run(flag, dtype=torch.bfloat16):
+        tt = {n: x.to(device="cuda", dtype=dtype).requires_grad_() for n, x in t.items()}
+        kk = {n: (x.to("cuda").requires_grad_() if isinstance(x, torch.Tensor) else x) for n, x in kw.items()}
+        o, ht = kda.chunk_kda(**tt, **kk, cu_seqlens=cu, output_final_state=True, disable_recompute=flag)
+        ((o.float() * w_o).sum() + (ht * w_s).sum()).backward()
+        names = sorted(tt) + sorted(n for n, x in kk.items() if isinstance(x, torch.Tensor))
+        return o, ht, [(tt[n] if n in tt else kk[n]).grad for n in names]
+
+    o1, h1, g1 = run(True)
+    o0, h0, g0 = run(False)
+    for a, b in zip(g1, g0):
+        assert torch.equal(a, b)
+    assert ((o1.float() - o0.float()).norm() / o0.float().norm()).item() < 2 ** -8
+    assert ((h1 - h0).norm() / h0.norm()).item() < 2 ** -9
+    # fp32 inputs: not the chunked path's; the default (recomputing) path runs instead of raising.
+    o2, _, g2 = run(True, torch.float32)
+    o3, _, g3 = run(False, torch.float32)
+    assert torch.equal(o2, o3) and all(torch.equal(a, b) for a, b in zip(g2, g3))
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_graph_capture(seed):
     t, kw = make_case(device="cuda", gate="bounded", dtype=torch.bfloat16)
