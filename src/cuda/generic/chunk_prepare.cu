@@ -83,6 +83,33 @@ struct PrepLayout {
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
 
+// S5's epilogue, shared by both precisions: a warp's accumulators of [W | U] (16-column groups nq, nq + 8, ...; the
+// m16n8 C fragment rows r0 = 16 m + grp and r1 = r0 + 8, columns 2 tig, +1 of each n-tile) straight to the
+// workspace: W as bf16 hi / lo planes (the state pass's operand), U in fp32.
+template <int K, int V, int kMaxGroups>
+__device__ __forceinline__ void store_wu(const float (&acc)[kMaxGroups][2][4], int nq, int r0, int tig,
+                                         __nv_bfloat16* W_g, float* U_g) {
+  constexpr int kGroups = (K + V) / 16;
+  const int r1 = r0 + 8;
+#pragma unroll
+  for (int gi = 0; gi < kMaxGroups; ++gi) {
+    const int g = nq + 8 * gi;
+    if (g >= kGroups) break;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = 16 * g + 8 * nt + 2 * tig;
+      const float* a = acc[gi][nt];
+      if (col < K) {
+        store_split2(W_g, kC * K, r0 * K + col, a[0], a[1]);
+        store_split2(W_g, kC * K, r1 * K + col, a[2], a[3]);
+      } else {
+        *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
+        *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
+      }
+    }
+  }
+}
+
 // kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers.
 template <int K, int V, bool kWide>
 __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
@@ -505,23 +532,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           }
         }
       }
-#pragma unroll
-      for (int gi = 0; gi < kMaxGroups; ++gi) {
-        const int g = nq + 8 * gi;
-        if (g >= kGroups) break;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = 16 * g + 8 * nt + 2 * tig;
-          const float* a = acc[gi][nt];
-          if (col < K) {
-            store_split2(W_g, kC * K, r0 * K + col, a[0], a[1]);
-            store_split2(W_g, kC * K, r1 * K + col, a[2], a[3]);
-          } else {
-            *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
-            *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
-          }
-        }
-      }
+      store_wu<K, V>(acc, nq, r0, tig, W_g, U_g);
     }
   } else {
     // bf16x3 (chunk_common.cuh). S5a: both operands split once into hi / lo bf16 planes, swizzled (mma_layout.h)
@@ -560,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll 1
     for (int mi = 0; mi < 2; ++mi) {
       const int m = mi == 0 ? pair : 3 - pair;
-      const int r0 = 16 * m + grp, r1 = r0 + 8;
+      const int r0 = 16 * m + grp;
       float acc[kMaxGroups][2][4] = {};
 #pragma unroll 1
       for (int ks = 0; ks <= m; ++ks) {
@@ -583,23 +594,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           mma_bf16x3(acc[gi][1], ah, al, bh, bl, 1);
         }
       }
-#pragma unroll
-      for (int gi = 0; gi < kMaxGroups; ++gi) {
-        const int g = nq + 8 * gi;
-        if (g >= kGroups) break;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = 16 * g + 8 * nt + 2 * tig;
-          const float* a = acc[gi][nt];
-          if (col < K) {
-            store_split2(W_g, kC * K, r0 * K + col, a[0], a[1]);
-            store_split2(W_g, kC * K, r1 * K + col, a[2], a[3]);
-          } else {
-            *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
-            *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
-          }
-        }
-      }
+      store_wu<K, V>(acc, nq, r0, tig, W_g, U_g);
     }
   }
 }
