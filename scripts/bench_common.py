@@ -65,43 +65,40 @@ def floor_rates():
     return copy, mm
 
 
-def make_inputs(H, seqlens, gen, dev):
-    """The standard recipe: q, k, v, g, beta ~ N(0, 0.5^2) bf16; A_log = log U(1, 16); dt log-uniform in
-    [1e-3, 0.1], dt_bias = softplus^-1(dt); h0 ~ N(0, 0.25^2) fp32 in FLA's key-first layout [N, H, K, V].
-    Returns chunk_kda's keyword arguments."""
-    T = sum(seqlens)
-
+def _recipe(H, tokens, seqs, gen, dev, pool_slots=0):
+    """The standard recipe's tensors: q, k, v, g, beta ~ N(0, 0.5^2) bf16 [1, tokens, H, .]; A_log = log U(1, 16);
+    dt log-uniform in [1e-3, 0.1], dt_bias = softplus^-1(dt); states ~ N(0, 0.25^2) fp32, one per sequence (or
+    pool_slots of them)."""
     def n(*shape, std=0.5, dtype=torch.bfloat16):
         return (torch.randn(*shape, generator=gen, device=dev) * std).to(dtype)
 
-    q, k, v, g = (n(1, T, H, K) for _ in range(4))
-    beta = n(1, T, H)
+    q, k, v, g = (n(1, tokens, H, K) for _ in range(4))
+    beta = n(1, tokens, H)
     A_log = torch.log(1 + 15 * torch.rand(H, generator=gen, device=dev))
     dt = torch.exp(math.log(1e-3) + (math.log(0.1) - math.log(1e-3)) * torch.rand(H * K, generator=gen, device=dev))
-    dt_bias = torch.log(torch.expm1(dt))
-    h0 = n(len(seqlens), H, K, K, std=0.25, dtype=torch.float32)
-    cu = None
+    states = n(pool_slots or seqs, H, K, V, std=0.25, dtype=torch.float32)
+    return dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=torch.log(torch.expm1(dt)), initial_state=states)
+
+
+def make_inputs(H, seqlens, gen, dev):
+    """The standard prefill inputs (h0 in FLA's key-first layout [N, H, K, V]; K = V): chunk_kda's keyword
+    arguments."""
+    x = _recipe(H, sum(seqlens), len(seqlens), gen, dev)
+    x["cu_seqlens"] = None
     if len(seqlens) > 1:
-        cu = torch.tensor([0] + list(torch.tensor(seqlens).cumsum(0)), dtype=torch.int64, device=dev)
-    return dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=h0, cu_seqlens=cu)
+        x["cu_seqlens"] = torch.tensor([0] + list(torch.tensor(seqlens).cumsum(0)), dtype=torch.int64, device=dev)
+    return x
 
 
 def decode_inputs(H, B, gen, dev):
     """kda-bench's decode workloads: one token per sequence, the standard recipe, a pool of B + B / 2 + 1 slots
     [slots, H, V, K] fp32 (value-first), distinct random slots per sequence (int32). Returns fused_recurrent_kda's
     arguments (q, k, v, g, beta and keywords)."""
-    def n(*shape, std=0.5, dtype=torch.bfloat16):
-        return (torch.randn(*shape, generator=gen, device=dev) * std).to(dtype)
-    q, k, v, g = (n(1, B, H, K) for _ in range(4))
-    beta = n(1, B, H)
-    A_log = torch.log(1 + 15 * torch.rand(H, generator=gen, device=dev))
-    dt = torch.exp(math.log(1e-3) + (math.log(0.1) - math.log(1e-3)) * torch.rand(H * K, generator=gen, device=dev))
     slots = B + B // 2 + 1
-    pool = n(slots, H, V, K, std=0.25, dtype=torch.float32)
-    idx = torch.randperm(slots, generator=gen, device=dev)[:B].to(torch.int32)
-    cu = torch.arange(B + 1, dtype=torch.int64, device=dev)
-    return dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=torch.log(torch.expm1(dt)), initial_state=pool,
-                ssm_state_indices=idx, cu_seqlens=cu)
+    x = _recipe(H, B, B, gen, dev, pool_slots=slots)
+    x["ssm_state_indices"] = torch.randperm(slots, generator=gen, device=dev)[:B].to(torch.int32)
+    x["cu_seqlens"] = torch.arange(B + 1, dtype=torch.int64, device=dev)
+    return x
 
 
 def time_events(run, iters, per=1):
