@@ -68,6 +68,14 @@ def rng(seed):
     return np.random.default_rng(seed)
 
 
+@pytest.fixture(autouse=True)
+def on_cpu():
+    """These tests judge the binding on XLA's CPU platform whatever JAX's default device is (on a GPU machine it is
+    the GPU, where kda's CUDA kernels take fewer head sizes: K = 16 here); test_jax_cuda.py runs the CUDA handlers."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def test_import_needs_no_torch():
     """A JAX user without torch: `import kda.jax` (and a forward) must work with torch unimportable."""
     import os

@@ -5,7 +5,7 @@ extension is missing."""
 import numpy as np
 import pytest
 
-from test_jax import GATES, jax, kj, make_case, tol  # skips this module too without jax or the extension
+from test_jax import GATES, jax, kj, make_case, on_cpu, tol  # noqa: F401 (on_cpu: autouse); skips without jax
 
 import jax.numpy as jnp  # noqa: E402
 from reference import assert_close  # noqa: E402
