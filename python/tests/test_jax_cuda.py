@@ -68,7 +68,8 @@ def test_cuda_grads_match_reference_backward(seed, rng):
         return (o.astype(jnp.float32) * jnp.asarray(w_o, jnp.float32)).sum() + (ht * jnp.asarray(w_s, ht.dtype)).sum()
 
     got = jax.jit(jax.grad(loss))(leaves)
-    tl = {n: torch.from_numpy(np.asarray(x.astype(jnp.float32), np.float64)).requires_grad_() for n, x in leaves.items()}
+    tl = {n: torch.from_numpy(np.asarray(x.astype(jnp.float32), np.float64)).requires_grad_()
+          for n, x in leaves.items()}
     trest = {n: torch.from_numpy(np.array(x)) if isinstance(x, jax.Array) else x for n, x in rest.items()}
     ro, rh = kda.chunk_kda(**tl, **trest, output_final_state=True, backend="reference")
     ((ro * torch.from_numpy(w_o)).sum() + (rh * torch.from_numpy(w_s)).sum()).backward()
