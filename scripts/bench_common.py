@@ -13,8 +13,10 @@ WORKLOADS = {
     "h64-mixed": (64, [1300, 547, 2048, 963, 271, 3063]),
     "h64-uniform": (64, [1024] * 8),
 }
-# Decode: (H, batch), one token per sequence against an fp32 value-first pool (kda-bench's decode-h{H}-b{B}).
-DECODE = [(32, b) for b in (1, 8, 32, 128, 256, 512)] + [(12, b) for b in (1, 32, 256)]
+# Decode: (H, batch), one token per sequence against an fp32 value-first pool (kda-bench's decode-h{H}-b{B}); the
+# batches >= 256 last: FLA's decode hit an illegal address at H = 32, B = 256 once (2026-11-29), which ends the
+# process's CUDA context for every later shape.
+DECODE = [(32, b) for b in (1, 8, 32, 128)] + [(12, b) for b in (1, 32)] + [(32, 256), (12, 256), (32, 512)]
 K = V = 128
 CHUNK = 64
 
