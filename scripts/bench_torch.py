@@ -122,15 +122,26 @@ def ratios(times, name):
         print(line)
 
 
-def bench_prefill(run, impls, names):
-    import kda
-    fla = None
-    if "fla" in impls:
-        from fla.ops.kda import chunk_kda as fla
+def fla_chunk_kda(impls):
+    """FLA's chunk_kda when it is one of the implementations (imported only then: FLA needs a GPU)."""
+    if "fla" not in impls:
+        return None
+    from fla.ops.kda import chunk_kda
+    return chunk_kda
+
+
+def prefill_cases(run, names):
+    """(name, H, lengths, inputs) of each standard workload named (the CPU smoke workload without CUDA)."""
     table = bc.WORKLOADS if run.cuda else CPU_PREFILL
     for name in names:
         H, seqlens = table[name]
-        x = bc.make_inputs(H, seqlens, run.gen, run.dev)
+        yield name, H, seqlens, bc.make_inputs(H, seqlens, run.gen, run.dev)
+
+
+def bench_prefill(run, impls, names):
+    import kda
+    fla = fla_chunk_kda(impls)
+    for name, H, seqlens, x in prefill_cases(run, names):
         ref_o, ref_s = kda.chunk_kda(**host(x), **FLAGS, safe_gate=True, output_final_state=True, backend="reference")
         nbytes, flops = bc.prefill_min_bytes(H, seqlens), bc.prefill_flops(H, seqlens)
         fl = max(nbytes / run.copy_rate, flops / run.mm_rate) * 1e6 if run.cuda else 0.0
@@ -220,13 +231,8 @@ def bench_decode(run, impls, shapes):
 def bench_train(run, impls, names):
     """train-NAME: forward + backward, every input a leaf, gradients reset (not accumulated) before each step."""
     import kda
-    fla = None
-    if "fla" in impls:
-        from fla.ops.kda import chunk_kda as fla
-    table = bc.WORKLOADS if run.cuda else CPU_PREFILL
-    for name in names:
-        H, seqlens = table[name]
-        x = bc.make_inputs(H, seqlens, run.gen, run.dev)
+    fla = fla_chunk_kda(impls)
+    for name, H, seqlens, x in prefill_cases(run, names):
         keys = [k for k, t in x.items() if k != "cu_seqlens" and t is not None]
         do = torch.randn(x["v"].shape, generator=run.gen, device=run.dev).to(x["v"].dtype)
         dht = 0.1 * torch.randn(x["initial_state"].shape, generator=run.gen, device=run.dev)

@@ -98,76 +98,50 @@ def _chunk_bwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
 
 
 # ------------------------------------------------------------------------------------------------- autograd
-_N_FWD_TENSORS = 9  # q k v g beta A_log dt_bias initial_state cu_seqlens
-
-
 def _setup_context(ctx, inputs, output):
+    """chunk_fwd's and chunk_fwd_saved's: the tensor inputs (and chunk_fwd_saved's workspace, its third output) and
+    the flags the backward call repeats."""
     (q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound, use_qk_l2norm,
-     beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size, backend) = inputs
-    ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens)
+     beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size) = inputs[:18]
+    saved = (output[2],) if len(output) == 3 else ()
+    ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *saved)
     ctx.flags = (scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first)
     ctx.output_final_state = output_final_state
     ctx.chunk_size = chunk_size
-    ctx.backend = backend
+    ctx.backend = inputs[18] if len(inputs) > 18 else None  # chunk_fwd_saved has no backend argument
+    ctx.n_inputs = len(inputs)
 
 
-def _backward(ctx, dout, dfinal_state):
-    q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens = ctx.saved_tensors
+def _backward(ctx, dout, dfinal_state, *_dworkspace):
+    q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *saved = ctx.saved_tensors
     if dout is None:
         dout = torch.zeros_like(v, dtype=q.dtype)
     if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
         dfinal_state = None
-    # CPU tensors: the host backward (float64: the CPU backend's chunked form, or the reference's reverse
-    # recurrence). CUDA tensors: "cuda-chunked" and "cuda-recurrent" as asked; every other CUDA backend the default
-    # (AUTO): the chunked CUDA backward wherever it applies, the exact token-recurrent one elsewhere.
-    if q.device.type == "cpu":
+    # chunk_fwd_saved's workspace: the chunked CUDA backward reads what the forward kept, no recompute (the same
+    # gradients, bit for bit: the saving forward computes them as the recompute does). Otherwise CPU tensors: the
+    # host backward (float64: the CPU backend's chunked form, or the reference's reverse recurrence). CUDA tensors:
+    # "cuda-chunked" and "cuda-recurrent" as asked; every other CUDA backend the default (AUTO): the chunked CUDA
+    # backward wherever it applies, the exact token-recurrent one elsewhere.
+    if saved:
+        backend = BACKENDS["cuda-chunked"]
+    elif q.device.type == "cpu":
         backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
     elif ctx.backend in (BACKENDS["cuda-chunked"], BACKENDS["cuda-recurrent"]):
         backend = ctx.backend
     else:
         backend = BACKENDS["auto"]
     grads = torch.ops.kda.chunk_bwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
-                                    ctx.chunk_size, backend, dout, dfinal_state)
+                                    ctx.chunk_size, backend, dout, dfinal_state, *saved)
     dq, dk, dv, dg, dbeta, dA, ddt, dh0 = grads
     return (dq, dk, dv, dg, dbeta,
             dA if A_log is not None else None,
             ddt if dt_bias is not None else None,
-            dh0 if initial_state is not None else None,
-            None) + (None,) * 10
+            dh0 if initial_state is not None else None) + (None,) * (ctx.n_inputs - 8)
 
 
 torch.library.register_autograd("kda::chunk_fwd", _backward, setup_context=_setup_context)
-
-
-def _setup_context_saved(ctx, inputs, output):
-    (q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound, use_qk_l2norm,
-     beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size) = inputs
-    ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, output[2])
-    ctx.flags = (scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first)
-    ctx.output_final_state = output_final_state
-    ctx.chunk_size = chunk_size
-
-
-def _backward_saved(ctx, dout, dfinal_state, _dworkspace):
-    """The chunked CUDA backward on the workspace chunk_fwd_saved kept: no recompute of the forward's chunk products
-    and states. Gradients equal the recomputing backward's bit for bit (the saving forward computes them as the
-    recompute does)."""
-    q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, saved = ctx.saved_tensors
-    if dout is None:
-        dout = torch.zeros_like(v, dtype=q.dtype)
-    if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
-        dfinal_state = None
-    grads = torch.ops.kda.chunk_bwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
-                                    ctx.chunk_size, BACKENDS["cuda-chunked"], dout, dfinal_state, saved)
-    dq, dk, dv, dg, dbeta, dA, ddt, dh0 = grads
-    return (dq, dk, dv, dg, dbeta,
-            dA if A_log is not None else None,
-            ddt if dt_bias is not None else None,
-            dh0 if initial_state is not None else None,
-            None) + (None,) * 9
-
-
-torch.library.register_autograd("kda::chunk_fwd_saved", _backward_saved, setup_context=_setup_context_saved)
+torch.library.register_autograd("kda::chunk_fwd_saved", _backward, setup_context=_setup_context)
 
 
 # ------------------------------------------------------------------------------------------------- FLA's API
