@@ -73,6 +73,7 @@ constexpr int kBuffers[] = {
     12,  // decode: 10 operands, out, state_pool
 };
 constexpr int kDecodePoolOperand = 7, kDecodePoolResult = 11;  // decode's state_pool, aliased
+constexpr size_t kWorkspaceAlign = 256;  // what kda asks of a workspace's start (cudaMalloc's alignment)
 using Tensors = std::array<kda_tensor_t, kBuffers[static_cast<int>(Call::kBackward)]>;  // the most buffers
 
 struct Device {
@@ -270,7 +271,17 @@ ffi::Error execute(Call c, Device dev, void* stream, ffi::RemainingArgs args, ff
   }
   ffi::ErrorOr<ffi::AnyBuffer> ws = buffer(args, rets, n);
   if (!ws) return ws.error();
-  const kda_status_t s = run(c, t, a, ws->size_bytes() ? ws->untyped_data() : nullptr, ws->size_bytes(), stream);
+  // XLA may align a result to less than the 256 bytes kda asks of a workspace (cudaMalloc's): the query added
+  // kWorkspaceAlign - 1 bytes, and the workspace starts at the first aligned byte.
+  void* base = ws->untyped_data();
+  size_t bytes = ws->size_bytes();
+  if (bytes) {
+    const size_t skip = (kWorkspaceAlign - reinterpret_cast<uintptr_t>(base) % kWorkspaceAlign) % kWorkspaceAlign;
+    if (skip > bytes) return ffi::Error::InvalidArgument(std::string(call) + ": workspace smaller than its alignment");
+    base = static_cast<char*>(base) + skip;
+    bytes -= skip;
+  }
+  const kda_status_t s = run(c, t, a, bytes ? base : nullptr, bytes, stream);
   return s == KDA_STATUS_SUCCESS ? ffi::Error::Success() : error(s, call);
 }
 
@@ -318,10 +329,13 @@ extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t call, int32_t cuda, co
                                                   uint64_t* bytes) {
   const Call c = static_cast<Call>(call);
   const Device dev{cuda ? KDA_DEVICE_CUDA : KDA_DEVICE_CPU, 0};
-  static char no_data;  // the query reads no tensor data but cu_seqlens'; a non-null pointer marks a tensor present
+  // The query reads no tensor data but cu_seqlens'; a non-null pointer marks a tensor present. It is aligned as the
+  // buffers XLA hands the handler are at least, since kda picks its CUDA path by the alignment of the tensors: an
+  // unaligned placeholder once sized the chunked forward's workspace for the token-recurrent kernel (0 bytes).
+  alignas(256) static char no_data[16];
   Tensors t{};
   for (int i = 0; i < kBuffers[call]; ++i)
-    t[i] = tensor(*attrs, i, &no_data, static_cast<kda_dtype_t>(dtypes[i]), ndims[i], dims + i * KDA_MAX_DIMS, dev);
+    t[i] = tensor(*attrs, i, no_data, static_cast<kda_dtype_t>(dtypes[i]), ndims[i], dims + i * KDA_MAX_DIMS, dev);
   // kda's validation reads host-resident cu_seqlens (buffer 8 of the forward and the backward; decode has none) in
   // full, but the offsets are data, unknown when the call is traced: the query sees valid offsets of the same shape
   // and dtype, [0, T, .., T]; the handler's kda call checks the real ones when the call runs.
@@ -343,6 +357,6 @@ extern "C" KDA_API int32_t kda_jax_workspace_size(int32_t call, int32_t cuda, co
   }
   size_t ws = 0;
   const kda_status_t s = workspace_size(c, t, *attrs, &ws);
-  *bytes = ws;
+  *bytes = ws ? ws + kWorkspaceAlign - 1 : 0;  // room to align the start (execute)
   return s;
 }

@@ -6,10 +6,11 @@ was built with CUDA, its CUDA platform; `jax.lax.platform_dependent` stages out 
 for. kda never allocates: each call's workspace is an extra result of its ffi_call, sized when the call is traced
 by kda's own workspace query (kda_jax_workspace_size, through ctypes), which validates every argument at that
 point too, so a bad argument raises ValueError / NotImplementedError (TypeError for a dtype kda does not take)
-naming it before anything runs. Gradients of q, k, v, g, beta, A_log, dt_bias and initial_state come from kda's
-backward (host: float64, the CPU backend's chunked form; CUDA: the chunked one where it applies, else the exact
-token-recurrent one) through
-jax.custom_vjp. The decode updates its state pool in place (its pool result is aliased to its pool operand) and is inference-only.
+naming it before anything runs; a call only one platform refuses (K = 16 under CUDA's chunked backward, say) traces,
+and its handler reports kda's error if it runs there (_run). Gradients of q, k, v, g, beta, A_log, dt_bias and
+initial_state come from kda's backward (host: float64, the CPU backend's chunked form; CUDA: the chunked one where it
+applies, else the exact token-recurrent one) through jax.custom_vjp. The decode updates its state pool in place (its
+pool result is aliased to its pool operand) and is inference-only.
 """
 from __future__ import annotations
 
@@ -98,10 +99,10 @@ def _raise_for(status, call):
     raise RuntimeError(msg)
 
 
-def _call(call, cuda, flags, *buffers, results, aliases):
-    """One ffi_call of `call` on the CPU or the CUDA platform. `buffers` are the operands, `results` the result
-    shapes (jax.ShapeDtypeStruct), both with None for absent tensors; `aliases` its input_output_aliases ({operand
-    index: result index}). Returns the results, None where absent."""
+def _query(call, cuda, flags, buffers, results):
+    """kda's workspace query for one ffi_call of `call` on the CPU (cuda False) or the CUDA platform. `buffers` are
+    the operands, `results` the result shapes (jax.ShapeDtypeStruct), both with None for absent tensors. Returns
+    (attrs, workspace bytes, None) or, when kda refuses the call on that platform, (attrs, 0, the exception)."""
     names = _BUFFERS[call]
     specs = list(buffers) + list(results)
     attrs = _Attrs(flags.scale, flags.gate_mode, flags.lower_bound, flags.use_qk_l2norm, flags.beta_is_logits,
@@ -119,14 +120,22 @@ def _call(call, cuda, flags, *buffers, results, aliases):
         for j, d in enumerate(x.shape[:_MAX_DIMS]):
             dims[i * _MAX_DIMS + j] = d
     nbytes = ctypes.c_uint64()
-    _raise_for(_lib.kda_jax_workspace_size(_CALLS.index(call), int(cuda), dtypes, ndims, dims,
-                                           ctypes.byref(attrs), ctypes.byref(nbytes)), call)
+    try:
+        _raise_for(_lib.kda_jax_workspace_size(_CALLS.index(call), int(cuda), dtypes, ndims, dims,
+                                               ctypes.byref(attrs), ctypes.byref(nbytes)), call)
+    except (ValueError, NotImplementedError, RuntimeError) as e:
+        return attrs, 0, e
+    return attrs, nbytes.value, None
 
+
+def _call(call, attrs, nbytes, *buffers, results, aliases):
+    """One ffi_call of `call` with the attributes and workspace bytes _query gave; `aliases` its
+    input_output_aliases ({operand index: result index}). Returns the results, None where absent."""
     absent = jax.ShapeDtypeStruct((0,), jnp.float32)
     # vmap_method="sequential": under jax.vmap the call runs once per mapped element (the kernels take one batch of
     # their own, [B, T, ...]; a mapped axis is a loop around them), with the workspace sized for one element.
     out = jax.ffi.ffi_call(call, [absent if r is None else r for r in results]
-                           + [jax.ShapeDtypeStruct((nbytes.value,), jnp.uint8)], input_output_aliases=aliases,
+                           + [jax.ShapeDtypeStruct((nbytes,), jnp.uint8)], input_output_aliases=aliases,
                            vmap_method="sequential")(
         *[jnp.zeros((0,), jnp.float32) if x is None else x for x in buffers],
         **{name: (np.float32 if ctype is ctypes.c_float else np.int32)(getattr(attrs, name))
@@ -142,10 +151,22 @@ def _cuda_visible():
 
 
 def _run(call, flags, buffers, results, aliases=None):
-    """`call` on the platform the computation is lowered for (CUDA only when kda has it and JAX sees a GPU)."""
-    branches = {"cpu": partial(_call, call, False, flags, results=results, aliases=aliases)}
+    """`call` on the platform the computation is lowered for (CUDA only when kda has it and JAX sees a GPU).
+
+    platform_dependent traces a branch for every platform, but runs only the one lowered. So a call kda refuses on
+    one platform but takes on another (K = 16 on the CPU of a GPU machine; backend="reference" there) must not fail
+    when traced: its refused branch is staged with no workspace and its handler reports kda's error if that branch
+    is the one that runs. A call every platform refuses raises here, before anything runs, with the error of JAX's
+    default platform."""
+    platforms = {"cpu": False}
     if _HAS_CUDA and _cuda_visible():
-        branches["cuda"] = partial(_call, call, True, flags, results=results, aliases=aliases)
+        platforms["cuda"] = True
+    queries = {name: _query(call, cuda, flags, buffers, results) for name, cuda in platforms.items()}
+    if all(err is not None for _, _, err in queries.values()):
+        default = "cuda" if jax.default_backend() in ("gpu", "cuda") and "cuda" in queries else "cpu"
+        raise queries[default][2]
+    branches = {name: partial(_call, call, attrs, nbytes, results=results, aliases=aliases)
+                for name, (attrs, nbytes, _) in queries.items()}
     return jax.lax.platform_dependent(*buffers, **branches)
 
 

@@ -289,3 +289,34 @@ def test_runtime_error_names_the_argument(seed, rng):
     f = jax.jit(lambda t, cu: kj.chunk_kda(**t, **kw, cu_seqlens=cu))
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"cu_seqlens: must end at T = 37"):
         f(t, jnp.asarray([0, 10, 36], jnp.int32)).block_until_ready()
+
+
+def test_a_platform_that_refuses_does_not_break_the_other(seed, rng, monkeypatch):
+    """platform_dependent traces a branch per platform: on a GPU machine, a call CUDA refuses (here every call: this
+    CUDA branch's query fails, as K = 16's backward and backend="reference" do on an H200) must still run on the
+    CPU, forward and backward, with the same gradients, and a call every platform refuses must still raise naming
+    the argument."""
+    t, kw = make_case(rng, gate="softplus")
+    w = jnp.asarray(rng.standard_normal(t["v"].shape).astype(np.float32))
+    grad = jax.jit(jax.grad(lambda t: (kj.chunk_kda(**t, **kw)[0] * w).sum()))
+    expected = grad(t)
+
+    monkeypatch.setattr(kj, "_HAS_CUDA", True)
+    monkeypatch.setattr(kj, "_cuda_visible", lambda: True)
+    refused = []
+    query = kj._query
+
+    def cuda_refuses(call, cuda, *args):
+        if cuda:
+            refused.append(call)
+            return query(call, False, *args)[0], 0, NotImplementedError(f"{call}: refused on CUDA")
+        return query(call, cuda, *args)
+
+    monkeypatch.setattr(kj, "_query", cuda_refuses)
+    check_forward(t, kw, seed, jit=True)
+    got = jax.jit(jax.grad(lambda t: (kj.chunk_kda(**t, **kw)[0] * w).sum()))(t)
+    assert {"kda_forward", "kda_backward"} <= set(refused)
+    for n in t:
+        np.testing.assert_array_equal(np.asarray(got[n]), np.asarray(expected[n]), err_msg=n)
+    with pytest.raises(ValueError, match=r"v: expected shape"):
+        kj.chunk_kda(**{**t, **kw, "v": t["v"][:, :5]})
