@@ -141,6 +141,24 @@ TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
   }
 }
 
+// The gradient pass's grid: never more CTAs than scratch slots (blockIdx indexes them) nor than the device holds at
+// once (a persistent grid in one wave), at least one.
+TEST(ChunkMap, GradGridIsOneWaveWithinTheScratchSlots) {
+  EXPECT_EQ(grad_grid(256, 132, 1), 132);  // H200, one 230 KB CTA per SM
+  EXPECT_EQ(grad_grid(256, 132, 2), 256);
+  EXPECT_EQ(grad_grid(100, 132, 1), 100);  // fewer tasks than SMs: one CTA each
+  EXPECT_EQ(grad_grid(256, 0, 0), 1);      // no occupancy figure: still a valid launch
+  for (int64_t ctas : {1, 7, 131, 132, 133, 256})
+    for (int sms : {1, 80, 132})
+      for (int per_sm : {1, 2, 3}) {
+        const int64_t g = grad_grid(ctas, sms, per_sm);
+        EXPECT_GE(g, 1);
+        EXPECT_LE(g, ctas);
+        EXPECT_LE(g, int64_t{sms} * per_sm);
+        EXPECT_TRUE(g == ctas || g == int64_t{sms} * per_sm);
+      }
+}
+
 // A task's product tiles are disjoint, in order, and each starts 256-byte aligned.
 TEST(ChunkMap, ProductTilesAreDisjointAndAligned) {
   for (int K : {64, 128})

@@ -94,7 +94,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
-      if ((e = chunk::launch_grad(bp, ws, s)) != cudaSuccess) return e;
+      if ((e = chunk::launch_grad(bp, ws, sms, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     // A group of one: the gradient pass wrote dq / dk itself.

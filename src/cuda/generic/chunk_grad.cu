@@ -20,7 +20,8 @@
 //
 // The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
-// Grid: min(cap * HV, kGradCtas) CTAs of 256 threads striding over the (chunk, value head) tasks; list entries past
+// Grid: min(cap * HV, kGradCtas, what the device holds at once) CTAs of 256 threads (grad_grid) striding over the
+// (chunk, value head) tasks, so the persistent grid is one wave; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g and the dq, dk, dg accumulators
 // [64][K] each, dM and dA [64][64], beta, row sums, inverse norms: 230,400 bytes of the 232,448 a block may opt in
 // to, one CTA per SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450 read-modify-writes
@@ -497,14 +498,17 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 }
 
 template <int K, int V>
-cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
+cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
   const size_t bytes = GradLayout<K, V>::kBytes;
   cudaError_t e =
       cudaFuncSetAttribute(grad_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
+  int per_sm = 0;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_kernel<K, V>, kThreads, bytes)) != cudaSuccess)
+    return e;
   const ForwardParams& p = bp.f;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
-  grad_kernel<K, V><<<static_cast<unsigned>(bl.grad_ctas), kThreads, bytes, s>>>(bp, ws);
+  grad_kernel<K, V><<<static_cast<unsigned>(grad_grid(bl.grad_ctas, sms, per_sm)), kThreads, bytes, s>>>(bp, ws);
   return cudaSuccess;
 }
 
@@ -516,10 +520,10 @@ size_t grad_smem_bytes(int K, int V) {
   });
 }
 
-cudaError_t launch_grad(const BackwardParams& bp, char* ws, cudaStream_t s) {
+cudaError_t launch_grad(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
   const ForwardParams& p = bp.f;
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s);
+    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, sms, s);
   });
 }
 

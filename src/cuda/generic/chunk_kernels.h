@@ -75,6 +75,6 @@ cudaError_t launch_products(const BackwardParams& bp, char* workspace, cudaStrea
 // of the chunk's tokens (dq and dk per value head into BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial
 // sums).
 size_t grad_smem_bytes(int K, int V);
-cudaError_t launch_grad(const BackwardParams& bp, char* workspace, cudaStream_t s);
+cudaError_t launch_grad(const BackwardParams& bp, char* workspace, int sms, cudaStream_t s);
 
 }  // namespace kda::cuda::chunk

@@ -202,6 +202,13 @@ KDA_HOST_DEVICE int64_t grad_ctas_for(int64_t cap, int64_t hv) {
   const int64_t tasks = cap * hv;
   return tasks < kGradCtas ? (tasks > 0 ? tasks : 1) : kGradCtas;
 }
+// The gradient pass's launch grid: the layout's CTAs (its scratch slots), capped at what the device holds at once
+// (sms x resident CTAs per SM), so the persistent grid is one wave. With 256 CTAs at one per SM on 132 SMs the last
+// 124 waited for the first 132 to finish all their 32 tasks each: 64 task times per SM where 63 suffice.
+KDA_HOST_DEVICE int64_t grad_grid(int64_t grad_ctas, int sms, int per_sm) {
+  const int64_t resident = int64_t{sms > 0 ? sms : 1} * (per_sm > 0 ? per_sm : 1);
+  return grad_ctas < resident ? grad_ctas : resident;
+}
 // group: value heads per q/k head; with one, the gradient pass writes dq / dk itself and dqk takes no bytes.
 KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_seq, int64_t hv, int64_t K, int64_t V,
                                                int64_t group) {
