@@ -196,6 +196,25 @@ TEST(ChunkMap, ScanTasksCoverChannelsAndSubBlocks) {
   EXPECT_EQ(kSub * kSubBlocks, kChunk);
 }
 
+// Phase 1's S1 tasks: every (sub-block, column) once, and the 16 warps of a 512-thread CTA (striding the tasks by
+// 16) get the same number of rows (a task on column c walks kSub - c of them).
+TEST(ChunkMap, DiagTasksCoverBlocksAndBalanceWarps) {
+  std::vector<int> seen(kSubBlocks * kSub, 0);
+  constexpr int kWarps = 16;
+  std::vector<int> rows(kWarps, 0);
+  for (int task = 0; task < kSubBlocks * kSub; ++task) {
+    const DiagTask t = diag_task(task);
+    ASSERT_GE(t.bk, 0);
+    ASSERT_LT(t.bk, kSubBlocks);
+    ASSERT_GE(t.c, 0);
+    ASSERT_LT(t.c, kSub);
+    ++seen[t.bk * kSub + t.c];
+    rows[task % kWarps] += kSub - t.c;
+  }
+  for (int n : seen) EXPECT_EQ(n, 1);
+  for (int r : rows) EXPECT_EQ(r, kSubBlocks * (kSub + 1) / 2);  // 34: the mean, on every warp
+}
+
 // Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), every entry of each once, and a round's
 // entries depend only on blocks of smaller distance (computed in earlier rounds) and the diagonal ones.
 TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {

@@ -108,6 +108,18 @@ KDA_HOST_DEVICE WorkspaceLayout workspace_layout(int64_t t_total, int64_t n_seq,
 constexpr int kSubBlocks = 4;
 constexpr int kSub = kChunk / kSubBlocks;
 
+// S1's diagonal-block tasks: one per (sub-block bk, column c), task = 16 bk + j; a task walks the block's rows r >= c,
+// so it costs kSub - c rows. Odd blocks take their columns in reverse (c = 15 - j): a warp striding the 64 tasks by
+// 16 (512 threads) then gets columns j and 15 - j twice, 34 rows, where c = j for every block gave warp 0 64 rows
+// and warp 15 four, and the barrier after S1 waited for warp 0 (ncu, session 9: 40% of S1's stall samples).
+struct DiagTask {
+  int bk, c;
+};
+KDA_HOST_DEVICE DiagTask diag_task(int task) {
+  const int bk = task / kSub, j = task % kSub;
+  return DiagTask{bk, (bk & 1) ? kSub - 1 - j : j};
+}
+
 // S2's per-channel scans run one task per (channel d, sub-block blk): task = blk * K + d, so the 32 tasks of a warp
 // are 32 consecutive channels of one sub-block (coalesced global stores, conflict-free shared loads).
 struct ScanTask {

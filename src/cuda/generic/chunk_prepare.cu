@@ -266,8 +266,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. val[r] = q_r . w, val[16 + r] =
   // k_r . w (w = exp2(..) k_c), reduced over the warp by a reduce-scatter: lane l ends with the full val[l].
 #pragma unroll 1
-  for (int task = warp; task < 64; task += kThreads / 32) {
-    const int bk = task >> 4, c = task & 15, base = 16 * bk;
+  for (int task = warp; task < kSubBlocks * kSub; task += kThreads / 32) {
+    const DiagTask dt = diag_task(task);  // balanced over the warps (chunk_map.h)
+    const int bk = dt.bk, c = dt.c, base = 16 * bk;
     float val[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) val[i] = 0.0f;
