@@ -375,17 +375,21 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S3: off-diagonal blocks (I, J), I > J, one per warp 0-5 (splitting a block's two n-tiles over two warps
-  // re-splits the A fragments in both: ~60% more instructions for half the chain): rows Kr / Qr of block I against
-  // Ksuf of block J times P_{J+1} .. P_{I-1}, in 3xTF32.
-  if (warp < 6) {
-    const int I = warp < 1 ? 1 : warp < 3 ? 2 : 3;
-    const int J = warp < 1 ? 0 : warp < 3 ? warp - 1 : warp - 3;
+  // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
+  // P_{J+1} .. P_{I-1}, in 3xTF32. Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the
+  // dependent mma chain halves; splitting a block's two n-tiles instead re-splits the A fragments in both warps:
+  // ~60% more instructions): the second half stores its raw partial sums in the block's place, the first adds its
+  // own to them after a barrier and finishes the block (beta, the backward's copy).
+  float akk[2][4] = {}, aqk[2][4] = {};
+  const int s3 = warp % 6, half = warp / 6;
+  const int I = s3 < 1 ? 1 : s3 < 3 ? 2 : 3;
+  const int J = s3 < 1 ? 0 : s3 < 3 ? s3 - 1 : s3 - 3;
+  const int a0 = 16 * I + grp, a1 = a0 + 8;
+  if (warp < 12) {
     const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
-    float akk[2][4] = {}, aqk[2][4] = {};
-    const int a0 = 16 * I + grp, a1 = a0 + 8;
+    constexpr int kSteps = K / 16;  // k-steps of 8 channels per half
 #pragma unroll 2
-    for (int ks = 0; ks < K / 8; ++ks) {
+    for (int ks = half * kSteps; ks < (half + 1) * kSteps; ++ks) {
       const int c0 = 8 * ks + tig, c1 = c0 + 4;
       const float f0 = F ? F[c0] : 1.0f, f1 = F ? F[c1] : 1.0f;
       uint32_t kh[4], kl[4], qh[4], ql[4];
@@ -407,21 +411,35 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         mma3(aqk[nt], qh, ql, bh, bl);
       }
     }
+    if (half == 1) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = 16 * J + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(akk[nt][0], akk[nt][1]);
+        *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(akk[nt][2], akk[nt][3]);
+        *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0], aqk[nt][1]);
+        *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
+      }
+    }
+  }
+  __syncthreads();
+  if (warp < 6) {
     const float be0 = beta_s[a0], be1 = beta_s[a1];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
       const int col = 16 * J + 8 * nt + 2 * tig;
-      Akk[a0 * PA + col] = be0 * akk[nt][0];
-      Akk[a0 * PA + col + 1] = be0 * akk[nt][1];
-      Akk[a1 * PA + col] = be1 * akk[nt][2];
-      Akk[a1 * PA + col + 1] = be1 * akk[nt][3];
-      Aqk[a0 * PA + col] = aqk[nt][0];
-      Aqk[a0 * PA + col + 1] = aqk[nt][1];
-      Aqk[a1 * PA + col] = aqk[nt][2];
-      Aqk[a1 * PA + col + 1] = aqk[nt][3];
+      const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
+      const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
+      const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
+      const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
+      const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
+      *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
+      *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
+      *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
+      *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
       if (akk_save) {
-        *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(akk[nt][0], akk[nt][1]);
-        *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(akk[nt][2], akk[nt][3]);
+        *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
+        *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
       }
     }
   }
