@@ -186,9 +186,11 @@ def bench_decode(run, impls, shapes):
         nbytes = bc.decode_min_bytes(H, B)
         R = min(32, max(1, math.ceil(3 * 60e6 / nbytes))) if run.cuda else 1
         sets = [bc.decode_inputs(H, B, run.gen, run.dev) for _ in range(R)]
-        # The oracle: the first set's outputs and pool after one step (float64 inside), from CPU copies (updated in
-        # place).
-        x0 = sets[0]
+        # The oracle: outputs and pool after one step (float64 inside) of a set of its own, from CPU copies (updated
+        # in place). Not one of the timed sets: timing advances their pools in place, so an implementation verified
+        # after another was timed would be judged against a pool it never saw (session 10: FLA's decode "missed" by
+        # 0.2 that way, right under Triton's interpreter on the CPU).
+        x0 = bc.decode_inputs(H, B, run.gen, run.dev)
         ref_o, ref_pool = kda.fused_recurrent_kda(**host(x0, torch.float32), **FLAGS, state_v_first=True,
                                                   backend="reference")
         print(f"{name}: H={H}, batch {B}, {R} input set(s)")
