@@ -7,7 +7,9 @@
 # --torch-wheel PATH: also libkda_torch.so, the PyTorch extension, built against that torch wheel (the GPU machine's
 # torch: `pip download torch==VERSION --no-deps --only-binary=:all: --python-version 3.12 --platform
 # manylinux_2_28_x86_64`), so the lease's python step does not compile the library there. The wheel's headers and
-# the three libraries the extension links are unpacked once into .carry/torch-root.
+# the three libraries the extension links are unpacked once into .carry/torch-root. With it, libkda_jax.so (the XLA
+# FFI handlers, CUDA ones included) too when this machine's Python imports jax: the handlers use only the FFI's C API,
+# which newer jaxlibs keep accepting, so the device image's jax loads them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
@@ -21,7 +23,7 @@ if [ "${1:-}" = "--torch-wheel" ]; then
       torch/lib/libc10_cuda.so -d "$root"
     basename "$torch_wheel" > "$root/.wheel"
   fi
-  python=(-DKDA_BUILD_PYTHON=ON -DKDA_TORCH_ROOT="$PWD/$root/torch" -DKDA_BUILD_JAX=OFF)
+  python=(-DKDA_BUILD_PYTHON=ON -DKDA_TORCH_ROOT="$PWD/$root/torch" -DKDA_BUILD_JAX=AUTO)
 else
   python=(-DKDA_BUILD_PYTHON=OFF)
 fi
@@ -31,6 +33,7 @@ cmake --build build-gpu
 stage=$(mktemp -d)
 cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/libkda.so "$stage/"
 [ -n "$torch_wheel" ] && cp build-gpu/python/libkda_torch.so "$stage/"
+[ -n "$torch_wheel" ] && [ -f build-gpu/python/libkda_jax.so ] && cp build-gpu/python/libkda_jax.so "$stage/"
 strip "$stage"/*
 cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
 rm -rf .carry/bin

@@ -173,7 +173,9 @@ if want python; then
       && cmake --build build-torch; } > "$W/python_build.log" 2>&1 || { rc=1; tail -30 "$W/python_build.log"; }
     ext="$PWD/build-torch/python/libkda_torch.so"
   fi
-  KDA_TORCH_LIBRARY="$ext" PYTHONPATH="/tmp/site:$PWD/python" \
+  # kda.jax loads libkda_jax.so from beside itself: the carried one (gpu_build.sh builds it where jax imports).
+  [ -f "$BIN/libkda_jax.so" ] && cp "$BIN/libkda_jax.so" python/kda/
+  KDA_TORCH_LIBRARY="$ext" PYTHONPATH="/tmp/site:$PWD/python" XLA_PYTHON_CLIENT_PREALLOCATE=false \
     timeout 400 python3 -m pytest -q -rs -p no:cacheprovider python/tests -s > "$W/python_tests.log" 2>&1 || rc=1
   grep -E "passed|failed|FAILED|SKIPPED|relative RMSE" "$W/python_tests.log" | head -40
   done_step python python_build.log python_tests.log
