@@ -1,11 +1,15 @@
-"""plot_results.py: draws one kda-bench results file (bench/results/*.json) as a PNG beside it: per prefill workload,
-kda's median time, the peers' (FLA measured in the same lease where the file has them, FlashKDA's published H200
-figure as a fixed reference, labelled as such) and the memory floor measured in the same run; and, when the file has
-decode workloads, kda's decode time against the floor per batch size.
+"""plot_results.py: draws benchmark results (bench/results/*.json) as a PNG: per prefill workload, kda's median time,
+the peers' (FLA measured in the same lease where the files have them, FlashKDA's published H200 figure as a fixed
+reference, labelled as such) and the memory floor measured in the same run; and, when the files have decode
+workloads, kda's decode time (and FLA's) against the floor per batch size.
 
-usage: python3 scripts/plot_results.py bench/results/<file>.json [--peers bench_torch.json] [--out PNG]
-  --peers: scripts/bench_torch.py's JSON from the same lease (the FLA records are drawn); its records are stored in
-           the results file under "peers" (with its command), so the committed file holds both sides of every ratio.
+usage: python3 scripts/plot_results.py RESULTS.json [RESULTS.json ...] [--peers bench_torch.json] [--out PNG]
+  RESULTS: kda-bench's JSON, or scripts/bench_torch.py's (kda's torch op and FLA in one file: its FLA records are the
+           peers); several files (bench_torch's prefill and decode parts, say) draw as one figure, beside the first
+           unless --out says otherwise.
+  --peers: scripts/bench_torch.py's JSON from the same lease as a kda-bench file (its FLA records are drawn); its
+           records are stored in that results file under "peers" (with its command), so the committed file holds
+           both sides of every ratio.
 """
 import argparse
 import json
@@ -22,22 +26,30 @@ from published import FLA_SPEC_MS, FLASHKDA_MS  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+")
     ap.add_argument("--out", default="")
     ap.add_argument("--peers", default="")
     args = ap.parse_args()
-    with open(args.results) as f:
-        d = json.load(f)
+    files = []
+    for path in args.results:
+        with open(path) as f:
+            files.append(json.load(f))
+    d = files[0]
     if args.peers:
         with open(args.peers) as f:
             pj = json.load(f)
         d["peers"] = pj["results"]
         d["peers_command"] = pj.get("command", "")
-        with open(args.results, "w") as f:
+        with open(args.results[0], "w") as f:
             json.dump(d, f, indent=1)
-    prefill = [r for r in d["results"] if r["workload"] in FLASHKDA_MS and r.get("median_us")]
-    decode = [r for r in d["results"] if r["workload"].startswith("decode-") and r.get("median_us")]
-    peers = [p for p in d.get("peers", []) if p.get("impl", "fla").startswith("fla") and p.get("median_us")]
+    records = [r for x in files for r in x["results"] if r.get("median_us")]
+    is_fla = lambda r: r.get("impl", "").startswith("fla")  # noqa: E731
+    # kda's own rows: not FLA's, and not the training-only saved variant.
+    ours = [r for r in records if not is_fla(r) and not r.get("impl", "").endswith("-saved")]
+    prefill = [r for r in ours if r["workload"] in FLASHKDA_MS]
+    decode = [r for r in ours if r["workload"].startswith("decode-")]
+    peers = [p for x in files for p in x.get("peers", []) if p.get("impl", "fla").startswith("fla")
+             and p.get("median_us")] + [r for r in records if is_fla(r)]
     fla = {p["workload"]: p["median_us"] / 1000 for p in peers}
     fla_decode = {p["workload"]: p["median_us"] for p in peers if p["workload"].startswith("decode-")}
 
@@ -60,7 +72,7 @@ def main():
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=20)
         ax.set_ylabel("ms (median)")
-        ax.set_title(f"prefill, {prefill[0]['gpu']}, commit {d['commit']}")
+        ax.set_title(f"prefill, {prefill[0]['gpu']}, commit {prefill[0].get('commit', d['commit'])}")
         ax.legend(fontsize=7)
     if decode:
         ax = axes[0][ax_i]
@@ -80,7 +92,7 @@ def main():
         ax.set_title("decode against the state-traffic floor")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    out = args.out or os.path.splitext(args.results)[0] + ".png"
+    out = args.out or os.path.splitext(args.results[0])[0] + ".png"
     fig.savefig(out, dpi=110)
     print(f"wrote {out}")
 

@@ -33,3 +33,27 @@ def test_bench_torch_cpu_smoke(tmp_path):
     for impl in ("kda-torch", "kda-torch-saved"):
         assert all(v < 8e-3 for v in recs["train-cpu-smoke", impl]["grad_rel_rmse"].values())
     assert "WRONG" not in r.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke run; on a GPU the lease runs the real one")
+def test_plot_results_draws_bench_torch_files(tmp_path):
+    """plot_results.py draws bench_torch's files (kda and FLA records in one file, prefill and decode in two) as one
+    PNG; the records here are a real GPU run's shape, written by hand, so the script's reading of them is checked."""
+    pytest.importorskip("matplotlib")
+
+    def rec(workload, impl, us, floor):
+        return dict(workload=workload, impl=impl, gpu="NVIDIA H200", commit="abc1234", median_us=us, floor_us=floor)
+
+    prefill = tmp_path / "prefill.json"
+    decode = tmp_path / "decode.json"
+    prefill.write_text(json.dumps(dict(commit="abc1234", results=[
+        rec("h64-fixed", "kda-torch", 3000.0, 160.0), rec("h64-fixed", "fla-chunk_kda", 1750.0, 160.0)])))
+    decode.write_text(json.dumps(dict(commit="abc1234", results=[
+        rec(f"decode-h32-b{b}", impl, us * b, 0.7 * b) for b in (1, 8) for impl, us in
+        (("kda-torch", 6.5), ("fla-fused_recurrent_kda", 5.2))])))
+    out = tmp_path / "peers.png"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "scripts")] + sys.path))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_results.py"), str(prefill), str(decode),
+                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.stat().st_size > 10_000
