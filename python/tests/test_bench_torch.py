@@ -57,3 +57,15 @@ def test_plot_results_draws_bench_torch_files(tmp_path):
                         "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert out.stat().st_size > 10_000
+
+
+def test_a_wrong_answer_gets_no_time(monkeypatch):
+    """kda is timed only inside the tensor-core bound; a peer also between that bound and PEER_GATE (labelled), never
+    beyond it: FLA's decode once 'missed' by 0.2 because the harness fed it a pool kda's timing had advanced."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import bench_torch as bt
+    assert bt.timed_at_all("kda", True, 1e-3, 1e-5)
+    assert not bt.timed_at_all("kda", False, 5e-3, 4e-3)
+    assert bt.timed_at_all("fla", False, 5e-3, 4e-3)
+    assert not bt.timed_at_all("fla", False, 0.2, 0.15)
+    assert not bt.timed_at_all("fla", False, 1e-3, 0.15)
