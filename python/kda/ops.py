@@ -104,6 +104,10 @@ def _setup_context(ctx, inputs, output):
     (q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound, use_qk_l2norm,
      beta_is_logits, allow_neg_eigval, state_v_first, output_final_state, chunk_size) = inputs[:18]
     saved = (output[2],) if len(output) == 3 else ()
+    # No zero tensors for gradients nobody sent: autograd would otherwise hand _backward a zero-filled uint8 twin of
+    # chunk_fwd_saved's workspace (6.4 GB at h96-fixed: session 10 measured the saving step's peak at 2x the
+    # workspace) and of an unused output or final state; _backward takes None for each.
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *saved)
     ctx.flags = (scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first)
     ctx.output_final_state = output_final_state
