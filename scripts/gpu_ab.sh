@@ -53,7 +53,9 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
 rc=0
 if [ -n "$tests" ]; then
   for b in "${builds[@]}"; do
-    LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda_gpu_tests" --gtest_filter="$tests" > "$W/tests-$b.log" 2>&1 || rc=1
+    # Bounded: a kernel that hangs (a pipeline waiting on a barrier nobody arrives at) must not eat the lease.
+    LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 "/tmp/ab/$b/kda_gpu_tests" --gtest_filter="$tests" > "$W/tests-$b.log" 2>&1 \
+      || rc=1
     echo "== $b tests: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests-$b.log" | tr '\n' ' ')"
     (cd "$W" && tar -rf "$OUT/results.tar" "tests-$b.log")
   done
@@ -61,7 +63,7 @@ fi
 if [ -n "$verify" ]; then
   for b in "${builds[@]}"; do
     for i in "${impls[@]}"; do
-      LD_LIBRARY_PATH="/tmp/ab/$b" "/tmp/ab/$b/kda-verify" --suite "$verify" --impl "$i" ${vfilter:+--filter "$vfilter"} \
+      LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 "/tmp/ab/$b/kda-verify" --suite "$verify" --impl "$i" ${vfilter:+--filter "$vfilter"} \
         --json "$W/verify-$b-$i.json" > "$W/verify-$b-$i.log" 2>&1 || rc=1
       echo "== $b $i verify $verify: $(tail -1 "$W/verify-$b-$i.log")"
       grep FAIL "$W/verify-$b-$i.log" | cut -c1-160
