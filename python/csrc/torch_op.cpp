@@ -265,7 +265,10 @@ void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
                 const OptTensor& A_log, const OptTensor& dt_bias, const Tensor& state_pool,
                 const Tensor& state_indices, const OptTensor& num_accepted_tokens, double scale, int64_t gate_mode,
                 double lower_bound, bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval,
-                bool state_v_first, int64_t backend, const Tensor& out) {
+                bool state_v_first, int64_t backend, const Tensor& out, const OptTensor& q_conv_weight,
+                const OptTensor& k_conv_weight, const OptTensor& v_conv_weight, const OptTensor& q_conv_state,
+                const OptTensor& k_conv_state, const OptTensor& v_conv_state, const OptTensor& out_norm_weight,
+                const OptTensor& out_gate, double out_norm_eps, int64_t out_gate_activation) {
   kda_decode_args_t a;
   kda_decode_args_init(&a);
   a.q = desc(q, "q");
@@ -289,6 +292,19 @@ void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   a.allow_neg_eigval = allow_neg_eigval;
   a.state_v_first = state_v_first;
   a.backend = static_cast<kda_backend_t>(backend);
+  // The fusions (kda.h): conv of q / k / v with conv-state pools updated in place, the gated RMSNorm of the output.
+  a.q_conv_weight = desc(q_conv_weight, "q_conv_weight");
+  a.k_conv_weight = desc(k_conv_weight, "k_conv_weight");
+  a.v_conv_weight = desc(v_conv_weight, "v_conv_weight");
+  a.q_conv_state = desc(q_conv_state, "q_conv_state");
+  a.k_conv_state = desc(k_conv_state, "k_conv_state");
+  a.v_conv_state = desc(v_conv_state, "v_conv_state");
+  a.out_norm_weight = desc(out_norm_weight, "out_norm_weight");
+  a.out_gate = desc(out_gate, "out_gate");
+  a.out_norm_eps = static_cast<float>(out_norm_eps);
+  TORCH_CHECK_VALUE(out_gate_activation == KDA_OUT_GATE_SIGMOID || out_gate_activation == KDA_OUT_GATE_SILU,
+                    "kda: out_gate_activation: unknown value ", out_gate_activation);
+  a.out_gate_activation = static_cast<kda_out_gate_activation_t>(out_gate_activation);
   size_t ws = 0;
   const std::initializer_list<std::pair<const char*, const char*>> renames = {
       {"state_indices", "ssm_state_indices"}, {"state_pool", "initial_state (the state pool)"}};
@@ -369,7 +385,9 @@ TORCH_LIBRARY(kda, m) {
   m.def("decode_out(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor? A_log, Tensor? dt_bias, "
         "Tensor(a!) state_pool, Tensor state_indices, Tensor? num_accepted_tokens, float scale, int gate_mode, "
         "float lower_bound, bool use_qk_l2norm, bool beta_is_logits, bool allow_neg_eigval, bool state_v_first, "
-        "int backend, Tensor(b!) out) -> ()");
+        "int backend, Tensor(b!) out, Tensor? q_conv_weight, Tensor? k_conv_weight, Tensor? v_conv_weight, "
+        "Tensor(c!)? q_conv_state, Tensor(d!)? k_conv_state, Tensor(e!)? v_conv_state, Tensor? out_norm_weight, "
+        "Tensor? out_gate, float out_norm_eps, int out_gate_activation) -> ()");
   m.def("library_version() -> int", &library_version);
 }
 

@@ -320,6 +320,10 @@ def _check_equal_lengths(cu_seqlens, N, T1):
         )
 
 
+# kda_out_gate_activation_t by name (FLA's FusedRMSNormGated: "sigmoid"; "silu" = "swish").
+_OUT_GATE_ACTIVATIONS = {"sigmoid": 0, "silu": 1, "swish": 1}
+
+
 def fused_recurrent_kda(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -343,6 +347,12 @@ def fused_recurrent_kda(
     *,
     out: Optional[torch.Tensor] = None,
     backend: str = "auto",
+    conv_weights: Optional[tuple] = None,
+    conv_states: Optional[tuple] = None,
+    out_norm_weight: Optional[torch.Tensor] = None,
+    out_gate: Optional[torch.Tensor] = None,
+    out_norm_eps: float = 1e-5,
+    out_gate_activation: str = "sigmoid",
     **kwargs,
 ):
     """Drop-in for `fla.ops.kda.fused_recurrent_kda`; returns (o, final_state or None).
@@ -354,12 +364,32 @@ def fused_recurrent_kda(
     token t to pool[idx[n, t]]); a negative index marks padding (outputs zero, no slot touched). Returns
     (o, initial_state). Every sequence has the same token count: q is [N, T, H, K], or [1, N*T, H, K] with
     cu_seqlens = [0, T, 2T, ...].
+
+    kda's fusions, state-pool form only (kda.h, kda_decode_args_t): `conv_weights=(wq, wk, wv)` ([H*K, 4],
+    [H*K, 4], [HV*V, 4]) with `conv_states=(sq, sk, sv)` ([slots, H*K, 3], [slots, H*K, 3], [slots, HV*V, 3],
+    updated in place through the same slots as the pool): the causal short convolution (width 4, SiLU) of the raw
+    q, k, v before everything else, as vLLM's causal_conv1d_update. `out_norm_weight` [V] with `out_gate`
+    [N, T, HV, V] (v's shape): the gated RMSNorm of the output (FLA's FusedRMSNormGated; `out_gate_activation`
+    "sigmoid" or "silu"), so o is the normed output.
     """
     if "transpose_state_layout" in kwargs:
         if state_v_first:
             raise ValueError("kda: cannot pass both state_v_first and the deprecated transpose_state_layout")
         state_v_first = bool(kwargs.pop("transpose_state_layout"))
     _reject_kwargs("fused_recurrent_kda", kwargs)
+    fusions = (conv_weights, conv_states, out_norm_weight, out_gate)
+    if ssm_state_indices is None and any(x is not None for x in fusions):
+        raise NotImplementedError("kda: conv_weights / conv_states / out_norm_weight / out_gate: the fusions are "
+                                  "the state-pool form's (pass ssm_state_indices)")
+    if (conv_weights is None) != (conv_states is None) or any(
+            x is not None and (not isinstance(x, (tuple, list)) or len(x) != 3) for x in (conv_weights, conv_states)):
+        raise ValueError("kda: conv_weights, conv_states: give both, each a (q, k, v) triple, or neither")
+    if (out_norm_weight is None) != (out_gate is None):
+        raise ValueError("kda: out_norm_weight, out_gate: give both or neither")
+    if out_gate_activation not in _OUT_GATE_ACTIVATIONS:
+        raise ValueError(f"kda: out_gate_activation: one of {sorted(_OUT_GATE_ACTIVATIONS)}, got "
+                         f"{out_gate_activation!r}")
+
     if ssm_state_indices is None:
         if num_accepted_tokens is not None:
             raise ValueError("kda: num_accepted_tokens: needs ssm_state_indices (the state-pool form)")
@@ -402,8 +432,12 @@ def fused_recurrent_kda(
     elif tuple(out.shape) != tuple(v.shape):
         raise ValueError(f"kda: out: must have v's shape {tuple(v.shape)}, got {tuple(out.shape)}")
     out_n = out if cu_seqlens is None else out.view(qn.shape[0], qn.shape[1], *v.shape[2:])
+    gate_n = out_gate if out_gate is None or cu_seqlens is None else shape4(out_gate)
+    cw = tuple(conv_weights) if conv_weights is not None else (None,) * 3
+    cs = tuple(conv_states) if conv_states is not None else (None,) * 3
     torch.ops.kda.decode_out(qn, kn, vn, gn, bn, A_log, dt_bias, initial_state, ssm_state_indices,
                              num_accepted_tokens, float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel),
                              bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), bool(state_v_first),
-                             _backend_id(backend), out_n)
+                             _backend_id(backend), out_n, *cw, *cs, out_norm_weight, gate_n, float(out_norm_eps),
+                             _OUT_GATE_ACTIVATIONS[out_gate_activation])
     return out, initial_state

@@ -184,6 +184,84 @@ def test_fused_recurrent_state_pool(seed, device, state_v_first, packed):
     assert torch.equal(pool[untouched], before[untouched]), "slots not named by ssm_state_indices changed"
 
 
+@pytest.mark.parametrize("activation", ["sigmoid", "silu"])
+@pytest.mark.parametrize("packed", [False, True])
+def test_fused_recurrent_conv_and_norm(seed, device, activation, packed):
+    """kda's decode fusions through the torch op: the causal short conv (width 4, SiLU) of the raw q, k, v with
+    conv-state pools updated in place through the same slots, and the gated RMSNorm of the output, against their
+    composition here in float64 (the conv, the fp64 oracle on its result, the norm). Padding rows are zero; conv-state
+    slots no sequence names are untouched."""
+    N, T1, slots = 4, 2, 7
+    t, kw, pool = _pool_case(device, N, T1, slots, True)
+    H, K, HV, V = t["q"].shape[2], t["q"].shape[3], t["v"].shape[2], t["v"].shape[3]
+    idx = torch.tensor([5, -1, 0, 3], dtype=torch.int32, device=device)
+    dims = {"q": H * K, "k": H * K, "v": HV * V}
+    cw = {n: 0.5 * torch.randn(d, 4, device=device) for n, d in dims.items()}
+    cs = {n: torch.randn(slots, d, 3, device=device) for n, d in dims.items()}
+    nw = 1 + 0.1 * torch.randn(V, device=device)
+    gate = torch.randn(t["v"].shape, device=device)
+    before, cs_before = pool.clone(), {n: x.clone() for n, x in cs.items()}
+    fusions = dict(conv_weights=(cw["q"], cw["k"], cw["v"]), conv_states=(cs["q"], cs["k"], cs["v"]),
+                   out_norm_weight=nw, out_gate=gate, out_norm_eps=1e-5, out_gate_activation=activation)
+    if packed:  # vLLM's form: [1, N T, ...] with cu_seqlens
+        tp = {n: x.reshape(1, N * T1, *x.shape[2:]) for n, x in t.items()}
+        cu = torch.arange(0, N * T1 + 1, T1, dtype=torch.int32, device=device)
+        fusions["out_gate"] = gate.reshape(1, N * T1, HV, V)
+        o, _ = kda.fused_recurrent_kda(**tp, **kw, initial_state=pool, ssm_state_indices=idx, cu_seqlens=cu,
+                                       **fusions)
+        o = o.reshape(N, T1, HV, V)
+    else:
+        o, _ = kda.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx, **fusions)
+    act = torch.sigmoid if activation == "sigmoid" else F.silu
+    for n in range(N):
+        s = int(idx[n])
+        if s < 0:
+            assert torch.all(o[n] == 0), "padding rows must be zero"
+            continue
+        conv = {}
+        for name, d in dims.items():
+            x = t[name][n].double().reshape(T1, d).cpu()
+            seq = torch.cat([cs_before[name][s].double().cpu().T, x])  # [3 + T, d], oldest first
+            w = cw[name].double().cpu()
+            y = torch.stack([F.silu(sum(w[:, j] * seq[tt + j] for j in range(4))) for tt in range(T1)])
+            conv[name] = y.reshape(t[name][n].shape)[None]
+            assert_close(f"{name}_conv_state[{s}]", cs[name][s], seq[-3:].T.numpy(), 1e-6, 1e-6, seed)
+        tn = dict(q=conv["q"], k=conv["k"], v=conv["v"], g=t["g"][n: n + 1].double().cpu(),
+                  beta=t["beta"][n: n + 1].double().cpu())
+        ro, rh = reference_of(tn, dict(kw, initial_state=before[s: s + 1]))
+        ro = torch.from_numpy(ro)
+        normed = (ro * torch.rsqrt(ro.pow(2).mean(-1, keepdim=True) + 1e-5) * nw.double().cpu()
+                  * act(gate[n: n + 1].double().cpu()))
+        assert_close(f"o[{n}]", o[n: n + 1], normed.numpy(), 1e-4, 1e-3, seed)
+        assert_close(f"pool[{s}]", pool[s: s + 1], rh, 1e-4, 1e-3, seed)
+    untouched = [x for x in range(slots) if x not in {int(i) for i in idx if i >= 0}]
+    for name in dims:
+        assert torch.equal(cs[name][untouched], cs_before[name][untouched]), f"{name}_conv_state: unnamed slots"
+    assert torch.equal(pool[untouched], before[untouched])
+
+
+def test_fused_recurrent_fusion_errors(seed):
+    t, kw, pool = _pool_case("cpu", 2, 1, 3, True)
+    idx = torch.tensor([0, 2], dtype=torch.int32)
+    H, K, HV, V = t["q"].shape[2], t["q"].shape[3], t["v"].shape[2], t["v"].shape[3]
+    w3 = (torch.zeros(H * K, 4), torch.zeros(H * K, 4), torch.zeros(HV * V, 4))
+    s3 = (torch.zeros(3, H * K, 3), torch.zeros(3, H * K, 3), torch.zeros(3, HV * V, 3))
+    base = dict(**t, **kw, initial_state=pool, ssm_state_indices=idx)
+    with pytest.raises(ValueError, match="conv_weights, conv_states: give both"):
+        kda.fused_recurrent_kda(**base, conv_weights=w3)
+    with pytest.raises(ValueError, match="out_norm_weight, out_gate: give both"):
+        kda.fused_recurrent_kda(**base, out_norm_weight=torch.ones(V))
+    with pytest.raises(ValueError, match="out_gate_activation"):
+        kda.fused_recurrent_kda(**base, out_norm_weight=torch.ones(V), out_gate=torch.zeros_like(t["v"]),
+                                out_gate_activation="relu")
+    with pytest.raises(NotImplementedError, match="state-pool form"):
+        kda.fused_recurrent_kda(**{k: v for k, v in base.items() if k != "ssm_state_indices"},
+                                out_norm_weight=torch.ones(V), out_gate=torch.zeros_like(t["v"]))
+    # kda's own validation names the argument (here a conv state of the wrong width).
+    with pytest.raises(ValueError, match="v_conv_state"):
+        kda.fused_recurrent_kda(**base, conv_weights=w3, conv_states=s3[:2] + (torch.zeros(3, HV * V, 2),))
+
+
 def test_fused_recurrent_spec_decode(seed, device):
     """2-D ssm_state_indices + num_accepted_tokens: start from idx[n, a-1], state after token t to idx[n, t]."""
     N, T1, slots = 3, 3, 12

@@ -48,7 +48,14 @@ def test_opcheck_out_and_decode(seed, device):
     idx = torch.tensor([4, -1], dtype=torch.int32, device=device)
     a = _op_args(t, kw)
     dargs = a[:7] + (pool, idx, None) + a[9:16] + (0, out)
-    torch.library.opcheck(torch.ops.kda.decode_out.default, dargs)
+    torch.library.opcheck(torch.ops.kda.decode_out.default, dargs + (None,) * 8 + (1e-5, 0))
+    # With the fusions: conv weights and the conv-state pools (mutated), the norm weight and gate.
+    H, K, HV, V = t["q"].shape[2], t["q"].shape[3], t["v"].shape[2], t["v"].shape[3]
+    conv = (torch.randn(H * K, 4, device=device), torch.randn(H * K, 4, device=device),
+            torch.randn(HV * V, 4, device=device), torch.randn(5, H * K, 3, device=device),
+            torch.randn(5, H * K, 3, device=device), torch.randn(5, HV * V, 3, device=device))
+    norm = (torch.ones(V, device=device), torch.randn(t["v"].shape, device=device))
+    torch.library.opcheck(torch.ops.kda.decode_out.default, dargs + conv + norm + (1e-5, 1))
 
 
 def test_torch_compile_fullgraph(seed, device):
