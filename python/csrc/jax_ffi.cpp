@@ -9,12 +9,14 @@
 //   kda_forward:   q k v g beta A_log dt_bias initial_state cu_seqlens -> out final_state workspace
 //   kda_backward:  q k v g beta A_log dt_bias initial_state cu_seqlens dout dfinal_state
 //                  -> dq dk dv dg dbeta dA_log ddt_bias dh0 workspace
-//   kda_decode:    q k v g beta A_log dt_bias state_pool state_indices num_accepted_tokens -> out state_pool workspace
+//   kda_decode:    q k v g beta A_log dt_bias state_pool state_indices num_accepted_tokens
+//                  q_conv_weight k_conv_weight v_conv_weight q_conv_state k_conv_state v_conv_state
+//                  out_norm_weight out_gate -> out state_pool q_conv_state k_conv_state v_conv_state workspace
 //
-// Decode updates the pool in place: its state_pool result is aliased to its state_pool operand (ffi_call's
-// input_output_aliases), so XLA hands the handler the operand's buffer as the result and kda writes through it. A
-// caller that donates the pool gets it updated without a copy; otherwise XLA copies the operand first, as aliasing
-// a live buffer requires.
+// Decode updates the pool (and the fusions' conv-state pools) in place: each such result is aliased to its operand
+// (ffi_call's input_output_aliases), so XLA hands the handler the operand's buffer as the result and kda writes
+// through it. A caller that donates them gets them updated without a copy; otherwise XLA copies the operand first,
+// as aliasing a live buffer requires.
 //
 // The workspace: kda never allocates and XLA allocates every buffer of a call, so the workspace is the call's
 // last result, a uint8 buffer of the bytes kda's workspace query asks for. Its size must be fixed when the call
@@ -45,6 +47,8 @@ struct KdaJaxAttrs {
   int32_t use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first, chunk_size;
   int32_t backend;  // kda_backend_t
   int32_t present;  // bit i: buffer i of the call (operands, then results but the workspace) is given
+  float out_norm_eps;           // decode's gated RMSNorm (unused by the other calls)
+  int32_t out_gate_activation;  // kda_out_gate_activation_t
 };
 
 XLA_FFI_REGISTER_STRUCT_ATTR_DECODING(KdaJaxAttrs, xla::ffi::StructMember<float>("scale"),
@@ -56,7 +60,9 @@ XLA_FFI_REGISTER_STRUCT_ATTR_DECODING(KdaJaxAttrs, xla::ffi::StructMember<float>
                                       xla::ffi::StructMember<int32_t>("state_v_first"),
                                       xla::ffi::StructMember<int32_t>("chunk_size"),
                                       xla::ffi::StructMember<int32_t>("backend"),
-                                      xla::ffi::StructMember<int32_t>("present"));
+                                      xla::ffi::StructMember<int32_t>("present"),
+                                      xla::ffi::StructMember<float>("out_norm_eps"),
+                                      xla::ffi::StructMember<int32_t>("out_gate_activation"));
 
 namespace {
 
@@ -70,11 +76,12 @@ constexpr const char* kCallNames[] = {"kda_forward", "kda_backward", "kda_decode
 constexpr int kBuffers[] = {
     11,  // forward: 9 operands, out, final_state
     19,  // backward: 11 operands, 8 gradients
-    12,  // decode: 10 operands, out, state_pool
+    23,  // decode: 18 operands, out, state_pool, the three conv-state pools
 };
-constexpr int kDecodePoolOperand = 7, kDecodePoolResult = 11;  // decode's state_pool, aliased
+// Decode's in-place pools, operand -> result: state_pool, then the q / k / v conv states (absent without the conv).
+constexpr int kDecodeInPlace[4][2] = {{7, 19}, {13, 20}, {14, 21}, {15, 22}};
 constexpr size_t kWorkspaceAlign = 256;  // what kda asks of a workspace's start (cudaMalloc's alignment)
-using Tensors = std::array<kda_tensor_t, kBuffers[static_cast<int>(Call::kBackward)]>;  // the most buffers
+using Tensors = std::array<kda_tensor_t, kBuffers[static_cast<int>(Call::kDecode)]>;  // the most buffers
 
 struct Device {
   kda_device_type_t type;
@@ -144,10 +151,20 @@ kda_decode_args_t decode_args(const Tensors& t, const KdaJaxAttrs& a) {
   kda_decode_args_t d;
   kda_decode_args_init(&d);
   set_common(&d, t, a);
-  d.state_pool = t[kDecodePoolResult];
+  d.state_pool = t[kDecodeInPlace[0][1]];
   d.state_indices = t[8];
   d.num_accepted_tokens = t[9];
-  d.out = t[10];
+  d.q_conv_weight = t[10];
+  d.k_conv_weight = t[11];
+  d.v_conv_weight = t[12];
+  d.q_conv_state = t[kDecodeInPlace[1][1]];
+  d.k_conv_state = t[kDecodeInPlace[2][1]];
+  d.v_conv_state = t[kDecodeInPlace[3][1]];
+  d.out_norm_weight = t[16];
+  d.out_gate = t[17];
+  d.out_norm_eps = a.out_norm_eps;
+  d.out_gate_activation = static_cast<kda_out_gate_activation_t>(a.out_gate_activation);
+  d.out = t[18];
   return d;
 }
 
@@ -224,20 +241,20 @@ ffi::ErrorOr<ffi::AnyBuffer> buffer(const ffi::RemainingArgs& args, const ffi::R
   return **r;
 }
 
-// Decode's pool result holds the pool kda updates. It is the operand's own buffer when XLA honours the alias; should
-// it ever be a buffer of its own, the operand is copied into it first (on the call's stream), so the result is the
-// updated pool either way.
+// Decode's in-place results (the pool, the conv states) hold what kda updates. Each is its operand's own buffer when
+// XLA honours the alias; should one ever be a buffer of its own, the operand is copied into it first (on the call's
+// stream), so the result is the updated pool either way.
 ffi::Error prepare_pool(Device dev, void* stream, ffi::AnyBuffer operand, ffi::AnyBuffer result) {
   if (operand.untyped_data() == result.untyped_data()) return ffi::Error::Success();
   if (operand.size_bytes() != result.size_bytes())
-    return ffi::Error::InvalidArgument("kda_decode: state_pool: the result and the operand differ in size");
+    return ffi::Error::InvalidArgument("kda_decode: an in-place pool: the result and the operand differ in size");
 #ifdef KDA_WITH_CUDA
   if (dev.type == KDA_DEVICE_CUDA) {
     const cudaError_t e = cudaMemcpyAsync(result.untyped_data(), operand.untyped_data(), operand.size_bytes(),
                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
     return e == cudaSuccess ? ffi::Error::Success()
                             : ffi::Error(ffi::ErrorCode::kInternal,
-                                         std::string("kda_decode: state_pool: copy: ") + cudaGetErrorString(e));
+                                         std::string("kda_decode: in-place pool copy: ") + cudaGetErrorString(e));
   }
 #endif
   if (operand.size_bytes()) std::memcpy(result.untyped_data(), operand.untyped_data(), operand.size_bytes());
@@ -263,11 +280,14 @@ ffi::Error execute(Call c, Device dev, void* stream, ffi::RemainingArgs args, ff
                   b->dimensions().begin(), dev);
   }
   if (c == Call::kDecode) {
-    ffi::ErrorOr<ffi::AnyBuffer> operand = buffer(args, rets, kDecodePoolOperand);
-    ffi::ErrorOr<ffi::AnyBuffer> result = buffer(args, rets, kDecodePoolResult);
-    if (!operand) return operand.error();
-    if (!result) return result.error();
-    if (ffi::Error e = prepare_pool(dev, stream, *operand, *result); e.failure()) return e;
+    for (const auto& io : kDecodeInPlace) {
+      if (!(a.present & (1 << io[0]))) continue;  // a conv-state pool without the conv
+      ffi::ErrorOr<ffi::AnyBuffer> operand = buffer(args, rets, io[0]);
+      ffi::ErrorOr<ffi::AnyBuffer> result = buffer(args, rets, io[1]);
+      if (!operand) return operand.error();
+      if (!result) return result.error();
+      if (ffi::Error e = prepare_pool(dev, stream, *operand, *result); e.failure()) return e;
+    }
   }
   ffi::ErrorOr<ffi::AnyBuffer> ws = buffer(args, rets, n);
   if (!ws) return ws.error();

@@ -51,13 +51,14 @@ _INPUTS = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state", "cu_
 _BUFFERS = {
     "kda_forward": _INPUTS + ("out", "final_state"),
     "kda_backward": _INPUTS + ("dout", "dfinal_state", "dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias", "dh0"),
-    "kda_decode": _INPUTS[:8] + ("ssm_state_indices", "num_accepted_tokens", "out", "initial_state"),
+    "kda_decode": _INPUTS[:8] + ("ssm_state_indices", "num_accepted_tokens") + (
+        "q_conv_weight", "k_conv_weight", "v_conv_weight", "q_conv_state", "k_conv_state", "v_conv_state",
+        "out_norm_weight", "out_gate", "out", "initial_state", "q_conv_state", "k_conv_state", "v_conv_state"),
 }
 # kda's names of decode's arguments -> the Python API's (as torch_op.cpp's decode_out renames them).
 _RENAMES = {"kda_decode": (("state_indices", "ssm_state_indices"), ("state_pool", "initial_state (the state pool)"))}
-# The fusions of kda_decode_args_t that kda.jax does not take (yet).
-_DECODE_FUSIONS = ("q_conv_weight", "k_conv_weight", "v_conv_weight", "q_conv_state", "k_conv_state",
-                   "v_conv_state", "out_norm_weight", "out_gate")
+# kda_out_gate_activation_t by name (as kda.fused_recurrent_kda's out_gate_activation).
+_OUT_GATE_ACTIVATIONS = {"sigmoid": 0, "silu": 1, "swish": 1}
 _KDA_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(jnp.bfloat16): 2,
                np.dtype(np.float64): 3, np.dtype(np.int32): 4, np.dtype(np.int64): 5}  # kda_dtype_t
 _MAX_DIMS = 6  # KDA_MAX_DIMS
@@ -68,7 +69,8 @@ class _Attrs(ctypes.Structure):
     _fields_ = [("scale", ctypes.c_float), ("gate_mode", ctypes.c_int32), ("lower_bound", ctypes.c_float),
                 ("use_qk_l2norm", ctypes.c_int32), ("beta_is_logits", ctypes.c_int32),
                 ("allow_neg_eigval", ctypes.c_int32), ("state_v_first", ctypes.c_int32),
-                ("chunk_size", ctypes.c_int32), ("backend", ctypes.c_int32), ("present", ctypes.c_int32)]
+                ("chunk_size", ctypes.c_int32), ("backend", ctypes.c_int32), ("present", ctypes.c_int32),
+                ("out_norm_eps", ctypes.c_float), ("out_gate_activation", ctypes.c_int32)]
 
 
 class _Flags(NamedTuple):
@@ -83,6 +85,8 @@ class _Flags(NamedTuple):
     chunk_size: int
     backend: int
     output_final_state: bool
+    out_norm_eps: float = 1e-5      # decode's gated RMSNorm
+    out_gate_activation: int = 0    # kda_out_gate_activation_t
 
 
 def _raise_for(status, call):
@@ -106,7 +110,8 @@ def _query(call, cuda, flags, buffers, results):
     names = _BUFFERS[call]
     specs = list(buffers) + list(results)
     attrs = _Attrs(flags.scale, flags.gate_mode, flags.lower_bound, flags.use_qk_l2norm, flags.beta_is_logits,
-                   flags.allow_neg_eigval, flags.state_v_first, flags.chunk_size, flags.backend, 0)
+                   flags.allow_neg_eigval, flags.state_v_first, flags.chunk_size, flags.backend, 0,
+                   flags.out_norm_eps, flags.out_gate_activation)
     n = len(names)
     dtypes, ndims, dims = (ctypes.c_int32 * n)(), (ctypes.c_int32 * n)(), (ctypes.c_int64 * (n * _MAX_DIMS))()
     for i, (name, x) in enumerate(zip(names, specs)):
@@ -265,12 +270,18 @@ def chunk_kda(
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _decode(flags, q, k, v, g, beta, A_log, dt_bias, pool, indices, num_accepted):
-    # The pool result is aliased to the pool operand (buffer 7 -> result 1): kda updates it in place.
+def _decode(flags, q, k, v, g, beta, A_log, dt_bias, pool, indices, num_accepted, conv_w, conv_s, norm_w, out_gate):
+    # In-place results aliased to their operands: the pool (buffer 7 -> result 1) and, with the conv, the q / k / v
+    # conv-state pools (buffers 13-15 -> results 2-4); kda updates them in place.
     results = [jax.ShapeDtypeStruct(v.shape, q.dtype), jax.ShapeDtypeStruct(pool.shape, pool.dtype)]
-    out, new_pool = _run("kda_decode", flags, [q, k, v, g, beta, A_log, dt_bias, pool, indices, num_accepted],
-                         results, aliases={7: 1})
-    return out, new_pool
+    results += [None if x is None else jax.ShapeDtypeStruct(x.shape, x.dtype) for x in conv_s]
+    aliases = {7: 1}
+    if conv_s[0] is not None:
+        aliases.update({13: 2, 14: 3, 15: 4})
+    out, new_pool, *new_conv = _run(
+        "kda_decode", flags, [q, k, v, g, beta, A_log, dt_bias, pool, indices, num_accepted, *conv_w, *conv_s,
+                              norm_w, out_gate], results, aliases=aliases)
+    return out, new_pool, tuple(new_conv)
 
 
 @_decode.defjvp
@@ -301,6 +312,12 @@ def fused_recurrent_kda(
     ssm_state_indices=None,
     num_accepted_tokens=None,
     backend: str = "auto",
+    conv_weights=None,
+    conv_states=None,
+    out_norm_weight=None,
+    out_gate=None,
+    out_norm_eps: float = 1e-5,
+    out_gate_activation: str = "sigmoid",
     **kwargs,
 ):
     """`kda.fused_recurrent_kda` for JAX arrays (every argument after beta keyword-only); returns (o, state).
@@ -313,14 +330,29 @@ def fused_recurrent_kda(
     bitwise unchanged. Returns (o, new_pool). JAX arrays are immutable, so the new pool is a new array; inside
     jax.jit with the pool donated (`donate_argnums`) XLA updates the pool's buffer in place, without a copy (not
     donated, XLA copies the pool first). Inference-only: differentiating it raises NotImplementedError. Not taken
-    (yet): packed sequences (`cu_seqlens`; reshape [1, N*T, ...] to [N, T, ...]) and kda's decode fusions (conv and
-    gated RMSNorm).
+    (yet): packed sequences (`cu_seqlens`; reshape [1, N*T, ...] to [N, T, ...]).
+
+    kda's decode fusions, as kda.fused_recurrent_kda's (state-pool form): `conv_weights=(wq, wk, wv)` with
+    `conv_states=(sq, sk, sv)` (the causal short conv of the raw q, k, v, width 4, SiLU; conv-state pools
+    [slots, dim, 3] read and written through the same slots as the pool), and `out_norm_weight` [V] with `out_gate`
+    (v's shape) for the gated RMSNorm of the output (`out_gate_activation` "sigmoid" or "silu"). With the conv the
+    call returns (o, new_pool, (new_sq, new_sk, new_sv)), the conv-state pools updated as the pool is (in place when
+    donated).
     """
-    fusions = sorted(set(kwargs) & set(_DECODE_FUSIONS))
-    if fusions:
-        raise NotImplementedError(f"kda: {', '.join(fusions)}: kda.jax does not take the decode fusions (yet)")
     if kwargs:
         raise TypeError(f"kda.fused_recurrent_kda: unsupported argument(s) {sorted(kwargs)}")
+    fusions = (conv_weights, conv_states, out_norm_weight, out_gate)
+    if ssm_state_indices is None and any(x is not None for x in fusions):
+        raise NotImplementedError("kda: conv_weights / conv_states / out_norm_weight / out_gate: the fusions are "
+                                  "the state-pool form's (pass ssm_state_indices)")
+    if (conv_weights is None) != (conv_states is None) or any(
+            x is not None and (not isinstance(x, (tuple, list)) or len(x) != 3) for x in (conv_weights, conv_states)):
+        raise ValueError("kda: conv_weights, conv_states: give both, each a (q, k, v) triple, or neither")
+    if (out_norm_weight is None) != (out_gate is None):
+        raise ValueError("kda: out_norm_weight, out_gate: give both or neither")
+    if out_gate_activation not in _OUT_GATE_ACTIVATIONS:
+        raise ValueError(f"kda: out_gate_activation: one of {sorted(_OUT_GATE_ACTIVATIONS)}, got "
+                         f"{out_gate_activation!r}")
     if ssm_state_indices is None:
         if num_accepted_tokens is not None:
             raise ValueError("kda: num_accepted_tokens: needs ssm_state_indices (the state-pool form)")
@@ -339,4 +371,10 @@ def fused_recurrent_kda(
     flags, A_log, dt_bias = _prepare(q, v, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
                                      use_beta_sigmoid_in_kernel, allow_neg_eigval, False, lower_bound, A_log, dt_bias,
                                      state_v_first, backend, 0, True)
-    return _decode(flags, q, k, v, g, beta, A_log, dt_bias, initial_state, ssm_state_indices, num_accepted_tokens)
+    flags = flags._replace(out_norm_eps=float(out_norm_eps),
+                           out_gate_activation=_OUT_GATE_ACTIVATIONS[out_gate_activation])
+    conv_w = tuple(conv_weights) if conv_weights is not None else (None,) * 3
+    conv_s = tuple(conv_states) if conv_states is not None else (None,) * 3
+    o, new_pool, new_conv = _decode(flags, q, k, v, g, beta, A_log, dt_bias, initial_state, ssm_state_indices,
+                                    num_accepted_tokens, conv_w, conv_s, out_norm_weight, out_gate)
+    return (o, new_pool) if conv_states is None else (o, new_pool, new_conv)

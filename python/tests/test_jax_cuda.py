@@ -12,7 +12,7 @@ import torch  # noqa: E402
 
 import kda  # noqa: E402
 from reference import assert_close  # noqa: E402
-from test_jax_decode import check_untouched, decode, pool_case  # noqa: E402
+from test_jax_decode import check_decode_fusions, check_untouched, decode, pool_case  # noqa: E402
 from test_ops import reference_of  # noqa: E402
 
 try:
@@ -96,3 +96,11 @@ def test_cuda_decode_state_pool(seed, rng, mode):
         assert_close("o", o[n:n + 1], ro, 1e-4, 1e-3, seed)
         assert_close("state", new[s:s + 1], rh, 1e-4, 1e-3, seed)
     np.testing.assert_array_equal(np.asarray(o[1]), 0)
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit", "jit_donated"])
+@pytest.mark.parametrize("T", [1, 2])
+def test_cuda_decode_fusions(seed, rng, mode, T):
+    """The decode fusions on the GPU (conv kernel, decode kernel, norm kernel in one call), as test_jax_decode checks
+    them on the CPU: against their float64 composition, conv states updated, unnamed slots untouched."""
+    check_decode_fusions(seed, rng, mode, "silu", T=T)

@@ -141,12 +141,25 @@ def test_unaliased_pool_result_is_copied_first(seed, rng):
     flags, A_log, dt_bias = kj._prepare(t["q"], t["v"], t["beta"], None, True, True, True, False, False, None,
                                         kw["A_log"], kw["dt_bias"], False, "auto", 0, True)
     pool = jnp.asarray(before)
-    results = [jax.ShapeDtypeStruct(t["v"].shape, t["q"].dtype), jax.ShapeDtypeStruct(pool.shape, pool.dtype)]
-    buffers = [t["q"], t["k"], t["v"], t["g"], t["beta"], A_log, dt_bias, pool, idx, None]
-    o2, new2 = jax.jit(lambda b: kj._run("kda_decode", flags, b, results))(buffers)
+    results = [jax.ShapeDtypeStruct(t["v"].shape, t["q"].dtype), jax.ShapeDtypeStruct(pool.shape, pool.dtype),
+               None, None, None]
+    buffers = [t["q"], t["k"], t["v"], t["g"], t["beta"], A_log, dt_bias, pool, idx, None] + [None] * 8
+    o2, new2, *_ = jax.jit(lambda b: kj._run("kda_decode", flags, b, results))(buffers)
     np.testing.assert_array_equal(o2, o)
     np.testing.assert_array_equal(new2, new)
     np.testing.assert_array_equal(pool, before)
+    # The conv-state pools the same way (the fusions' in-place results): unaliased, each is copied first.
+    H, K, HV, V = t["q"].shape[2], t["q"].shape[3], t["v"].shape[2], t["v"].shape[3]
+    cw = [jnp.asarray(rng.standard_normal((d, 4)), jnp.float32) for d in (H * K, H * K, HV * V)]
+    cs = [jnp.asarray(rng.standard_normal((5, d, 3)), jnp.float32) for d in (H * K, H * K, HV * V)]
+    res = results[:2] + [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in cs]
+    buf = buffers[:10] + cw + cs + [None, None]
+    run = lambda b, aliases: kj._run("kda_decode", flags, b, res, aliases=aliases)  # noqa: E731
+    aliased = jax.jit(lambda b: run(b, {7: 1, 13: 2, 14: 3, 15: 4}))(buf)
+    copied = jax.jit(lambda b: run(b, None))(buf)
+    for a, b in zip(aliased, copied):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(copied[2], cs[0])  # the conv state was updated (slots 4 and 1)
 
 
 def test_without_indices_is_chunk_kda(seed, rng):
@@ -194,7 +207,78 @@ def test_decode_errors_name_the_argument(seed, rng):
     expect(ValueError, r"A_log", A_log=None)
     expect(ValueError, r"backend", backend="tpu")
     expect(NotImplementedError, r"cu_seqlens", cu_seqlens=jnp.asarray([0, T, 2 * T], jnp.int32))
-    expect(NotImplementedError, r"q_conv_weight", q_conv_weight=jnp.zeros((32, 4)))
-    expect(NotImplementedError, r"out_gate, out_norm_weight", out_norm_weight=jnp.ones(32), out_gate=t["v"])
+    expect(TypeError, r"q_conv_weight", q_conv_weight=jnp.zeros((32, 4)))  # the C name is not a keyword
+    expect(ValueError, r"conv_weights, conv_states: give both", conv_weights=(jnp.zeros((32, 4)),) * 3)
+    expect(ValueError, r"out_norm_weight, out_gate: give both", out_norm_weight=jnp.ones(32))
+    expect(ValueError, r"out_gate_activation", out_norm_weight=jnp.ones(32), out_gate=t["v"],
+           out_gate_activation="relu")
+    expect(NotImplementedError, r"state-pool form", ssm_state_indices=None, out_norm_weight=jnp.ones(32),
+           out_gate=t["v"])
+    H, K, HV, V = t["q"].shape[2], t["q"].shape[3], t["v"].shape[2], t["v"].shape[3]
+    w3 = (jnp.zeros((H * K, 4)), jnp.zeros((H * K, 4)), jnp.zeros((HV * V, 4)))
+    s3 = (jnp.zeros((slots, H * K, 3)), jnp.zeros((slots, H * K, 3)), jnp.zeros((slots, HV * V, 2)))
+    expect(ValueError, r"v_conv_state", conv_weights=w3, conv_states=s3)
     expect(TypeError, r"not_an_argument", not_an_argument=1)
     expect(TypeError, r"ssm_state_indices: unsupported dtype", ssm_state_indices=idx1.astype(jnp.uint8))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("activation", ["sigmoid", "silu"])
+def test_decode_fusions(seed, rng, mode, activation):
+    check_decode_fusions(seed, rng, mode, activation)
+
+
+def check_decode_fusions(seed, rng, mode, activation, T=2):
+    """The decode fusions (conv of the raw q, k, v with conv-state pools; the gated RMSNorm of the output) against
+    their composition in float64: the conv here, the fp64 oracle on its result, the norm here. The conv-state pools
+    come back updated (in place when donated), padding and unnamed slots untouched. On JAX's default device (the
+    CPU here, the GPU in test_jax_cuda.py)."""
+    N, slots = 3, 5
+    t, kw, before = pool_case(rng, N, T, slots, state_v_first=True)
+    H, K, HV, V = t["q"].shape[2], t["q"].shape[3], t["v"].shape[2], t["v"].shape[3]
+    dims = {"q": H * K, "k": H * K, "v": HV * V}
+    cw = {n: (0.5 * rng.standard_normal((d, 4))).astype(np.float32) for n, d in dims.items()}
+    cs0 = {n: rng.standard_normal((slots, d, 3)).astype(np.float32) for n, d in dims.items()}
+    nw = (1 + 0.1 * rng.standard_normal(V)).astype(np.float32)
+    gate = rng.standard_normal(t["v"].shape).astype(np.float32)
+    idx = jnp.asarray([4, -1, 1], jnp.int32)
+
+    def fn(pool, cs, t):
+        return kj.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx,
+                                      conv_weights=tuple(jnp.asarray(cw[n]) for n in dims), conv_states=cs,
+                                      out_norm_weight=jnp.asarray(nw), out_gate=jnp.asarray(gate),
+                                      out_gate_activation=activation)
+
+    pool, cs = jnp.asarray(before), tuple(jnp.asarray(cs0[n]) for n in dims)
+    if mode == "eager":
+        o, new_pool, new_cs = fn(pool, cs, t)
+    elif mode == "jit":
+        o, new_pool, new_cs = jax.jit(fn)(pool, cs, t)
+    else:
+        o, new_pool, new_cs = jax.jit(fn, donate_argnums=(0, 1))(pool, cs, t)
+    o, new_pool = np.asarray(o, np.float64), np.asarray(new_pool)
+    new_cs = {n: np.asarray(x) for n, x in zip(dims, new_cs)}
+    silu = lambda x: x / (1 + np.exp(-x))  # noqa: E731
+    act = (lambda x: 1 / (1 + np.exp(-x))) if activation == "sigmoid" else silu
+    for n in range(N):
+        s = int(idx[n])
+        if s < 0:
+            assert np.all(o[n] == 0), "padding rows must be zero"
+            continue
+        conv = {}
+        for name, d in dims.items():
+            x = np.asarray(t[name][n], np.float64).reshape(T, d)
+            seq = np.concatenate([cs0[name][s].astype(np.float64).T, x])  # [3 + T, d], oldest first
+            w = cw[name].astype(np.float64)
+            y = np.stack([silu(sum(w[:, j] * seq[tt + j] for j in range(4))) for tt in range(T)])
+            conv[name] = y.reshape(t[name][n].shape)[None]
+            assert_close(f"{name}_conv_state[{s}]", new_cs[name][s], seq[-3:].T, 1e-6, 1e-6, seed)
+        tn = dict(q=conv["q"], k=conv["k"], v=conv["v"], g=np.asarray(t["g"][n: n + 1], np.float64),
+                  beta=np.asarray(t["beta"][n: n + 1], np.float64))
+        ro, rh = reference_of(tn, dict(kw, initial_state=before[s: s + 1]))
+        normed = ro / np.sqrt((ro ** 2).mean(-1, keepdims=True) + 1e-5) * nw * act(gate[n: n + 1].astype(np.float64))
+        assert_close(f"o[{n}]", o[n: n + 1], normed, *tol(jnp.float32), seed)
+        assert_close(f"pool[{s}]", new_pool[s: s + 1], rh, 1e-4, 1e-3, seed)
+    for name in dims:
+        check_untouched(new_cs[name], cs0[name], {1, 4})
+    check_untouched(new_pool, before, {1, 4})
