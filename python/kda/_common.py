@@ -44,3 +44,26 @@ def _check_beta(use_beta_sigmoid_in_kernel, allow_neg_eigval, beta, v):
         raise NotImplementedError(
             "kda: beta: head-wise beta [B, T, HV, V] is not supported; beta must be [B, T, HV]"
         )
+
+
+# kda_out_gate_activation_t by name (FLA's FusedRMSNormGated: "sigmoid"; "silu" = "swish").
+_OUT_GATE_ACTIVATIONS = {"sigmoid": 0, "silu": 1, "swish": 1}
+
+
+def _check_decode_fusions(ssm_state_indices, conv_weights, conv_states, out_norm_weight, out_gate,
+                          out_gate_activation) -> int:
+    """fused_recurrent_kda's fusion keywords (torch and JAX alike): the conv's weights and states as (q, k, v)
+    triples given together, the norm's weight and gate together, both in the state-pool form only. Returns the
+    activation's kda_out_gate_activation_t."""
+    if ssm_state_indices is None and any(x is not None for x in (conv_weights, conv_states, out_norm_weight, out_gate)):
+        raise NotImplementedError("kda: conv_weights / conv_states / out_norm_weight / out_gate: the fusions are "
+                                  "the state-pool form's (pass ssm_state_indices)")
+    if (conv_weights is None) != (conv_states is None) or any(
+            x is not None and (not isinstance(x, (tuple, list)) or len(x) != 3) for x in (conv_weights, conv_states)):
+        raise ValueError("kda: conv_weights, conv_states: give both, each a (q, k, v) triple, or neither")
+    if (out_norm_weight is None) != (out_gate is None):
+        raise ValueError("kda: out_norm_weight, out_gate: give both or neither")
+    if out_gate_activation not in _OUT_GATE_ACTIVATIONS:
+        raise ValueError(f"kda: out_gate_activation: one of {sorted(_OUT_GATE_ACTIVATIONS)}, got "
+                         f"{out_gate_activation!r}")
+    return _OUT_GATE_ACTIVATIONS[out_gate_activation]

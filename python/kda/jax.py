@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._common import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _gate_selection
+from ._common import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _check_decode_fusions, _gate_selection
 
 __all__ = ["chunk_kda", "fused_recurrent_kda", "BACKENDS"]
 
@@ -57,8 +57,6 @@ _BUFFERS = {
 }
 # kda's names of decode's arguments -> the Python API's (as torch_op.cpp's decode_out renames them).
 _RENAMES = {"kda_decode": (("state_indices", "ssm_state_indices"), ("state_pool", "initial_state (the state pool)"))}
-# kda_out_gate_activation_t by name (as kda.fused_recurrent_kda's out_gate_activation).
-_OUT_GATE_ACTIVATIONS = {"sigmoid": 0, "silu": 1, "swish": 1}
 _KDA_DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(jnp.bfloat16): 2,
                np.dtype(np.float64): 3, np.dtype(np.int32): 4, np.dtype(np.int64): 5}  # kda_dtype_t
 _MAX_DIMS = 6  # KDA_MAX_DIMS
@@ -341,18 +339,8 @@ def fused_recurrent_kda(
     """
     if kwargs:
         raise TypeError(f"kda.fused_recurrent_kda: unsupported argument(s) {sorted(kwargs)}")
-    fusions = (conv_weights, conv_states, out_norm_weight, out_gate)
-    if ssm_state_indices is None and any(x is not None for x in fusions):
-        raise NotImplementedError("kda: conv_weights / conv_states / out_norm_weight / out_gate: the fusions are "
-                                  "the state-pool form's (pass ssm_state_indices)")
-    if (conv_weights is None) != (conv_states is None) or any(
-            x is not None and (not isinstance(x, (tuple, list)) or len(x) != 3) for x in (conv_weights, conv_states)):
-        raise ValueError("kda: conv_weights, conv_states: give both, each a (q, k, v) triple, or neither")
-    if (out_norm_weight is None) != (out_gate is None):
-        raise ValueError("kda: out_norm_weight, out_gate: give both or neither")
-    if out_gate_activation not in _OUT_GATE_ACTIVATIONS:
-        raise ValueError(f"kda: out_gate_activation: one of {sorted(_OUT_GATE_ACTIVATIONS)}, got "
-                         f"{out_gate_activation!r}")
+    activation = _check_decode_fusions(ssm_state_indices, conv_weights, conv_states, out_norm_weight, out_gate,
+                                       out_gate_activation)
     if ssm_state_indices is None:
         if num_accepted_tokens is not None:
             raise ValueError("kda: num_accepted_tokens: needs ssm_state_indices (the state-pool form)")
@@ -371,8 +359,7 @@ def fused_recurrent_kda(
     flags, A_log, dt_bias = _prepare(q, v, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
                                      use_beta_sigmoid_in_kernel, allow_neg_eigval, False, lower_bound, A_log, dt_bias,
                                      state_v_first, backend, 0, True)
-    flags = flags._replace(out_norm_eps=float(out_norm_eps),
-                           out_gate_activation=_OUT_GATE_ACTIVATIONS[out_gate_activation])
+    flags = flags._replace(out_norm_eps=float(out_norm_eps), out_gate_activation=activation)
     conv_w = tuple(conv_weights) if conv_weights is not None else (None,) * 3
     conv_s = tuple(conv_states) if conv_states is not None else (None,) * 3
     o, new_pool, new_conv = _decode(flags, q, k, v, g, beta, A_log, dt_bias, initial_state, ssm_state_indices,

@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch
 
-from ._common import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _gate_selection
+from ._common import _HOST_BACKENDS, BACKENDS, _backend_id, _check_beta, _check_decode_fusions, _gate_selection
 
 __all__ = [
     "chunk_kda",
@@ -320,10 +320,6 @@ def _check_equal_lengths(cu_seqlens, N, T1):
         )
 
 
-# kda_out_gate_activation_t by name (FLA's FusedRMSNormGated: "sigmoid"; "silu" = "swish").
-_OUT_GATE_ACTIVATIONS = {"sigmoid": 0, "silu": 1, "swish": 1}
-
-
 def fused_recurrent_kda(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -377,18 +373,8 @@ def fused_recurrent_kda(
             raise ValueError("kda: cannot pass both state_v_first and the deprecated transpose_state_layout")
         state_v_first = bool(kwargs.pop("transpose_state_layout"))
     _reject_kwargs("fused_recurrent_kda", kwargs)
-    fusions = (conv_weights, conv_states, out_norm_weight, out_gate)
-    if ssm_state_indices is None and any(x is not None for x in fusions):
-        raise NotImplementedError("kda: conv_weights / conv_states / out_norm_weight / out_gate: the fusions are "
-                                  "the state-pool form's (pass ssm_state_indices)")
-    if (conv_weights is None) != (conv_states is None) or any(
-            x is not None and (not isinstance(x, (tuple, list)) or len(x) != 3) for x in (conv_weights, conv_states)):
-        raise ValueError("kda: conv_weights, conv_states: give both, each a (q, k, v) triple, or neither")
-    if (out_norm_weight is None) != (out_gate is None):
-        raise ValueError("kda: out_norm_weight, out_gate: give both or neither")
-    if out_gate_activation not in _OUT_GATE_ACTIVATIONS:
-        raise ValueError(f"kda: out_gate_activation: one of {sorted(_OUT_GATE_ACTIVATIONS)}, got "
-                         f"{out_gate_activation!r}")
+    activation = _check_decode_fusions(ssm_state_indices, conv_weights, conv_states, out_norm_weight, out_gate,
+                                       out_gate_activation)
 
     if ssm_state_indices is None:
         if num_accepted_tokens is not None:
@@ -439,5 +425,5 @@ def fused_recurrent_kda(
                              num_accepted_tokens, float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel),
                              bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), bool(state_v_first),
                              _backend_id(backend), out_n, *cw, *cs, out_norm_weight, gate_n, float(out_norm_eps),
-                             _OUT_GATE_ACTIVATIONS[out_gate_activation])
+                             activation)
     return out, initial_state

@@ -24,6 +24,24 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def short_conv(x, state, w):
+    """kda's fused causal short convolution for one sequence in float64 (kda.h): inputs x [T, dim], its conv state
+    [dim, 3] (oldest input first) and weights [dim, 4] (column 3 on the current token). Returns (silu of the conv
+    [T, dim], the new state [dim, 3]: the last three inputs)."""
+    x, state, w = _np(x), _np(state), _np(w)
+    seq = np.concatenate([state.T, x])  # [3 + T, dim]
+    y = np.stack([sum(w[:, j] * seq[t + j] for j in range(4)) for t in range(len(x))])
+    return y * sigmoid(y), seq[-3:].T
+
+
+def gated_rmsnorm(o, weight, gate, eps, activation):
+    """kda's fused gated RMSNorm of the output over its last axis in float64: o rsqrt(mean(o^2) + eps) weight
+    act(gate), act = sigmoid or silu."""
+    o, weight, gate = _np(o), _np(weight), _np(gate)
+    act = sigmoid(gate) if activation == "sigmoid" else gate * sigmoid(gate)
+    return o / np.sqrt((o ** 2).mean(-1, keepdims=True) + eps) * weight * act
+
+
 def kda_reference(q, k, v, g, beta, *, scale=None, initial_state=None, cu_seqlens=None, use_qk_l2norm=False,
                   use_gate_in_kernel=False, A_log=None, dt_bias=None, lower_bound=None, beta_sigmoid=False,
                   allow_neg_eigval=False, state_v_first=False):

@@ -8,7 +8,7 @@ import pytest
 from test_jax import GATES, jax, kj, make_case, on_cpu, tol  # noqa: F401 (on_cpu: autouse); skips without jax
 
 import jax.numpy as jnp  # noqa: E402
-from reference import assert_close  # noqa: E402
+from reference import assert_close, gated_rmsnorm, short_conv  # noqa: E402
 from test_ops import reference_of  # noqa: E402
 
 MODES = ["eager", "jit", "jit_donated"]
@@ -258,8 +258,6 @@ def check_decode_fusions(seed, rng, mode, activation, T=2):
         o, new_pool, new_cs = jax.jit(fn, donate_argnums=(0, 1))(pool, cs, t)
     o, new_pool = np.asarray(o, np.float64), np.asarray(new_pool)
     new_cs = {n: np.asarray(x) for n, x in zip(dims, new_cs)}
-    silu = lambda x: x / (1 + np.exp(-x))  # noqa: E731
-    act = (lambda x: 1 / (1 + np.exp(-x))) if activation == "sigmoid" else silu
     for n in range(N):
         s = int(idx[n])
         if s < 0:
@@ -267,16 +265,13 @@ def check_decode_fusions(seed, rng, mode, activation, T=2):
             continue
         conv = {}
         for name, d in dims.items():
-            x = np.asarray(t[name][n], np.float64).reshape(T, d)
-            seq = np.concatenate([cs0[name][s].astype(np.float64).T, x])  # [3 + T, d], oldest first
-            w = cw[name].astype(np.float64)
-            y = np.stack([silu(sum(w[:, j] * seq[tt + j] for j in range(4))) for tt in range(T)])
+            y, state = short_conv(np.asarray(t[name][n]).reshape(T, d), cs0[name][s], cw[name])
             conv[name] = y.reshape(t[name][n].shape)[None]
-            assert_close(f"{name}_conv_state[{s}]", new_cs[name][s], seq[-3:].T, 1e-6, 1e-6, seed)
+            assert_close(f"{name}_conv_state[{s}]", new_cs[name][s], state, 1e-6, 1e-6, seed)
         tn = dict(q=conv["q"], k=conv["k"], v=conv["v"], g=np.asarray(t["g"][n: n + 1], np.float64),
                   beta=np.asarray(t["beta"][n: n + 1], np.float64))
         ro, rh = reference_of(tn, dict(kw, initial_state=before[s: s + 1]))
-        normed = ro / np.sqrt((ro ** 2).mean(-1, keepdims=True) + 1e-5) * nw * act(gate[n: n + 1].astype(np.float64))
+        normed = gated_rmsnorm(ro, nw, gate[n: n + 1], 1e-5, activation)
         assert_close(f"o[{n}]", o[n: n + 1], normed, *tol(jnp.float32), seed)
         assert_close(f"pool[{s}]", new_pool[s: s + 1], rh, 1e-4, 1e-3, seed)
     for name in dims:

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import kda
-from reference import assert_close, kda_reference
+from reference import assert_close, gated_rmsnorm, kda_reference, short_conv
 
 GATES = ["log_decay", "softplus", "bounded", "bounded_no_A"]
 
@@ -212,7 +212,6 @@ def test_fused_recurrent_conv_and_norm(seed, device, activation, packed):
         o = o.reshape(N, T1, HV, V)
     else:
         o, _ = kda.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx, **fusions)
-    act = torch.sigmoid if activation == "sigmoid" else F.silu
     for n in range(N):
         s = int(idx[n])
         if s < 0:
@@ -220,19 +219,14 @@ def test_fused_recurrent_conv_and_norm(seed, device, activation, packed):
             continue
         conv = {}
         for name, d in dims.items():
-            x = t[name][n].double().reshape(T1, d).cpu()
-            seq = torch.cat([cs_before[name][s].double().cpu().T, x])  # [3 + T, d], oldest first
-            w = cw[name].double().cpu()
-            y = torch.stack([F.silu(sum(w[:, j] * seq[tt + j] for j in range(4))) for tt in range(T1)])
+            y, state = short_conv(t[name][n].reshape(T1, d), cs_before[name][s], cw[name])
             conv[name] = y.reshape(t[name][n].shape)[None]
-            assert_close(f"{name}_conv_state[{s}]", cs[name][s], seq[-3:].T.numpy(), 1e-6, 1e-6, seed)
+            assert_close(f"{name}_conv_state[{s}]", cs[name][s], state, 1e-6, 1e-6, seed)
         tn = dict(q=conv["q"], k=conv["k"], v=conv["v"], g=t["g"][n: n + 1].double().cpu(),
                   beta=t["beta"][n: n + 1].double().cpu())
         ro, rh = reference_of(tn, dict(kw, initial_state=before[s: s + 1]))
-        ro = torch.from_numpy(ro)
-        normed = (ro * torch.rsqrt(ro.pow(2).mean(-1, keepdim=True) + 1e-5) * nw.double().cpu()
-                  * act(gate[n: n + 1].double().cpu()))
-        assert_close(f"o[{n}]", o[n: n + 1], normed.numpy(), 1e-4, 1e-3, seed)
+        normed = gated_rmsnorm(ro, nw, gate[n: n + 1], 1e-5, activation)
+        assert_close(f"o[{n}]", o[n: n + 1], normed, 1e-4, 1e-3, seed)
         assert_close(f"pool[{s}]", pool[s: s + 1], rh, 1e-4, 1e-3, seed)
     untouched = [x for x in range(slots) if x not in {int(i) for i in idx if i >= 0}]
     for name in dims:
