@@ -274,24 +274,30 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     for (int i = 0; i < 32; ++i) val[i] = 0.0f;
     constexpr int CPL = K / 32;
     const int d0 = CPL * lane;
-    float kc[CPL], e[CPL];
-    lds_vec(Ks + (base + c) * PK + d0, kc);
+    // Rows past the chunk's length L are zeros (S0, g included): a column token at or past L, or a row past it,
+    // adds exact zeros (0 * finite), so skipping them changes no bit and takes a partial chunk's S1 work down in
+    // proportion (a 32-token chunk: half the tasks). Warp-uniform, like c.
+    const int live = L - base;  // this block's rows inside the chunk (<= 0: none)
+    if (c < live) {
+      float kc[CPL], e[CPL];
+      lds_vec(Ks + (base + c) * PK + d0, kc);
 #pragma unroll
-    for (int i = 0; i < CPL; ++i) e[i] = 0.0f;
+      for (int i = 0; i < CPL; ++i) e[i] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      const int off = (base + r) * PK + d0;
-      float gv[CPL], qv[CPL], kv[CPL];
-      lds_vec(Gs + off, gv);
-      lds_vec(Qs + off, qv);
-      lds_vec(Ks + off, kv);
-      if (r >= c) {  // warp-uniform (c is the warp's): rows above the diagonal stay 0 and cost a branch only
+      for (int r = 0; r < 16; ++r) {
+        const int off = (base + r) * PK + d0;
+        float gv[CPL], qv[CPL], kv[CPL];
+        lds_vec(Gs + off, gv);
+        lds_vec(Qs + off, qv);
+        lds_vec(Ks + off, kv);
+        if (r >= c && r < live) {  // rows above the diagonal stay 0 and cost a branch only
 #pragma unroll
-        for (int i = 0; i < CPL; ++i) {
-          if (r > c) e[i] += gv[i];
-          const float w = ex2(e[i]) * kc[i];
-          val[r] = fmaf(qv[i], w, val[r]);
-          if (r > c) val[16 + r] = fmaf(kv[i], w, val[16 + r]);
+          for (int i = 0; i < CPL; ++i) {
+            if (r > c) e[i] += gv[i];
+            const float w = ex2(e[i]) * kc[i];
+            val[r] = fmaf(qv[i], w, val[r]);
+            if (r > c) val[16 + r] = fmaf(kv[i], w, val[16 + r]);
+          }
         }
       }
     }
