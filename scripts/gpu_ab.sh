@@ -73,6 +73,8 @@ if [ -n "$verify" ]; then
 fi
 if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
   for b in "${builds[@]}"; do
+    src_dir=$(cat "/tmp/ab/$b/SOURCE_DIR" 2>/dev/null || true)  # where the build's line info says its sources are
+    if [ -n "$src_dir" ] && [ ! -e "$src_dir" ]; then mkdir -p "$(dirname "$src_dir")" && ln -s "/tmp/ab/$b/source" "$src_dir"; fi
     LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 ncu --clock-control none --set full --import-source yes -k "regex:$ncu_re" \
       -c "$ncu_count" -f -o "$W/ncu-$b" "/tmp/ab/$b/kda-bench" "${bench_impls[@]}" "${w[@]:0:2}" --no-verify --iters 1 --warmup 0 \
       > "$W/ncu-run-$b.log" 2>&1 || rc=1

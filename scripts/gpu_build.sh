@@ -36,6 +36,9 @@ cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/li
 [ -n "$torch_wheel" ] && [ -f build-gpu/python/libkda_jax.so ] && cp build-gpu/python/libkda_jax.so "$stage/"
 strip "$stage"/*
 cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
+# The kernels' sources (~90 KB compressed) and the path they were compiled at: the line info (-lineinfo) names that
+# path, so gpu_ab.sh --ncu links it to these copies and ncu attributes samples to CUDA lines of this very build.
+mkdir -p "$stage/source" && cp -r src include "$stage/source/" && echo "$PWD" > "$stage/SOURCE_DIR"
 rm -rf .carry/bin
 mkdir -p .carry
 tar -cJf .carry/bin.tar.xz -C "$stage" .
