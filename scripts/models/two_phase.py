@@ -24,7 +24,9 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
                  e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
                  g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
                  not) (default fp32)
-            tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32)
+            tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32); or blocked-MODE: the
+                 kernel's blocked form (diagonal 16 x 16 blocks by fp32 substitution, then rounds of
+                 X_IJ = sum_K A_IK T_KJ and T_IJ = -T_II X_IJ) with those block products in MODE
   phase 2:  ws   W S^T       in V_new = U - W S^T   (default bf16x3)
             qs   Qg S^T      in o                   (default bf16x3)
             av   A_qk V_new  in o                   (default bf16x3)
@@ -121,10 +123,11 @@ def parse_precision(spec):
     p = dict(DEFAULTS)
     for item in filter(None, (spec or "").split(",")):
         name, mode = item.split("=")
-        if name not in p or mode not in MODES:
+        blocked = name == "tinv" and mode.startswith("blocked-") and mode[len("blocked-"):] in MODES
+        if name not in p or (mode not in MODES and not blocked):
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
-        if name == "tinv" and mode not in ("fp32", "fp64"):
-            raise SystemExit(f"two_phase.py: {name} is fp32 FMA code: fp32 or fp64 only")
+        if name == "tinv" and mode not in ("fp32", "fp64") and not blocked:
+            raise SystemExit(f"two_phase.py: {name} is fp32, fp64 or blocked-MODE")
         p[name] = mode
     return p
 
@@ -261,7 +264,22 @@ def phase1(q, k, g, beta, vb, prec, keep=False):
             Akk[ok, sl, sl] = np.where(strict, beta[ok][:, sl, None] * ak, F32(0))
             Ap[ok, sl, sl] = np.where(strict, ak, F32(0))
     # S4: T = (I + A_kk)^-1 by forward substitution.
-    if prec["tinv"] == "fp64":
+    if prec["tinv"].startswith("blocked-"):
+        mode = prec["tinv"][len("blocked-"):]
+        Tm = np.zeros((N, C, C), F32)
+        for b in range(4):  # round 0: the diagonal blocks by forward substitution
+            o = 16 * b
+            for r in range(16):
+                Tm[:, o + r, o:o + 16] = -np.einsum("nj,njc->nc", Akk[:, o + r, o:o + r], Tm[:, o:o + r, o:o + 16],
+                                                    dtype=F32)
+                Tm[:, o + r, o + r] = F32(1)
+        for sdist in range(1, 4):
+            for J in range(4 - sdist):
+                I = J + sdist
+                ri, cj = slice(16 * I, 16 * I + 16), slice(16 * J, 16 * J + 16)
+                Xb = prod(Akk[:, ri, 16 * J:16 * I], Tm[:, 16 * J:16 * I, cj], mode)
+                Tm[:, ri, cj] = -prod(Tm[:, ri, ri], Xb, mode)
+    elif prec["tinv"] == "fp64":
         A64 = Akk.astype(np.float64)
         T64 = np.zeros((N, C, C))
         for r in range(C):
