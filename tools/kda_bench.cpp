@@ -39,13 +39,18 @@ struct Options {
   int threads = 0;
   bool verify = true;
   bool list = false;
+  uint64_t seed = 0;  // --seed: every workload's inputs from this seed (the replay of a printed run); 0: fresh
 };
+
+// The seed of a workload's inputs: --seed's, else a fresh one (printed with the workload, for replay).
+uint64_t workload_seed(const Options& opt) { return opt.seed ? opt.seed : fresh_seed(); }
 
 void usage() {
   std::printf(
       "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked|cuda-recurrent]... [--iters N] [--warmup N]\n"
-      "                 [--rotate N] [--threads N] [--json PATH] [--commit SHA] [--no-verify]\n"
-      "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n");
+      "                 [--rotate N] [--threads N] [--json PATH] [--commit SHA] [--no-verify] [--seed N]\n"
+      "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n"
+      "--seed N: the inputs of every workload from seed N (a run prints each workload's seed; 0 or none: fresh).\n");
 }
 
 // Wall-clock times of `iters` host calls (CPU backends): median, mean, min, max in microseconds.
@@ -205,7 +210,7 @@ bool bench_backward(Case& c, const Upstream& up, const kda::reference::Gradients
 // Decode: verify once against the oracle (a wrong answer gets no time), then time graph replays (CUDA) or
 // wall-clock calls (CPU). The pool is updated in place on every call, as in serving. Returns failures.
 int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, double copy_bw, std::vector<Record>* records) {
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = workload_seed(opt);
   std::printf("\n%s: %s  (seed %llu)\n", w.name.c_str(), w.description.c_str(), static_cast<unsigned long long>(seed));
   DecodeCase d = make_decode_case(w.spec, seed);
   // The fused workloads (short conv, gated RMSNorm) are judged by the hand-written fp64 fused decode, conv states too;
@@ -320,6 +325,7 @@ int main(int argc, char** argv) {
     else if (a == "--json") opt.json = next();
     else if (a == "--commit") opt.commit = next();
     else if (a == "--no-verify") opt.verify = false;
+    else if (a == "--seed") opt.seed = std::stoull(next(), nullptr, 0);
     else if (a == "--help" || a == "-h") { usage(); return 0; }
     else { std::fprintf(stderr, "kda-bench: unknown argument %s\n", a.c_str()); usage(); return 2; }
   }
@@ -365,7 +371,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kda-bench: unknown workload %s (see --list)\n", wname.c_str());
       return 2;
     }
-    const uint64_t seed = fresh_seed();
+    const uint64_t seed = workload_seed(opt);
     Case c = make_case(w->spec, seed);
     std::printf("\n%s: %s  (seed %llu)\n", w->name.c_str(), w->description.c_str(), static_cast<unsigned long long>(seed));
     Oracle oracle;

@@ -1,0 +1,31 @@
+# bench_seed_replay.cmake: kda-bench --seed replays a printed run: two runs of one workload from the same seed draw the
+# same inputs, so the CPU backend's errors against the fp64 oracle and the recorded seed agree to the last digit, and
+# a run from another seed does not give the same errors. Run by CTest: cmake -DBENCH=<kda-bench> -DDIR=<dir> -P this.
+foreach(run a b c)
+  if(run STREQUAL "c")
+    set(seed 54321)
+  else()
+    set(seed 12345)
+  endif()
+  execute_process(COMMAND "${BENCH}" --impl cpu --workload decode-h12-b1 --iters 1 --warmup 0 --seed ${seed}
+                          --json "${DIR}/replay_${run}.json" RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kda-bench --seed ${seed} failed: ${rc}")
+  endif()
+  file(READ "${DIR}/replay_${run}.json" json)
+  string(JSON rec GET "${json}" results 0)
+  foreach(field seed out_rel_rmse state_rel_rmse)
+    string(JSON ${run}_${field} GET "${rec}" ${field})
+  endforeach()
+endforeach()
+if(NOT a_seed EQUAL 12345 OR NOT b_seed EQUAL 12345)
+  message(FATAL_ERROR "the records name seeds ${a_seed} and ${b_seed}, not 12345")
+endif()
+if(NOT a_out_rel_rmse STREQUAL b_out_rel_rmse OR NOT a_state_rel_rmse STREQUAL b_state_rel_rmse)
+  message(FATAL_ERROR "same seed, different errors: ${a_out_rel_rmse} / ${a_state_rel_rmse} vs "
+                      "${b_out_rel_rmse} / ${b_state_rel_rmse}")
+endif()
+if(a_out_rel_rmse STREQUAL c_out_rel_rmse AND a_state_rel_rmse STREQUAL c_state_rel_rmse)
+  message(FATAL_ERROR "seeds 12345 and 54321 gave the same errors: --seed does not reach the inputs")
+endif()
+message(STATUS "replayed: out ${a_out_rel_rmse}, state ${a_state_rel_rmse}; other seed: out ${c_out_rel_rmse}")
