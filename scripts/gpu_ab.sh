@@ -55,8 +55,10 @@ if [ -n "$tests" ]; then
   # The builds' test binaries run side by side: their time is mostly the CPU oracles (the GPU work is small and
   # untimed), and the device host has 16 cores. Bounded: a kernel that hangs (a pipeline waiting on a barrier nobody
   # arrives at) must not eat the lease.
+  threads=$(( $(nproc) / ${#builds[@]} ))  # the cores shared out: OpenMP's spinning workers must not oversubscribe them
   for b in "${builds[@]}"; do
-    LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 "/tmp/ab/$b/kda_gpu_tests" --gtest_filter="$tests" > "$W/tests-$b.log" 2>&1 &
+    OMP_NUM_THREADS=$(( threads > 0 ? threads : 1 )) LD_LIBRARY_PATH="/tmp/ab/$b" timeout 300 \
+      "/tmp/ab/$b/kda_gpu_tests" --gtest_filter="$tests" > "$W/tests-$b.log" 2>&1 &
   done
   wait
   for b in "${builds[@]}"; do
