@@ -7,6 +7,8 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <stdexcept>
+#include <string>
 
 namespace kda::testing {
 
@@ -45,8 +47,7 @@ DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed) {
   std::shuffle(perm.begin(), perm.end(), rng);
   const int64_t per_seq = s.per_token ? T : 1;
   if (N * per_seq > s.slots) {
-    std::fprintf(stderr, "decode case %s: %lld slots are too few\n", s.name.c_str(), static_cast<long long>(s.slots));
-    std::abort();
+    throw std::invalid_argument("decode case " + s.name + ": " + std::to_string(s.slots) + " slots are too few");
   }
   d.indices = make_tensor(KDA_DTYPE_INT32, s.per_token ? std::vector<int64_t>{N, T} : std::vector<int64_t>{N});
   std::uniform_real_distribution<double> u01(0.0, 1.0);
