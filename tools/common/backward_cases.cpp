@@ -1,7 +1,6 @@
 // backward_cases.cpp: upstream gradients, gradient buffers, host backward calls and the oracle of backward_cases.h.
 #include "common/backward_cases.h"
 
-#include <cstdio>
 #include <limits>
 #include <random>
 #include <stdexcept>
