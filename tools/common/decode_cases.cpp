@@ -27,7 +27,7 @@ DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed) {
                                                      : std::vector<int64_t>{s.slots, io.HV, io.K, io.V});
   {
     // The pool (273 M floats at H = 32, B = 512): blocks of 2^20 values, each from a generator of its own seeded by
-    // (seed, block), filled in parallel. One generator draws them in ~10 s on one core of the development machine,
+    // (seed, block), filled in parallel. One generator draws them in 6-10 s on one core of the development machine,
     // a large part of the ~27 s each such case took in the H200's test runs.
     constexpr int64_t kBlock = int64_t{1} << 20;
     float* const pool = static_cast<float*>(d.pool.data());
