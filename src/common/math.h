@@ -44,6 +44,16 @@ KDA_HOST_DEVICE T sigmoid_grad(T x) {
   return sigmoid(x) * sigmoid(-x);
 }
 
+// The bounded gate's log-decay, lower_bound * sigmoid(exp(A_log) (g + bias)), with exp(A_log) given: gate_log_decay's
+// KDA_GATE_BOUNDED case, for callers that compute exp(A_log) once per head instead of once per element (the same
+// value: exp of the same a_log).
+template <typename T>
+KDA_HOST_DEVICE T bounded_gate(T g, T bias, bool has_a_log, T exp_a_log, T lower_bound) {
+  T x = g + bias;
+  if (has_a_log && x != T(0)) x *= exp_a_log;  // x == 0 gives sigmoid(0) whatever A_log: no inf * 0
+  return lower_bound * sigmoid(x);
+}
+
 // Log-decay (natural log, <= 0) of one (token, value head, channel). a_log: A_log[hv] (ignored when
 // !has_a_log); bias: dt_bias[hv, k]; lower_bound < 0 for the bounded gate.
 template <typename T>
@@ -54,11 +64,8 @@ KDA_HOST_DEVICE T gate_log_decay(kda_gate_mode_t mode, T g, bool has_a_log, T a_
       // exp(A_log) * softplus(x) as one exp of a sum: no inf * 0 when exp(A_log) overflows and softplus(x)
       // underflows (both finite inputs); an overflow to -inf is a full decay, exp(-inf) = 0, as in float64.
       return -exp(a_log + log_softplus(g + bias));
-    case KDA_GATE_BOUNDED: {
-      T x = g + bias;
-      if (has_a_log && x != T(0)) x *= exp(a_log);  // x == 0 gives sigmoid(0) whatever A_log: no inf * 0
-      return lower_bound * sigmoid(x);
-    }
+    case KDA_GATE_BOUNDED:
+      return bounded_gate(g, bias, has_a_log, has_a_log ? exp(a_log) : T(1), lower_bound);
     case KDA_GATE_LOG_DECAY:
     default:
       return g;

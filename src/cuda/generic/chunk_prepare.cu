@@ -193,9 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       }
     };
     if (half == 0) {
-      // The gate, in log2 units (0 past L: padded tokens change no sum). The raw values go to Gs first, then the
-      // same thread activates them in place in a loop that is not unrolled (gate_log_decay's modes would be inlined
-      // K / 32 times).
+      // The raw gate to Gs (fp32); S0b activates it in place.
       const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
       float* const grow = Gs + st * PK + 8 * sq;
       const bool g32 = p.g.dtype == KDA_DTYPE_FLOAT32;
@@ -225,16 +223,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
         }
       }
-#pragma unroll 1
-      for (int j = 0; j < kVec; ++j) {
-        float* const gp = grow + 32 * j;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int d = 8 * sq + 32 * j + i;
-          gp[i] = live ? gate_log_decay<float>(p.gate_mode, gp[i], has_a_log, a_log, bias_s[d], p.lower_bound) * kLog2e
-                       : 0.0f;
-        }
-      }
     } else {
       const float beta_raw =
           live ? scalar_to_float(p.beta.data, p.beta.dtype,
@@ -258,6 +246,32 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
       }
     }
+  }
+  __syncthreads();
+  // S0b: the gates activated in place, in log2 units, by all 16 warps (session 11's profile: S0's segment was 16.5% of
+  // phase 1's stall samples, most of it the activation on the 8 warps of half 0 while half 1 waited at the barrier),
+  // with exp(A_log) once per CTA; rows past L stay 0 (padded tokens change no sum).
+  switch (p.gate_mode) {
+    case KDA_GATE_BOUNDED: {
+      const float ea = has_a_log ? expf(a_log) : 1.0f;  // gate_log_decay's value (math.h bounded_gate)
+      for (int e = tid; e < kC * K; e += kThreads) {
+        float* const gp = Gs + (e / K) * PK + e % K;
+        *gp = e / K < L ? bounded_gate(*gp, bias_s[e % K], has_a_log, ea, p.lower_bound) * kLog2e : 0.0f;
+      }
+      break;
+    }
+    case KDA_GATE_SOFTPLUS:
+      for (int e = tid; e < kC * K; e += kThreads) {
+        float* const gp = Gs + (e / K) * PK + e % K;
+        *gp = e / K < L ? gate_log_decay<float>(KDA_GATE_SOFTPLUS, *gp, has_a_log, a_log, bias_s[e % K], 0.0f) * kLog2e
+                        : 0.0f;
+      }
+      break;
+    default:  // KDA_GATE_LOG_DECAY: g is the log-decay
+      for (int e = tid; e < kC * K; e += kThreads) {
+        float* const gp = Gs + (e / K) * PK + e % K;
+        *gp = e / K < L ? *gp * kLog2e : 0.0f;
+      }
   }
   __syncthreads();
 
