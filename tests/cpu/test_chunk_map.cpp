@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <random>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "cuda/generic/chunk_map.h"
@@ -196,23 +199,50 @@ TEST(ChunkMap, ScanTasksCoverChannelsAndSubBlocks) {
   EXPECT_EQ(kSub * kSubBlocks, kChunk);
 }
 
-// Phase 1's S1 tasks: every (sub-block, column) once, and the 16 warps of a 512-thread CTA (striding the tasks by
-// 16) get the same number of rows (a task on column c walks kSub - c of them).
-TEST(ChunkMap, DiagTasksCoverBlocksAndBalanceWarps) {
+// Phase 1's S1 pair tasks: every (sub-block, column) in exactly one task, 32 updates per task; the slots the kernel's
+// row loop accumulates into (diag_slot_*) are 32 distinct ones, and diag_slot_entry reads back exactly the entry each
+// holds; diag_zero_entry names every entry above the diagonal of the two columns once.
+TEST(ChunkMap, DiagPairTasksCoverBlocksWithOneReduceScatterEach) {
   std::vector<int> seen(kSubBlocks * kSub, 0);
-  constexpr int kWarps = 16;
-  std::vector<int> rows(kWarps, 0);
-  for (int task = 0; task < kSubBlocks * kSub; ++task) {
-    const DiagTask t = diag_task(task);
-    ASSERT_GE(t.bk, 0);
-    ASSERT_LT(t.bk, kSubBlocks);
-    ASSERT_GE(t.c, 0);
-    ASSERT_LT(t.c, kSub);
-    ++seen[t.bk * kSub + t.c];
-    rows[task % kWarps] += kSub - t.c;
+  for (int task = 0; task < kSubBlocks * kSub / 2; ++task) {
+    const DiagPairTask t = diag_pair_task(task);
+    ASSERT_TRUE(t.bk >= 0 && t.bk < kSubBlocks && t.c1 < t.c2 && t.c1 >= 0 && t.c2 < kSub);
+    ++seen[t.bk * kSub + t.c1];
+    ++seen[t.bk * kSub + t.c2];
+    // The kernel's accumulation targets, in its loop order (rows r, column c1 then c2).
+    std::map<int, std::tuple<bool, int, int>> slot;  // slot -> (qk, r, c)
+    int updates = 0;
+    auto add = [&](int sl, bool qk, int r, int c) {
+      ASSERT_TRUE(sl >= 0 && sl < 32) << sl;
+      ASSERT_TRUE(slot.emplace(sl, std::make_tuple(qk, r, c)).second) << "slot " << sl << " twice, p " << t.p;
+    };
+    for (int r = 0; r < kSub; ++r) {
+      if (r >= t.c1) {
+        ++updates;
+        add(diag_slot_qk1(r), true, r, t.c1);
+        if (r > t.c1) add(diag_slot_kk1(r), false, r, t.c1);
+      }
+      if (r >= t.c2) {
+        ++updates;
+        add(diag_slot_qk2(r, t.c2), true, r, t.c2);
+        if (r > t.c2) add(diag_slot_kk2(r), false, r, t.c2);
+      }
+    }
+    EXPECT_EQ(updates, kSub + 1);  // 17 rows of exponent updates, i.e. 32 (row, channel-vector) terms with the A_kk ones
+    ASSERT_EQ(slot.size(), 32u);
+    std::set<std::tuple<bool, int, int>> zeros;
+    for (int lane = 0; lane < 32; ++lane) {
+      const DiagEntry e = diag_slot_entry(t, lane);
+      EXPECT_EQ(slot.at(lane), std::make_tuple(e.qk, e.r, e.c)) << "lane " << lane << ", p " << t.p;
+      const DiagEntry z = diag_zero_entry(t, lane);
+      EXPECT_TRUE(z.c == t.c1 || z.c == t.c2);
+      EXPECT_TRUE(z.qk ? z.r < z.c : z.r <= z.c) << "lane " << lane << " zeroes a lower entry, p " << t.p;
+      EXPECT_TRUE(z.r >= 0);
+      zeros.insert({z.qk, z.r, z.c});
+    }
+    EXPECT_EQ(zeros.size(), 32u);  // A_qk: c1 + c2 = 15 entries with r < c; A_kk: (c1 + 1) + (c2 + 1) = 17 with r <= c
   }
   for (int n : seen) EXPECT_EQ(n, 1);
-  for (int r : rows) EXPECT_EQ(r, kSubBlocks * (kSub + 1) / 2);  // 34: the mean, on every warp
 }
 
 // Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), every entry of each once, and a round's

@@ -108,16 +108,43 @@ KDA_HOST_DEVICE WorkspaceLayout workspace_layout(int64_t t_total, int64_t n_seq,
 constexpr int kSubBlocks = 4;
 constexpr int kSub = kChunk / kSubBlocks;
 
-// S1's diagonal-block tasks: one per (sub-block bk, column c), task = 16 bk + j; a task walks the block's rows r >= c,
-// so it costs kSub - c rows. Odd blocks take their columns in reverse (c = 15 - j): a warp striding the 64 tasks by
-// 16 (512 threads) then gets columns j and 15 - j twice, 34 rows, where c = j for every block gave warp 0 64 rows
-// and warp 15 four, and the barrier after S1 waited for warp 0 (ncu, session 9: 40% of S1's stall samples).
-struct DiagTask {
-  int bk, c;
+// S1's diagonal-block tasks: one per (sub-block bk, column pair p), task = 8 bk + p, over columns c1 = p and
+// c2 = 15 - p. A task accumulates its columns' 17 A_qk entries on or below the diagonal and 15 A_kk entries below it
+// into the 32 slots of one warp reduce-scatter, and walks 32 (row, column) updates whatever p: 32 tasks, two per warp
+// of a 512-thread CTA, all equal (one task per column had columns of 16 - c rows to balance, and one reduce-scatter
+// per column, ~25% of S1's instructions). The slot of each term is a function of the row r, a compile-time constant
+// in the kernel's unrolled row loop, so the 32 accumulators stay in registers.
+struct DiagPairTask {
+  int bk, p, c1, c2;
 };
-KDA_HOST_DEVICE DiagTask diag_task(int task) {
-  const int bk = task / kSub, j = task % kSub;
-  return DiagTask{bk, (bk & 1) ? kSub - 1 - j : j};
+KDA_HOST_DEVICE DiagPairTask diag_pair_task(int task) {
+  const int p = task % (kSub / 2);
+  return DiagPairTask{task / (kSub / 2), p, p, kSub - 1 - p};
+}
+KDA_HOST_DEVICE constexpr int diag_slot_qk1(int r) { return r; }       // A_qk (r, c1), r >= c1
+KDA_HOST_DEVICE constexpr int diag_slot_kk1(int r) { return 16 + r; }  // A_kk (r, c1), r > c1
+// A_qk (r, c2), r >= c2: rows below the diagonal in 15 - r (free: c1's A_qk rows are >= c1 = 15 - c2), the diagonal
+// term in 31 - c2 = 16 + p, the slot its A_kk term (zero: A_kk is strictly lower) would take.
+KDA_HOST_DEVICE constexpr int diag_slot_qk2(int r, int c2) { return r > c2 ? 15 - r : 31 - r; }
+KDA_HOST_DEVICE constexpr int diag_slot_kk2(int r) { return 31 - r; }  // A_kk (r, c2), r > c2
+
+// What lane `lane` holds after the reduce-scatter (the inverse of the slots above), and which entry above the
+// diagonal it zeroes (A_qk: 15 of them, r < c; A_kk: 17, r <= c; one a lane).
+struct DiagEntry {
+  bool qk;  // A_qk, else A_kk
+  int r, c;
+};
+KDA_HOST_DEVICE DiagEntry diag_slot_entry(const DiagPairTask& t, int lane) {
+  if (lane < 16) return lane >= t.p ? DiagEntry{true, lane, t.c1} : DiagEntry{true, 15 - lane, t.c2};
+  const int s = lane - 16;
+  if (s > t.p) return DiagEntry{false, s, t.c1};
+  if (s < t.p) return DiagEntry{false, 15 - s, t.c2};
+  return DiagEntry{true, t.c2, t.c2};
+}
+KDA_HOST_DEVICE DiagEntry diag_zero_entry(const DiagPairTask& t, int lane) {
+  if (lane < 15) return lane < t.p ? DiagEntry{true, lane, t.c1} : DiagEntry{true, lane - t.p, t.c2};
+  const int m = lane - 15;
+  return m <= t.p ? DiagEntry{false, m, t.c1} : DiagEntry{false, m - t.p - 1, t.c2};
 }
 
 // S2's per-channel scans run one task per (channel d, sub-block blk): task = blk * K + d, so the 32 tasks of a warp

@@ -4,7 +4,8 @@
 //
 // Per chunk (C = 64 rows; rows past the chunk's length L are zero inputs, which makes every product row zero):
 //   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
-//   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32
+//   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32, two
+//       columns a warp task
 //   S2  per (channel, 16-token sub-block): Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L)
 //       -> workspace; in place Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end);
 //       block factors
@@ -275,14 +276,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column c): lane = channels K / 32 lane + i
-  // (one vector load per row and operand; K / 32 independent exponent chains per lane); the
-  // exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. val[r] = q_r . w, val[16 + r] =
-  // k_r . w (w = exp2(..) k_c), reduced over the warp by a reduce-scatter: lane l ends with the full val[l].
+  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column pair c1 = p, c2 = 15 - p) (chunk_map.h
+  // diag_pair_task: both columns' entries fill one warp reduce-scatter's 32 slots). Lane = channels K / 32 lane + i
+  // (one vector load per row and operand, for both columns; K / 32 independent exponent chains per lane and
+  // column); the exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. The reduce-scatter
+  // sums a slot over the lanes in a tree that does not depend on the slot, and each lane's terms are added in the
+  // order they were with one column a task: every entry has the same bits. Lane l ends with slot l's sum.
 #pragma unroll 1
-  for (int task = warp; task < kSubBlocks * kSub; task += kThreads / 32) {
-    const DiagTask dt = diag_task(task);  // balanced over the warps (chunk_map.h)
-    const int bk = dt.bk, c = dt.c, base = 16 * bk;
+  for (int task = warp; task < kSubBlocks * kSub / 2; task += kThreads / 32) {
+    const DiagPairTask dt = diag_pair_task(task);
+    const int base = 16 * dt.bk, c1 = dt.c1, c2 = dt.c2;
     float val[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) val[i] = 0.0f;
@@ -290,38 +293,63 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     const int d0 = CPL * lane;
     // Rows past the chunk's length L are zeros (S0, g included): a column token at or past L, or a row past it,
     // adds exact zeros (0 * finite), so skipping them changes no bit and takes a partial chunk's S1 work down in
-    // proportion (a 32-token chunk: half the tasks). Warp-uniform, like c.
+    // proportion. Warp-uniform, like c1 and c2 (c1 < c2: c2 live implies c1 live).
     const int live = L - base;  // this block's rows inside the chunk (<= 0: none)
-    if (c < live) {
-      float kc[CPL], e[CPL];
-      lds_vec(Ks + (base + c) * PK + d0, kc);
+    const bool live2 = c2 < live;
+    if (c1 < live) {
+      float k1[CPL], e1[CPL], k2[CPL], e2[CPL];
+      lds_vec(Ks + (base + c1) * PK + d0, k1);
+      lds_vec(Ks + (base + c2) * PK + d0, k2);
 #pragma unroll
-      for (int i = 0; i < CPL; ++i) e[i] = 0.0f;
+      for (int i = 0; i < CPL; ++i) e1[i] = e2[i] = 0.0f;
 #pragma unroll
       for (int r = 0; r < 16; ++r) {
-        const int off = (base + r) * PK + d0;
-        float gv[CPL], qv[CPL], kv[CPL];
-        lds_vec(Gs + off, gv);
-        lds_vec(Qs + off, qv);
-        lds_vec(Ks + off, kv);
-        if (r >= c && r < live) {  // rows above the diagonal stay 0 and cost a branch only
+        if (r >= c1 && r < live) {  // rows above both diagonals cost a branch only
+          const int off = (base + r) * PK + d0;
+          float gv[CPL], qv[CPL], kv[CPL];
+          lds_vec(Gs + off, gv);
+          lds_vec(Qs + off, qv);
+          lds_vec(Ks + off, kv);
 #pragma unroll
           for (int i = 0; i < CPL; ++i) {
-            if (r > c) e[i] += gv[i];
-            const float w = ex2(e[i]) * kc[i];
-            val[r] = fmaf(qv[i], w, val[r]);
-            if (r > c) val[16 + r] = fmaf(kv[i], w, val[16 + r]);
+            if (r > c1) e1[i] += gv[i];
+            const float w = ex2(e1[i]) * k1[i];
+            val[diag_slot_qk1(r)] = fmaf(qv[i], w, val[diag_slot_qk1(r)]);
+            if (r > c1) val[diag_slot_kk1(r)] = fmaf(kv[i], w, val[diag_slot_kk1(r)]);
+          }
+          if (live2 && r >= c2) {
+#pragma unroll
+            for (int i = 0; i < CPL; ++i) {
+              if (r > c2) e2[i] += gv[i];
+              const float w = ex2(e2[i]) * k2[i];
+              // diag_slot_qk2(r, c2): 15 - r below the diagonal, 31 - r on it (static either way: r is unrolled)
+              if (r > c2) {
+                val[15 - r] = fmaf(qv[i], w, val[15 - r]);
+                val[diag_slot_kk2(r)] = fmaf(kv[i], w, val[diag_slot_kk2(r)]);
+              } else {
+                val[31 - r] = fmaf(qv[i], w, val[31 - r]);
+              }
+            }
           }
         }
       }
     }
     const float sum = reduce_scatter32(val, lane);
-    const int r = lane & 15;
-    if (lane < 16) {
-      Aqk[(base + r) * PA + base + c] = r >= c ? sum : 0.0f;
+    float* const Aqk_b = Aqk + base * PA + base;  // the diagonal block's (0, 0)
+    float* const Akk_b = Akk + base * PA + base;
+    float* const save_b = akk_save ? akk_save + base * kC + base : nullptr;
+    const DiagEntry e = diag_slot_entry(dt, lane), z = diag_zero_entry(dt, lane);
+    if (e.qk) {
+      Aqk_b[e.r * PA + e.c] = sum;
+    } else {  // A_kk = beta A'; the backward keeps A' (unscaled)
+      Akk_b[e.r * PA + e.c] = beta_s[base + e.r] * sum;
+      if (save_b) save_b[e.r * kC + e.c] = sum;
+    }
+    if (z.qk) {  // the entries above the diagonal are zeros (A_kk's diagonal too), one a lane
+      Aqk_b[z.r * PA + z.c] = 0.0f;
     } else {
-      Akk[(base + r) * PA + base + c] = r > c ? beta_s[base + r] * sum : 0.0f;
-      if (akk_save) akk_save[(base + r) * kC + base + c] = r > c ? sum : 0.0f;
+      Akk_b[z.r * PA + z.c] = 0.0f;
+      if (save_b) save_b[z.r * kC + z.c] = 0.0f;
     }
   }
   __syncthreads();
