@@ -245,23 +245,27 @@ TEST(ChunkMap, DiagPairTasksCoverBlocksWithOneReduceScatterEach) {
   for (int n : seen) EXPECT_EQ(n, 1);
 }
 
-// Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), every entry of each once, and a round's
-// entries depend only on blocks of smaller distance (computed in earlier rounds) and the diagonal ones.
+// Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), each once, on warps 0 .. 3 - s (Xs has a
+// 16 x 16 slot for each of the at most three), and reads only blocks of smaller distance (earlier rounds) and the
+// diagonal ones (round 0).
 TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {
-  std::vector<int> seen(kChunk * kChunk, 0);
+  std::vector<int> round_of(kSubBlocks * kSubBlocks, -1);
+  for (int I = 0; I < kSubBlocks; ++I) round_of[I * kSubBlocks + I] = 0;
   for (int s = 1; s < kSubBlocks; ++s) {
-    ASSERT_EQ(tri_round_entries(s) % 256, 0);  // whole passes of the 256-thread CTA
-    for (int e = 0; e < tri_round_entries(s); ++e) {
-      const TriEntry t = tri_entry(e);
-      ASSERT_GE(t.J, 0);
-      ASSERT_LT(t.J + s, kSubBlocks);
-      ASSERT_LT(t.rr, kSub);
-      ASSERT_LT(t.cc, kSub);
-      ++seen[(kSub * (t.J + s) + t.rr) * kChunk + kSub * t.J + t.cc];
+    ASSERT_LE(tri_round_blocks(s), 3);
+    for (int w = 0; w < tri_round_blocks(s); ++w) {
+      const TriBlock b = tri_block(s, w);
+      ASSERT_TRUE(b.I > b.J && b.J >= 0 && b.I < kSubBlocks && b.I - b.J == s);
+      for (int K = b.J; K < b.I; ++K) {  // X = sum_K A_IK T_KJ, then T_II X
+        const int dep = round_of[K * kSubBlocks + b.J];
+        EXPECT_TRUE(dep >= 0 && dep < s) << "T_" << K << b.J << " not ready in round " << s;
+      }
+      EXPECT_EQ(round_of[b.I * kSubBlocks + b.J], -1) << "block twice";
+      round_of[b.I * kSubBlocks + b.J] = s;
     }
   }
-  for (int r = 0; r < kChunk; ++r)
-    for (int c = 0; c < kChunk; ++c) EXPECT_EQ(seen[r * kChunk + c], r / kSub > c / kSub ? 1 : 0) << r << " " << c;
+  for (int I = 0; I < kSubBlocks; ++I)
+    for (int J = 0; J < kSubBlocks; ++J) EXPECT_EQ(round_of[I * kSubBlocks + J] >= 0, I >= J) << I << " " << J;
 }
 
 // The state pass's tile copies (chunk_state.cu load_planes and U): every piece of every tile shape is copied by

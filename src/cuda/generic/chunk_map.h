@@ -155,14 +155,13 @@ struct ScanTask {
 KDA_HOST_DEVICE ScanTask scan_task(int task, int K) { return ScanTask{task % K, task / K}; }
 
 // S4's blocked inversion of the unit lower triangular I + A_kk: round s (1 .. kSubBlocks - 1) computes the blocks
-// (I, J) = (J + s, J), J = 0 .. kSubBlocks - 1 - s; its entry e in [0, (kSubBlocks - s) kSub^2) is block
-// J = e / kSub^2, local row rr = (e / kSub) % kSub and column cc = e % kSub, i.e. chunk row 16 (J + s) + rr,
-// column 16 J + cc.
-struct TriEntry {
-  int J, rr, cc;
+// (I, J) = (J + s, J), J = 0 .. kSubBlocks - 1 - s, one warp each (warp J): X = sum_{J <= K < I} A_IK T_KJ, then
+// T_IJ = -T_II X. Its operands are blocks of distance < s (earlier rounds) and the diagonal T_II (round 0).
+struct TriBlock {
+  int I, J;
 };
-KDA_HOST_DEVICE int tri_round_entries(int s) { return (kSubBlocks - s) * kSub * kSub; }
-KDA_HOST_DEVICE TriEntry tri_entry(int e) { return TriEntry{e / (kSub * kSub), (e / kSub) % kSub, e % kSub}; }
+KDA_HOST_DEVICE int tri_round_blocks(int s) { return kSubBlocks - s; }
+KDA_HOST_DEVICE TriBlock tri_block(int s, int warp) { return TriBlock{warp + s, warp}; }
 
 // The state pass copies a [rows][cols] tile (a plane pair: 2 x 64 rows, or U's 64 rows) with `threads` threads in
 // 16-byte pieces of `piece` elements: thread tid owns column piece * (tid % per_row) and rows tid / per_row +

@@ -10,7 +10,8 @@
 //       -> workspace; in place Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end);
 //       block factors
 //   S3  the off-diagonal blocks of A_kk / A_qk through the reference point, 3xTF32 tensor-core products
-//   S4  T = (I + A_kk)^-1 blocked in fp32 (diagonal blocks by substitution, then block products); A_qk -> workspace
+//   S4  T = (I + A_kk)^-1 blocked (diagonal blocks by fp32 substitution, then 3xTF32 block products); A_qk ->
+//       workspace
 //   S5  [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], 3xTF32 (backward) or bf16x3 products -> workspace
 //
 // Exponent arrangement (that of the CPU backend and of docs/algorithm.md; nothing forms exp(-Gamma)): every factor
@@ -23,7 +24,7 @@
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
 // T amplifies keep both operands to ~16 bits or more: A_kk / A_qk off-diagonal blocks in 3xTF32 (three tf32 mma,
 // ~21-bit operands), [W | U] = T [.] in 3xTF32 for a backward and bf16x3 (~16-bit operands) otherwise (S5), the
-// diagonal blocks and T itself in fp32 FMA. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta
+// diagonal blocks and T's diagonal blocks in fp32 FMA, T's other blocks in 3xTF32. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta
 // near 1 or beta = 2 (negative eigenvalues) make T's entries large and the rounding grows past the tensor-core
 // bound (the old single-kernel path measured state errors 3.2e-3 and 3.9e-3 against 1.95e-3; the CPU model gives
 // 2.66e-3 for tf32 and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3: docs/numerics.md). W, Qg, Kd and A_qk go to
@@ -35,7 +36,7 @@
 // dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 5 k-steps of 16 per warp, S1 K / 32
 // independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
 // mma (S3; S5 for a backward), bf16x3 mma (S5 of a plain forward: its planes reuse the A_kk, Qr, Kr and Ksuf
-// buffers) and fp32 FMA (S1, S4). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
+// buffers) and fp32 FMA (S1, S4's diagonal blocks). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
 #include <climits>
 #include <cstdint>
 
@@ -79,7 +80,7 @@ struct PrepLayout {
   static constexpr int kBias = kFac + 3 * K;  // [K]: dt_bias
   static constexpr int kBeta = kBias + K;     // [64]
   static constexpr int kBsum = kBeta + kC;    // [4][K]: S2's sub-block sums of g (log2 units)
-  static constexpr int kX = kBsum + 4 * K;    // [3][16 x 16]: S4's products sum_K A_IK T_KJ of one round
+  static constexpr int kX = kBsum + 4 * K;    // [3][16 x 16]: S4's X = sum_K A_IK T_KJ, one slot a warp of a round
   static constexpr int kFloats = kX + 3 * kSub * kSub;
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
@@ -493,13 +494,19 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril) in fp32. Round 0: the four
+  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril). Round 0, fp32: the four
   // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
   // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
   // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
-  // Rounds s = 1 .. 3 (chunk_map.h tri_entry): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
-  // only blocks of distance < s; two products (X, then T_II X), one entry per thread and pass. Warps 0-7 run round
-  // 0 while warps 8-15 store A_qk (masked lower) to the workspace.
+  // Warps 0-7 run round 0 while warps 8-15 store A_qk (masked lower) to the workspace.
+  // Rounds s = 1 .. 3 (chunk_map.h tri_block): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
+  // only blocks of distance < s, one warp per block on 3xTF32 mma.m16n8k8 (as S3): X = A_kk[I][J .. I - 1]
+  // T[J .. I - 1][J] (2 s k-steps), X through the warp's Xs slot (accumulator layout -> B operand), then T_II X
+  // (2 k-steps; T_II's upper triangle is round 0's zeros, its diagonal an exact 1). The old one-entry-a-thread
+  // form ran 16 s-long FMA chains with two shared loads per FMA, ~2.8 us of a CTA's ~34 (estimated); the CPU
+  // model matches fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2
+  // with single tf32 (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
+  // bench/results/2026-11-30-cpu-model-tinv-blocked.log).
   if (tid < 256) {
     const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
@@ -520,22 +527,58 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __syncthreads();
 #pragma unroll 1
   for (int s = 1; s < kSubBlocks; ++s) {
-    const int n = tri_round_entries(s);
-    for (int e = tid; e < n; e += kThreads) {  // X_IJ = sum_{J <= K < I} A_IK T_KJ
-      const TriEntry te = tri_entry(e);
-      const int r = kSub * (te.J + s) + te.rr, c = kSub * te.J + te.cc;
-      float x = 0.0f;
-      for (int j = kSub * te.J; j < kSub * (te.J + s); ++j) x = fmaf(Akk[r * PA + j], Tm[j * PA + c], x);
-      Xs[e] = x;
-    }
-    __syncthreads();
-    for (int e = tid; e < n; e += kThreads) {  // T_IJ = -T_II X_IJ (T_II unit lower triangular)
-      const TriEntry te = tri_entry(e);
-      const int I = te.J + s, r = kSub * I + te.rr, c = kSub * te.J + te.cc;
-      const float* const Xb = Xs + kSub * kSub * te.J;
-      float x = Xb[te.rr * kSub + te.cc];
-      for (int m = 0; m < te.rr; ++m) x = fmaf(Tm[r * PA + kSub * I + m], Xb[m * kSub + te.cc], x);
-      Tm[r * PA + c] = -x;
+    if (warp < tri_round_blocks(s)) {
+      const TriBlock tb = tri_block(s, warp);
+      const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
+      float x[2][4] = {};
+#pragma unroll 1
+      for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
+        const int c0 = 8 * ks + tig, c1 = c0 + 4;
+        uint32_t ah[4], al[4];
+        split(Akk[r0 * PA + c0], ah[0], al[0]);
+        split(Akk[r1 * PA + c0], ah[1], al[1]);
+        split(Akk[r0 * PA + c1], ah[2], al[2]);
+        split(Akk[r1 * PA + c1], ah[3], al[3]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int n = kSub * tb.J + 8 * nt + grp;
+          uint32_t bh[2], bl[2];
+          split(Tm[c0 * PA + n], bh[0], bl[0]);
+          split(Tm[c1 * PA + n], bh[1], bl[1]);
+          mma3(x[nt], ah, al, bh, bl);
+        }
+      }
+      float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
+        *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
+      }
+      __syncwarp();
+      float t[2][4] = {};
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
+        uint32_t ah[4], al[4];
+        split(Tm[r0 * PA + kSub * tb.I + c0], ah[0], al[0]);
+        split(Tm[r1 * PA + kSub * tb.I + c0], ah[1], al[1]);
+        split(Tm[r0 * PA + kSub * tb.I + c1], ah[2], al[2]);
+        split(Tm[r1 * PA + kSub * tb.I + c1], ah[3], al[3]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t bh[2], bl[2];
+          split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
+          split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
+          mma3(t[nt], ah, al, bh, bl);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = kSub * tb.J + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
+        *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
+      }
     }
     __syncthreads();
   }
