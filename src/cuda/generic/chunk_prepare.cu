@@ -371,6 +371,19 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   for (int task = tid; task < kSubBlocks * K; task += kThreads) {
     const ScanTask st = scan_task(task, K);
     const int d = st.d, blk = st.blk, tb = kSub * blk;
+    __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
+    __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
+    if (blk > 0 && tb >= L) {
+      // A sub-block past the chunk's length (short sequences, a sequence's last chunk): its q, k and g rows are zeros
+      // (S0), so Qr, Kr and Ksuf in place already are, and Qg and Kd are exact zeros: only those are written, the bits
+      // the computation gives (0 * a finite factor).
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        store_split1(Kd_g, kC * K, (tb + i) * K + d, 0.0f);
+        store_split1(Qg_g, kC * K, (tb + i) * K + d, 0.0f);
+      }
+      continue;
+    }
     float S[kSubBlocks];
 #pragma unroll
     for (int b2 = 0; b2 < kSubBlocks; ++b2) S[b2] = bsum_s[b2 * K + d];
@@ -385,7 +398,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll
     for (int i = 0; i < kSub; ++i) g[i] = Gs[(tb + i) * PK + d];
     // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
-    __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
     float bsuf = 0.0f;
 #pragma unroll
     for (int i = kSub - 1; i >= 0; --i) {
@@ -396,7 +408,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       bsuf += g[i];
     }
     // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
-    __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
     float gl = 0.0f;
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
@@ -437,8 +448,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   if (warp < 12) {
     const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
     constexpr int kSteps = K / 16;  // k-steps of 8 channels per half
+    // A block whose rows are all past the chunk's length is exactly zero (its Kr / Qr rows are): no products, the
+    // zero accumulators stored as the computation would store them.
+    const int ks_end = kSub * I < L ? (half + 1) * kSteps : half * kSteps;
 #pragma unroll 2
-    for (int ks = half * kSteps; ks < (half + 1) * kSteps; ++ks) {
+    for (int ks = half * kSteps; ks < ks_end; ++ks) {
       const int c0 = 8 * ks + tig, c1 = c0 + 4;
       const float f0 = F ? F[c0] : 1.0f, f1 = F ? F[c1] : 1.0f;
       uint32_t kh[4], kl[4], qh[4], ql[4];
@@ -530,47 +544,50 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     if (warp < tri_round_blocks(s)) {
       const TriBlock tb = tri_block(s, warp);
       const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
-      float x[2][4] = {};
-#pragma unroll 1
-      for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        uint32_t ah[4], al[4];
-        split(Akk[r0 * PA + c0], ah[0], al[0]);
-        split(Akk[r1 * PA + c0], ah[1], al[1]);
-        split(Akk[r0 * PA + c1], ah[2], al[2]);
-        split(Akk[r1 * PA + c1], ah[3], al[3]);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int n = kSub * tb.J + 8 * nt + grp;
-          uint32_t bh[2], bl[2];
-          split(Tm[c0 * PA + n], bh[0], bl[0]);
-          split(Tm[c1 * PA + n], bh[1], bl[1]);
-          mma3(x[nt], ah, al, bh, bl);
-        }
-      }
-      float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int col = 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
-        *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
-      }
-      __syncwarp();
+      // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
       float t[2][4] = {};
+      if (kSub * tb.I < L) {
+        float x[2][4] = {};
+#pragma unroll 1
+        for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
+          const int c0 = 8 * ks + tig, c1 = c0 + 4;
+          uint32_t ah[4], al[4];
+          split(Akk[r0 * PA + c0], ah[0], al[0]);
+          split(Akk[r1 * PA + c0], ah[1], al[1]);
+          split(Akk[r0 * PA + c1], ah[2], al[2]);
+          split(Akk[r1 * PA + c1], ah[3], al[3]);
 #pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
-        uint32_t ah[4], al[4];
-        split(Tm[r0 * PA + kSub * tb.I + c0], ah[0], al[0]);
-        split(Tm[r1 * PA + kSub * tb.I + c0], ah[1], al[1]);
-        split(Tm[r0 * PA + kSub * tb.I + c1], ah[2], al[2]);
-        split(Tm[r1 * PA + kSub * tb.I + c1], ah[3], al[3]);
+          for (int nt = 0; nt < 2; ++nt) {
+            const int n = kSub * tb.J + 8 * nt + grp;
+            uint32_t bh[2], bl[2];
+            split(Tm[c0 * PA + n], bh[0], bl[0]);
+            split(Tm[c1 * PA + n], bh[1], bl[1]);
+            mma3(x[nt], ah, al, bh, bl);
+          }
+        }
+        float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          uint32_t bh[2], bl[2];
-          split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
-          split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
-          mma3(t[nt], ah, al, bh, bl);
+          const int col = 8 * nt + 2 * tig;
+          *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
+          *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
+          uint32_t ah[4], al[4];
+          split(Tm[r0 * PA + kSub * tb.I + c0], ah[0], al[0]);
+          split(Tm[r1 * PA + kSub * tb.I + c0], ah[1], al[1]);
+          split(Tm[r0 * PA + kSub * tb.I + c1], ah[2], al[2]);
+          split(Tm[r1 * PA + kSub * tb.I + c1], ah[3], al[3]);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            uint32_t bh[2], bl[2];
+            split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
+            split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
+            mma3(t[nt], ah, al, bh, bl);
+          }
         }
       }
 #pragma unroll
@@ -617,8 +634,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       const int m = mi == 0 ? pair : 3 - pair;
       const int r0 = 16 * m + grp, r1 = r0 + 8;
       float acc[kMaxGroups][2][4] = {};
+      // Row blocks past the chunk's length: T's rows there are unit rows (A_kk's rows are zero) against zero rows of
+      // X, so [W | U] is +0 there; no products, the zero accumulators stored.
 #pragma unroll 1
-      for (int ks = 0; ks < 2 * m + 2; ++ks) {
+      for (int ks = 0; ks < (16 * m < L ? 2 * m + 2 : 0); ++ks) {
         const int c0 = 8 * ks + tig, c1 = c0 + 4;
         uint32_t ah[4], al[4];
         split(Tm[r0 * PA + c0], ah[0], al[0]);
@@ -684,7 +703,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       const int r0 = 16 * m + grp;
       float acc[kMaxGroups][2][4] = {};
 #pragma unroll 1
-      for (int ks = 0; ks <= m; ++ks) {
+      for (int ks = 0; ks < (16 * m < L ? m + 1 : 0); ++ks) {  // past the chunk's length: +0 (as the 3xTF32 branch)
         uint32_t ah[4], al[4];
         const int ao = swizzled(16 * m + ra.row, 16 * ks + ra.col, kC);
         ldsm_x4<false>(ah, Tp + ao);
