@@ -1,0 +1,374 @@
+// decode_bulk.cu: owns the sm_90 decode (kda::cuda::hopper_decode, decode_bulk.h): one token per sequence against
+// an fp32 value-first state pool, the state tiles streamed by the bulk-copy engine through a shared-memory pipeline.
+//
+// Why. The portable kernel (generic/decode.cu, one CTA per tile) reaches 71-75% of the copy rate at B >= 128 on the
+// H200 and 47-60% at B = 8-32 (bench/LEDGER.md, session 10), against #7's 90%: each CTA's reads are in flight only
+// between its slot load and its wait, so every tile pays a dependent slot -> state latency with nothing else of the
+// CTA in flight. Here a persistent CTA keeps kStages tiles in flight all the time: a producer warp reads tile i's
+// slot and issues its one cp.async.bulk (global -> shared, completing on an mbarrier) while the consumer warps work
+// on tile i - kStages + 1 .. i - 1.
+//
+// Roles (160 threads). Warp 4, the producer: per tile, waits for its stage to be free (empty barrier), reads the
+// sequence's slots, lane 0 arms the stage's full barrier with the tile's bytes and issues the bulk copy, then all 32
+// lanes stage what the tile's update needs besides the state: q_hat and k_hat (L2 norms by warp shuffles), alpha =
+// exp(gate), the 32 rows of v, beta, the slots; each lane arrives on the full barrier after its own stores. Warps
+// 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows of the tile and their lanes' columns
+// of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one arrival per warp), then update and
+// store straight from registers.
+//
+// Tile = 32 rows x K of one (sequence, value head): contiguous in a value-first pool (rows of K floats), one bulk
+// copy of 32 K * 4 bytes (16 KB at K = 128). Consumer warp w owns rows 8 w .. 8 w + 7; lane l owns columns
+// l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is one contiguous 4 W * 32-byte line
+// (no bank conflicts) and its global row store is coalesced. Row sums: 8 independent full-warp xor reductions.
+//
+// Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
+// SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
+// H200's rate (~32 KB of traffic per SM). Registers: consumers hold 8 W state floats + 3 W vector floats per lane.
+// One producer iteration costs about one dependent global latency (the slot, then the copy; q/k/g/v loads overlap
+// the slot's), ~1 us, so each CTA issues ~16 KB per us: 48 B/ns per SM with 3 CTAs, 3x the ~15 B/ns of reads 90% of
+// the copy rate needs.
+//
+// Supported (hopper_decode_supported): one token per sequence (T = 1; spec-decoding's 2-D indices with T = 1 too),
+// K in {64, 128, 256}, a value-first fp32 pool with rows of K contiguous floats and 16-byte aligned slot / head /
+// row starts, an sm_90 device and a binary with sm_90 code. Everything else takes the portable kernel. The math is
+// the portable kernel's (decode_math.cuh: the same per-token formulas and roundings); only the order of the terms of
+// the sums (norms, row dot products) differs.
+//
+// In place: a tile's read (the bulk copy) completes before its consumers start (full barrier), and only they write
+// those pool rows; sequences own disjoint slots (validated), so no other tile reads them.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/params.h"
+#include "cuda/decode_math.cuh"
+#include "cuda/device_common.cuh"
+#include "cuda/hopper/decode_bulk.h"
+
+namespace kda::cuda {
+namespace {
+
+constexpr int kRows = 32;                       // state rows per tile
+constexpr int kConsumerWarps = 4;               // 8 rows each
+constexpr int kThreads = 32 * (kConsumerWarps + 1);
+
+template <int K>
+struct BulkTile {
+  static constexpr int W = K / 32;                              // columns per lane
+  static constexpr int kTileFloats = kRows * K;
+  static constexpr int kStages = K >= 256 ? 2 : K >= 128 ? 4 : 8;  // ~64 KB of tiles per CTA
+  static constexpr int kVecFloats = 3 * K + kRows + 4;          // q_hat, k_hat, alpha, v, beta (+ pad)
+  // Shared memory: [kStages][kTileFloats] tiles, [kStages][kVecFloats] vectors, [kStages] read / write slots
+  // (int64), then the full and empty barriers [kStages] each (8-byte aligned).
+  static constexpr size_t kSmemBytes = sizeof(float) * kStages * (kTileFloats + kVecFloats) +
+                                       sizeof(int64_t) * 2 * kStages + sizeof(uint64_t) * 2 * kStages;
+  static_assert(K % 32 == 0 && W <= 8 && (kTileFloats * 4) % 16 == 0, "bulk tile");
+};
+
+// The device side exists in the sm_90 pass only (and the host pass, which needs the kernel's declaration).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+constexpr int kRowsPerWarp = kRows / kConsumerWarps;
+constexpr int kFullArrivals = 32 + 1;  // every producer lane, plus lane 0's arrive.expect_tx
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// mbarrier and bulk-copy primitives (PTX ISA 8.0, sm_90).
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n\t}\n" ::"r"(smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n"
+      "WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra WAIT;\n\t}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
+// W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible.
+template <int W>
+__device__ __forceinline__ void ld_vec(const float* p, float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y;
+    }
+  }
+}
+template <int W>
+__device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4)
+      __stcs(reinterpret_cast<float4*>(p + i), make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]));
+    else
+      __stcs(reinterpret_cast<float2*>(p + i), make_float2(x[i], x[i + 1]));
+  }
+}
+
+// Tile index -> (sequence n, value head hv, first row): row blocks fastest, so the tiles of one head (which stage the
+// same q / k / g) run close together and their loads hit L2.
+struct TileCoord {
+  int64_t n;
+  int hv, row0;
+};
+__device__ __forceinline__ TileCoord tile_coord(int64_t tile, int HV, int row_blocks) {
+  const int rb = static_cast<int>(tile % row_blocks);
+  const int64_t nh = tile / row_blocks;
+  return {nh / HV, static_cast<int>(nh % HV), rb * kRows};
+}
+
+#endif
+
+template <int K>
+__global__ void __launch_bounds__(kThreads) decode_bulk_kernel(const DecodeParams p, int row_blocks, int64_t tiles) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Tl = BulkTile<K>;
+  constexpr int W = Tl::W, S = Tl::kStages;
+  const ForwardParams& io = p.io;
+  extern __shared__ __align__(128) float smem[];
+  float* const tiles_s = smem;                               // [S][kTileFloats]
+  float* const vec_s = tiles_s + S * Tl::kTileFloats;        // [S][kVecFloats]
+  int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * Tl::kVecFloats);  // [S][2]: read, write
+  uint64_t* const full = reinterpret_cast<uint64_t*>(slot_s + 2 * S);
+  uint64_t* const empty = full + S;
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], kFullArrivals);
+      mbar_init(&empty[s], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  float* const pool = static_cast<float*>(p.pool);
+  if (warp == kConsumerWarps) {
+    // ---------------------------------------------------------------- producer
+    const bool has_a_log = io.has_A_log();
+    int i = 0;
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
+      const int s = i % S;
+      if (i >= S) mbar_wait(&empty[s], ((i / S) - 1) & 1);
+      const TileCoord tc = tile_coord(tile, io.HV, row_blocks);
+      const int h = tc.hv / io.group;
+      const int64_t slot = p.read_slot(tc.n);
+      const int rows = min(kRows, io.V - tc.row0);
+      // The raw inputs of this lane's W channels and of row `lane` (independent of the slot: issued with it).
+      float q[W], k[W], a[W];
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        const int64_t c = lane * W + m;
+        q[m] = load_f(io.q, tc.n * io.q.stride[0] + h * io.q.stride[2] + c * io.q.stride[3]);
+        k[m] = load_f(io.k, tc.n * io.k.stride[0] + h * io.k.stride[2] + c * io.k.stride[3]);
+        a[m] = load_f(io.g, tc.n * io.g.stride[0] + tc.hv * io.g.stride[2] + c * io.g.stride[3]);
+      }
+      const float v = lane < rows ? load_f(io.v, tc.n * io.v.stride[0] + tc.hv * io.v.stride[2] +
+                                                     (tc.row0 + lane) * io.v.stride[3])
+                                  : 0.0f;
+      const float beta_raw = load_f(io.beta, tc.n * io.beta.stride[0] + tc.hv * io.beta.stride[2]);
+      const int64_t w = p.write_slot(tc.n, 0);
+      if (lane == 0) {
+        if (slot >= 0) {
+          const uint32_t bytes = static_cast<uint32_t>(rows) * K * sizeof(float);
+          mbar_arrive_expect_tx(&full[s], bytes);
+          bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
+                        pool + slot * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K}, bytes,
+                        &full[s]);
+        } else {
+          mbar_arrive(&full[s]);  // padding: no copy, the consumers see slot < 0
+        }
+      }
+      // Staging (q_hat, k_hat, alpha, v, beta, slots): every lane takes part in the norms' shuffles.
+      if (io.use_qk_l2norm) {
+        const float inv_q = inv_norm<32, W>(q), inv_k = inv_norm<32, W>(k);
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          q[m] *= inv_q;
+          k[m] *= inv_k;
+        }
+      }
+      const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[tc.hv * io.A_log.stride[0]] : 0.0f;
+      float* const vs = vec_s + s * Tl::kVecFloats;
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        const int c = lane * W + m;
+        const float bias = io.gate_mode != KDA_GATE_LOG_DECAY
+                               ? static_cast<const float*>(io.dt_bias.data)[tc.hv * io.dt_bias.stride[0] +
+                                                                            c * io.dt_bias.stride[1]]
+                               : 0.0f;
+        // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+        vs[c] = q[m];
+        vs[K + c] = k[m];
+        vs[2 * K + c] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias, io.lower_bound));
+      }
+      vs[3 * K + lane] = v;
+      if (lane == 0) {
+        vs[3 * K + kRows] = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
+        slot_s[2 * s] = slot;
+        slot_s[2 * s + 1] = w;
+      }
+      mbar_arrive(&full[s]);  // release: this lane's stores above
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------ consumers
+  int i = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
+    const int s = i % S;
+    mbar_wait(&full[s], (i / S) & 1);
+    const TileCoord tc = tile_coord(tile, io.HV, row_blocks);
+    const int64_t slot = slot_s[2 * s], w = slot_s[2 * s + 1];
+    const int r0 = warp * kRowsPerWarp;  // this warp's first row in the tile
+    const int rows = min(kRows, io.V - tc.row0);
+    const float* const vs = vec_s + s * Tl::kVecFloats;
+    float st[kRowsPerWarp][W], al[W], kh[W], qh[W], v[kRowsPerWarp];
+    float beta = 0.0f;
+    if (slot >= 0) {
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        ld_vec<W>(tiles_s + s * Tl::kTileFloats + (r0 + r) * K + lane * W, st[r]);
+        v[r] = vs[3 * K + r0 + r];
+      }
+      ld_vec<W>(vs + lane * W, qh);
+      ld_vec<W>(vs + K + lane * W, kh);
+      ld_vec<W>(vs + 2 * K + lane * W, al);
+      beta = vs[3 * K + kRows];
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);  // the stage's data is in registers: the producer may refill it
+
+    const int64_t out_base = tc.n * io.out_stride[0] + tc.hv * io.out_stride[2];
+    if (slot < 0) {  // padding: zero outputs, no slot touched (uniform over the CTA)
+      if (lane < kRowsPerWarp && r0 + lane < rows)
+        store_out(io.out, io.out_dtype, out_base + (tc.row0 + r0 + lane) * io.out_stride[3], 0.0f);
+      continue;
+    }
+    // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
+    float dot[kRowsPerWarp];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        st[r][m] *= al[m];
+        acc = fmaf(st[r][m], kh[m], acc);
+      }
+      dot[r] = acc;
+    }
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) dot[r] = group_sum<32>(dot[r]);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float u = beta * (v[r] - dot[r]);
+      float acc = 0.0f;
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        st[r][m] = fmaf(u, kh[m], st[r][m]);
+        acc = fmaf(st[r][m], qh[m], acc);
+      }
+      dot[r] = acc;
+    }
+    if (w >= 0) {
+      float* const dst = pool + w * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K} + lane * W;
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
+    }
+    float mine = 0.0f;  // lane r keeps row r's output
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) {
+      const float o = group_sum<32>(dot[r]);
+      if (lane == r) mine = o;
+    }
+    if (lane < kRowsPerWarp && r0 + lane < rows)
+      store_out(io.out, io.out_dtype, out_base + (tc.row0 + r0 + lane) * io.out_stride[3], io.scale * mine);
+  }
+#else
+  __trap();  // launched only where hopper_decode_supported found sm_90 code
+#endif
+}
+
+// Whether the kernel's code that runs on the current device is sm_90 code (not the trap of an older target).
+template <int K>
+bool binary_has_sm90() {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, decode_bulk_kernel<K>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion >= 90;
+}
+
+template <int K>
+cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
+  using Tl = BulkTile<K>;
+  const int row_blocks = (p.io.V + kRows - 1) / kRows;
+  const int64_t tiles = p.io.N * p.io.HV * row_blocks;
+  cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Tl::kSmemBytes));
+  if (e != cudaSuccess) return e;
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, Tl::kSmemBytes);
+  if (e != cudaSuccess) return e;
+  const int64_t ctas = std::min<int64_t>(tiles, int64_t{sms} * std::max(per_sm, 1));
+  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, Tl::kSmemBytes, stream>>>(p, row_blocks, tiles);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool hopper_decode_supported(const DecodeParams& p) {
+  const ForwardParams& io = p.io;
+  if (io.T != 1 || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
+  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
+  if (reinterpret_cast<uintptr_t>(p.pool) % 16 != 0) return false;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, io.device_id) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (major != 9) return false;
+  switch (io.K) {
+    case 64: return binary_has_sm90<64>();
+    case 128: return binary_has_sm90<128>();
+    default: return binary_has_sm90<256>();
+  }
+}
+
+cudaError_t hopper_decode(const DecodeParams& p, int sms, cudaStream_t stream) {
+  switch (p.io.K) {
+    case 64: return launch<64>(p, sms, stream);
+    case 128: return launch<128>(p, sms, stream);
+    default: return launch<256>(p, sms, stream);
+  }
+}
+
+}  // namespace kda::cuda
