@@ -223,7 +223,7 @@ typedef struct kda_decode_args {
   int32_t allow_neg_eigval;
   int32_t state_v_first;
   int32_t cpu_threads;
-  kda_backend_t backend;   /* AUTO, REFERENCE, CPU, CUDA_GENERIC or CUDA_RECURRENT */
+  kda_backend_t backend;   /* AUTO, REFERENCE, CPU, CUDA_GENERIC, CUDA_HOPPER or CUDA_RECURRENT */
 
   /* Fusions (see above). */
   kda_tensor_t q_conv_weight, k_conv_weight, v_conv_weight;
