@@ -335,6 +335,11 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Tl::kSmemBytes));
   if (e != cudaSuccess) return e;
+  // Shared memory over L1: three CTAs of ~71 KB (K = 128) need 213 of the SM's 228 KB. A preference; an error here
+  // changes nothing.
+  if (cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    (void)cudaGetLastError();
   int per_sm = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, Tl::kSmemBytes);
   if (e != cudaSuccess) return e;
