@@ -46,11 +46,12 @@
 #include "cuda/decode_math.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/hopper/decode_bulk.h"
+#include "cuda/hopper/decode_bulk_plan.h"
 
 namespace kda::cuda {
 namespace {
 
-constexpr int kRows = 32;                       // state rows per tile
+using bulk::kRows;
 constexpr int kConsumerWarps = 4;               // 8 rows each
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
 
@@ -131,18 +132,6 @@ __device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) 
   }
 }
 
-// Tile index -> (sequence n, value head hv, first row): row blocks fastest, so the tiles of one head (which stage the
-// same q / k / g) run close together and their loads hit L2.
-struct TileCoord {
-  int64_t n;
-  int hv, row0;
-};
-__device__ __forceinline__ TileCoord tile_coord(int64_t tile, int HV, int row_blocks) {
-  const int rb = static_cast<int>(tile % row_blocks);
-  const int64_t nh = tile / row_blocks;
-  return {nh / HV, static_cast<int>(nh % HV), rb * kRows};
-}
-
 #endif
 
 template <int K>
@@ -173,10 +162,10 @@ __global__ void __launch_bounds__(kThreads) decode_bulk_kernel(const DecodeParam
     // ---------------------------------------------------------------- producer
     const bool has_a_log = io.has_A_log();
     int i = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
-      const int s = i % S;
-      if (i >= S) mbar_wait(&empty[s], ((i / S) - 1) & 1);
-      const TileCoord tc = tile_coord(tile, io.HV, row_blocks);
+    for (int64_t tile = blockIdx.x; tile < tiles; tile = bulk::cta_tile(blockIdx.x, gridDim.x, ++i)) {
+      const int s = bulk::stage_of(i, S);
+      if (bulk::producer_waits(i, S)) mbar_wait(&empty[s], bulk::empty_parity(i, S));
+      const bulk::TileCoord tc = bulk::tile_coord(tile, io.HV, row_blocks);
       const int h = tc.hv / io.group;
       const int64_t slot = p.read_slot(tc.n);
       const int rows = min(kRows, io.V - tc.row0);
@@ -241,10 +230,10 @@ __global__ void __launch_bounds__(kThreads) decode_bulk_kernel(const DecodeParam
 
   // ------------------------------------------------------------------ consumers
   int i = 0;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++i) {
-    const int s = i % S;
-    mbar_wait(&full[s], (i / S) & 1);
-    const TileCoord tc = tile_coord(tile, io.HV, row_blocks);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile = bulk::cta_tile(blockIdx.x, gridDim.x, ++i)) {
+    const int s = bulk::stage_of(i, S);
+    mbar_wait(&full[s], bulk::full_parity(i, S));
+    const bulk::TileCoord tc = bulk::tile_coord(tile, io.HV, row_blocks);
     const int64_t slot = slot_s[2 * s], w = slot_s[2 * s + 1];
     const int r0 = warp * kRowsPerWarp;  // this warp's first row in the tile
     const int rows = min(kRows, io.V - tc.row0);
@@ -330,8 +319,8 @@ bool binary_has_sm90() {
 template <int K>
 cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   using Tl = BulkTile<K>;
-  const int row_blocks = (p.io.V + kRows - 1) / kRows;
-  const int64_t tiles = p.io.N * p.io.HV * row_blocks;
+  const int row_blocks = bulk::row_blocks(p.io.V);
+  const int64_t tiles = bulk::tile_count(p.io.N, p.io.HV, p.io.V);
   cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(Tl::kSmemBytes));
   if (e != cudaSuccess) return e;
