@@ -93,7 +93,7 @@ typedef enum kda_backend {
                                    Decode: the sm_90 bulk-copy kernel where it applies (KDA_BACKEND_CUDA_HOPPER), the
                                    portable fp32 decode kernel otherwise. Backward: the chunked backward wherever it
                                    applies, the token-recurrent one (KDA_BACKEND_CUDA_RECURRENT) otherwise */
-  KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90 paths. Decode: the bulk-copy kernel (one token per sequence, K in {64, 128,
+  KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90 paths. Decode: the bulk-copy kernel (1-4 tokens per sequence, K in {64, 128,
                                    256}, a value-first fp32 pool of contiguous 16-byte aligned rows; NOT_SUPPORTED
                                    otherwise); KDA_BACKEND_CUDA_GENERIC / AUTO take it wherever it applies. Prefill
                                    and backward: not built yet (NOT_SUPPORTED) */

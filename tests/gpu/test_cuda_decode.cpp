@@ -66,13 +66,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaDecode, ::testing::ValuesIn(gpu_decode_cases
                          [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
 
 // Each CUDA decode path on its own, on every case: the portable kernel (KDA_BACKEND_CUDA_RECURRENT) always; the
-// sm_90 bulk-copy kernel (KDA_BACKEND_CUDA_HOPPER, hopper/decode_bulk.cu) where it applies (one token per sequence,
+// sm_90 bulk-copy kernel (KDA_BACKEND_CUDA_HOPPER, hopper/decode_bulk.cu) where it applies (1-4 tokens per sequence,
 // K in {64, 128, 256}, a value-first pool, an sm_90 device), else NOT_SUPPORTED with the pool untouched. The serving
 // cases run many tiles per persistent CTA, so the bulk kernel's stages are reused many times over.
 class CudaDecodePaths : public CudaDecode {};
 
 bool bulk_path_applies(const DecodeSpec& s) {
-  return cuda_device_cc_major() == 9 && s.io.T == 1 && (s.io.K == 64 || s.io.K == 128 || s.io.K == 256) &&
+  return cuda_device_cc_major() == 9 && s.io.T >= 1 && s.io.T <= 4 && (s.io.K == 64 || s.io.K == 128 || s.io.K == 256) &&
          s.io.v_first;
 }
 

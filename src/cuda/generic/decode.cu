@@ -1,5 +1,5 @@
 // decode.cu: owns the CUDA decode (kda::cuda::decode of cuda_backend.h): T tokens per sequence against an fp32
-// state pool read and written in place through slot indices. Its dispatcher hands one-token decode on sm_90 to the
+// state pool read and written in place through slot indices. Its dispatcher hands decode of 1-4 tokens on sm_90 to the
 // bulk-copy kernel (hopper/decode_bulk.cu); the portable kernel below takes everything else, on any GPU.
 //
 // Decode is bound by streaming the state (V * K * 4 bytes per (sequence, value head) in, the same out), so the
@@ -522,7 +522,7 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
   }
   if (io.backend == KDA_BACKEND_CUDA_HOPPER && !hopper)
     return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "backend: KDA_BACKEND_CUDA_HOPPER decodes one token per sequence (T = 1) with K in {64, 128, 256} "
+                  "backend: KDA_BACKEND_CUDA_HOPPER decodes 1-4 tokens per sequence with K in {64, 128, 256} "
                   "against a value-first fp32 pool of contiguous 16-byte aligned rows, on an sm_90 device; use "
                   "KDA_BACKEND_AUTO for everything else"};
 

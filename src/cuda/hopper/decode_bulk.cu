@@ -1,4 +1,4 @@
-// decode_bulk.cu: owns the sm_90 decode (kda::cuda::hopper_decode, decode_bulk.h): one token per sequence against
+// decode_bulk.cu: owns the sm_90 decode (kda::cuda::hopper_decode, decode_bulk.h): 1-4 tokens per sequence against
 // an fp32 value-first state pool, the state tiles streamed by the bulk-copy engine through a shared-memory pipeline.
 //
 // Why. The portable kernel (generic/decode.cu, one CTA per tile) reaches 71-75% of the copy rate at B >= 128 on the
@@ -23,13 +23,16 @@
 //
 // Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
 // SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
-// H200's rate (~32 KB of traffic per SM). Registers: consumers hold 8 W state floats + 3 W vector floats per lane.
-// One producer iteration costs about one dependent global latency (the slot, then the copy; q/k/g/v loads overlap
+// H200's rate (~32 KB of traffic per SM); at T = 4, 4 x (16 + 6.7) KB: 2 CTAs per SM. Registers: consumers hold 8 W
+// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 95 / 113 / 128 at
+// K = 64 / 128 / 256, no spills). One producer iteration costs about one dependent global latency (the slot, then the copy; q/k/g/v loads overlap
 // the slot's), ~1 us, so each CTA issues ~16 KB per us: 48 B/ns per SM with 3 CTAs, 3x the ~15 B/ns of reads 90% of
 // the copy rate needs.
 //
-// Supported (hopper_decode_supported): one token per sequence (T = 1; spec-decoding's 2-D indices with T = 1 too),
-// K in {64, 128, 256}, a value-first fp32 pool with rows of K contiguous floats and 16-byte aligned slot / head /
+// Supported (hopper_decode_supported): 1 to kMaxTokens = 4 tokens per sequence (decode, and speculative verify of up
+// to 3 draft tokens with 2-D indices and num_accepted_tokens: the state stays in the consumers' registers across the
+// tokens, each token's state going to its write slot; the producer stages every token's vectors, 6.7 KB per token at
+// K = 128), K in {64, 128, 256}, a value-first fp32 pool with rows of K contiguous floats and 16-byte aligned slot / head /
 // row starts, an sm_90 device and a binary with sm_90 code. Everything else takes the portable kernel. The math is
 // the portable kernel's (decode_math.cuh: the same per-token formulas and roundings); only the order of the terms of
 // the sums (norms, row dot products) differs.
@@ -54,18 +57,25 @@ namespace {
 using bulk::kRows;
 constexpr int kConsumerWarps = 4;               // 8 rows each
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
+// Three CTAs per SM (the shared-memory budget at K = 128, T = 1): at most 136 registers a thread. Unbounded, ptxas
+// took 163 at K = 128 once the kernel took T > 1 (the producer's token loop).
+constexpr int kMinCtas = 3;
+
+constexpr int kMaxTokens = 4;  // tokens per sequence the kernel takes (decode, speculative verify of up to 3 drafts)
 
 template <int K>
 struct BulkTile {
   static constexpr int W = K / 32;                              // columns per lane
   static constexpr int kTileFloats = kRows * K;
   static constexpr int kStages = K >= 256 ? 2 : K >= 128 ? 4 : 8;  // ~64 KB of tiles per CTA
-  static constexpr int kVecFloats = 3 * K + kRows + 4;          // q_hat, k_hat, alpha, v, beta (+ pad)
-  // Shared memory: [kStages][kTileFloats] tiles, [kStages][kVecFloats] vectors, [kStages] read / write slots
-  // (int64), then the full and empty barriers [kStages] each (8-byte aligned).
-  static constexpr size_t kSmemBytes = sizeof(float) * kStages * (kTileFloats + kVecFloats) +
-                                       sizeof(int64_t) * 2 * kStages + sizeof(uint64_t) * 2 * kStages;
-  static_assert(K % 32 == 0 && W <= 8 && (kTileFloats * 4) % 16 == 0, "bulk tile");
+  static constexpr int kTokFloats = 3 * K + kRows + 4;          // per token: q_hat, k_hat, alpha, v, beta (+ pad)
+  // Shared memory: [kStages][kTileFloats] tiles, [kStages][T][kTokFloats] vectors, [kStages][1 + kMaxTokens] slots
+  // (int64: the read slot, then each token's write slot), then the full and empty barriers [kStages] each.
+  static constexpr size_t smem_bytes(int T) {
+    return sizeof(float) * kStages * (kTileFloats + static_cast<size_t>(T) * kTokFloats) +
+           sizeof(int64_t) * (1 + kMaxTokens) * kStages + sizeof(uint64_t) * 2 * kStages;
+  }
+  static_assert(K % 32 == 0 && W <= 8 && (kTileFloats * 4) % 16 == 0 && (kTokFloats * 4) % 16 == 0, "bulk tile");
 };
 
 // The device side exists in the sm_90 pass only (and the host pass, which needs the kernel's declaration).
@@ -135,16 +145,18 @@ __device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) 
 #endif
 
 template <int K>
-__global__ void __launch_bounds__(kThreads) decode_bulk_kernel(const DecodeParams p, int row_blocks, int64_t tiles) {
+__global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const DecodeParams p, int row_blocks, int64_t tiles) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tl = BulkTile<K>;
   constexpr int W = Tl::W, S = Tl::kStages;
   const ForwardParams& io = p.io;
+  constexpr int kTok = Tl::kTokFloats, kSlots = 1 + kMaxTokens;
+  const int T = static_cast<int>(io.T);                      // 1 .. kMaxTokens (hopper_decode_supported)
   extern __shared__ __align__(128) float smem[];
   float* const tiles_s = smem;                               // [S][kTileFloats]
-  float* const vec_s = tiles_s + S * Tl::kTileFloats;        // [S][kVecFloats]
-  int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * Tl::kVecFloats);  // [S][2]: read, write
-  uint64_t* const full = reinterpret_cast<uint64_t*>(slot_s + 2 * S);
+  float* const vec_s = tiles_s + S * Tl::kTileFloats;        // [S][T][kTok]
+  int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * T * kTok);  // [S][kSlots]: read, write per token
+  uint64_t* const full = reinterpret_cast<uint64_t*>(slot_s + kSlots * S);
   uint64_t* const empty = full + S;
 
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -169,60 +181,67 @@ __global__ void __launch_bounds__(kThreads) decode_bulk_kernel(const DecodeParam
       const int h = tc.hv / io.group;
       const int64_t slot = p.read_slot(tc.n);
       const int rows = min(kRows, io.V - tc.row0);
-      // The raw inputs of this lane's W channels and of row `lane` (independent of the slot: issued with it).
-      float q[W], k[W], a[W];
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        const int64_t c = lane * W + m;
-        q[m] = load_f(io.q, tc.n * io.q.stride[0] + h * io.q.stride[2] + c * io.q.stride[3]);
-        k[m] = load_f(io.k, tc.n * io.k.stride[0] + h * io.k.stride[2] + c * io.k.stride[3]);
-        a[m] = load_f(io.g, tc.n * io.g.stride[0] + tc.hv * io.g.stride[2] + c * io.g.stride[3]);
-      }
-      const float v = lane < rows ? load_f(io.v, tc.n * io.v.stride[0] + tc.hv * io.v.stride[2] +
-                                                     (tc.row0 + lane) * io.v.stride[3])
-                                  : 0.0f;
-      const float beta_raw = load_f(io.beta, tc.n * io.beta.stride[0] + tc.hv * io.beta.stride[2]);
-      const int64_t w = p.write_slot(tc.n, 0);
-      if (lane == 0) {
-        if (slot >= 0) {
-          const uint32_t bytes = static_cast<uint32_t>(rows) * K * sizeof(float);
-          mbar_arrive_expect_tx(&full[s], bytes);
-          bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
-                        pool + slot * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K}, bytes,
-                        &full[s]);
-        } else {
-          mbar_arrive(&full[s]);  // padding: no copy, the consumers see slot < 0
-        }
-      }
-      // Staging (q_hat, k_hat, alpha, v, beta, slots): every lane takes part in the norms' shuffles.
-      if (io.use_qk_l2norm) {
-        const float inv_q = inv_norm<32, W>(q), inv_k = inv_norm<32, W>(k);
+      const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[tc.hv * io.A_log.stride[0]] : 0.0f;
+      float* const vs = vec_s + s * T * kTok;
+#pragma unroll 1
+      for (int t = 0; t < T; ++t) {
+        // Token t's raw inputs for this lane's W channels and row `lane` (token 0's are issued with the slot load,
+        // before the copy waits on it).
+        float q[W], k[W], a[W];
 #pragma unroll
         for (int m = 0; m < W; ++m) {
-          q[m] *= inv_q;
-          k[m] *= inv_k;
+          const int64_t c = lane * W + m;
+          q[m] = load_f(io.q, tc.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + c * io.q.stride[3]);
+          k[m] = load_f(io.k, tc.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + c * io.k.stride[3]);
+          a[m] = load_f(io.g,
+                        tc.n * io.g.stride[0] + t * io.g.stride[1] + tc.hv * io.g.stride[2] + c * io.g.stride[3]);
+        }
+        const float v = lane < rows ? load_f(io.v, tc.n * io.v.stride[0] + t * io.v.stride[1] +
+                                                       tc.hv * io.v.stride[2] + (tc.row0 + lane) * io.v.stride[3])
+                                    : 0.0f;
+        const float beta_raw =
+            load_f(io.beta, tc.n * io.beta.stride[0] + t * io.beta.stride[1] + tc.hv * io.beta.stride[2]);
+        const int64_t w = p.write_slot(tc.n, t);
+        if (t == 0 && lane == 0) {
+          if (slot >= 0) {
+            const uint32_t bytes = static_cast<uint32_t>(rows) * K * sizeof(float);
+            mbar_arrive_expect_tx(&full[s], bytes);
+            bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
+                          pool + slot * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K}, bytes,
+                          &full[s]);
+          } else {
+            mbar_arrive(&full[s]);  // padding: no copy, the consumers see slot < 0
+          }
+        }
+        // Staging (q_hat, k_hat, alpha, v, beta, slots): every lane takes part in the norms' shuffles.
+        if (io.use_qk_l2norm) {
+          const float inv_q = inv_norm<32, W>(q), inv_k = inv_norm<32, W>(k);
+#pragma unroll
+          for (int m = 0; m < W; ++m) {
+            q[m] *= inv_q;
+            k[m] *= inv_k;
+          }
+        }
+        float* const vt = vs + t * kTok;
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          const int c = lane * W + m;
+          const float bias = io.gate_mode != KDA_GATE_LOG_DECAY
+                                 ? static_cast<const float*>(io.dt_bias.data)[tc.hv * io.dt_bias.stride[0] +
+                                                                              c * io.dt_bias.stride[1]]
+                                 : 0.0f;
+          // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+          vt[c] = q[m];
+          vt[K + c] = k[m];
+          vt[2 * K + c] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias, io.lower_bound));
+        }
+        vt[3 * K + lane] = v;
+        if (lane == 0) {
+          vt[3 * K + kRows] = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
+          slot_s[kSlots * s + 1 + t] = w;
         }
       }
-      const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[tc.hv * io.A_log.stride[0]] : 0.0f;
-      float* const vs = vec_s + s * Tl::kVecFloats;
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        const int c = lane * W + m;
-        const float bias = io.gate_mode != KDA_GATE_LOG_DECAY
-                               ? static_cast<const float*>(io.dt_bias.data)[tc.hv * io.dt_bias.stride[0] +
-                                                                            c * io.dt_bias.stride[1]]
-                               : 0.0f;
-        // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
-        vs[c] = q[m];
-        vs[K + c] = k[m];
-        vs[2 * K + c] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias, io.lower_bound));
-      }
-      vs[3 * K + lane] = v;
-      if (lane == 0) {
-        vs[3 * K + kRows] = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
-        slot_s[2 * s] = slot;
-        slot_s[2 * s + 1] = w;
-      }
+      if (lane == 0) slot_s[kSlots * s] = slot;
       mbar_arrive(&full[s]);  // release: this lane's stores above
     }
     return;
@@ -234,71 +253,80 @@ __global__ void __launch_bounds__(kThreads) decode_bulk_kernel(const DecodeParam
     const int s = bulk::stage_of(i, S);
     mbar_wait(&full[s], bulk::full_parity(i, S));
     const bulk::TileCoord tc = bulk::tile_coord(tile, io.HV, row_blocks);
-    const int64_t slot = slot_s[2 * s], w = slot_s[2 * s + 1];
+    const int64_t slot = slot_s[kSlots * s];
     const int r0 = warp * kRowsPerWarp;  // this warp's first row in the tile
     const int rows = min(kRows, io.V - tc.row0);
-    const float* const vs = vec_s + s * Tl::kVecFloats;
-    float st[kRowsPerWarp][W], al[W], kh[W], qh[W], v[kRowsPerWarp];
-    float beta = 0.0f;
-    if (slot >= 0) {
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        ld_vec<W>(tiles_s + s * Tl::kTileFloats + (r0 + r) * K + lane * W, st[r]);
-        v[r] = vs[3 * K + r0 + r];
-      }
-      ld_vec<W>(vs + lane * W, qh);
-      ld_vec<W>(vs + K + lane * W, kh);
-      ld_vec<W>(vs + 2 * K + lane * W, al);
-      beta = vs[3 * K + kRows];
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);  // the stage's data is in registers: the producer may refill it
-
+    const float* const vs = vec_s + s * T * kTok;
     const int64_t out_base = tc.n * io.out_stride[0] + tc.hv * io.out_stride[2];
     if (slot < 0) {  // padding: zero outputs, no slot touched (uniform over the CTA)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
       if (lane < kRowsPerWarp && r0 + lane < rows)
-        store_out(io.out, io.out_dtype, out_base + (tc.row0 + r0 + lane) * io.out_stride[3], 0.0f);
+        for (int t = 0; t < T; ++t)
+          store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (tc.row0 + r0 + lane) * io.out_stride[3],
+                    0.0f);
       continue;
     }
-    // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
-    float dot[kRowsPerWarp];
+    float st[kRowsPerWarp][W];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      float acc = 0.0f;
+    for (int r = 0; r < kRowsPerWarp; ++r) ld_vec<W>(tiles_s + s * Tl::kTileFloats + (r0 + r) * K + lane * W, st[r]);
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+      const float* const vt = vs + t * kTok;
+      float al[W], kh[W], qh[W], v[kRowsPerWarp];
+      ld_vec<W>(vt + lane * W, qh);
+      ld_vec<W>(vt + K + lane * W, kh);
+      ld_vec<W>(vt + 2 * K + lane * W, al);
 #pragma unroll
-      for (int m = 0; m < W; ++m) {
-        st[r][m] *= al[m];
-        acc = fmaf(st[r][m], kh[m], acc);
+      for (int r = 0; r < kRowsPerWarp; ++r) v[r] = vt[3 * K + r0 + r];
+      const float beta = vt[3 * K + kRows];
+      const int64_t w = slot_s[kSlots * s + 1 + t];
+      if (t == T - 1) {  // the stage's last reads are in registers: the producer may refill it
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
       }
-      dot[r] = acc;
-    }
+      // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
+      float dot[kRowsPerWarp];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) dot[r] = group_sum<32>(dot[r]);
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        float acc = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const float u = beta * (v[r] - dot[r]);
-      float acc = 0.0f;
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        st[r][m] = fmaf(u, kh[m], st[r][m]);
-        acc = fmaf(st[r][m], qh[m], acc);
+        for (int m = 0; m < W; ++m) {
+          st[r][m] *= al[m];
+          acc = fmaf(st[r][m], kh[m], acc);
+        }
+        dot[r] = acc;
       }
-      dot[r] = acc;
-    }
-    if (w >= 0) {
-      float* const dst = pool + w * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K} + lane * W;
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
-    }
-    float mine = 0.0f;  // lane r keeps row r's output
+      for (int r = 0; r < kRowsPerWarp; ++r) dot[r] = group_sum<32>(dot[r]);
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      const float o = group_sum<32>(dot[r]);
-      if (lane == r) mine = o;
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float u = beta * (v[r] - dot[r]);
+        float acc = 0.0f;
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          st[r][m] = fmaf(u, kh[m], st[r][m]);
+          acc = fmaf(st[r][m], qh[m], acc);
+        }
+        dot[r] = acc;
+      }
+      if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
+        float* const dst =
+            pool + w * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K} + lane * W;
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
+      }
+      float mine = 0.0f;  // lane r keeps row r's output
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float o = group_sum<32>(dot[r]);
+        if (lane == r) mine = o;
+      }
+      if (lane < kRowsPerWarp && r0 + lane < rows)
+        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (tc.row0 + r0 + lane) * io.out_stride[3],
+                  io.scale * mine);
     }
-    if (lane < kRowsPerWarp && r0 + lane < rows)
-      store_out(io.out, io.out_dtype, out_base + (tc.row0 + r0 + lane) * io.out_stride[3], io.scale * mine);
   }
 #else
   __trap();  // launched only where hopper_decode_supported found sm_90 code
@@ -321,8 +349,9 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   using Tl = BulkTile<K>;
   const int row_blocks = bulk::row_blocks(p.io.V);
   const int64_t tiles = bulk::tile_count(p.io.N, p.io.HV, p.io.V);
+  const size_t smem = Tl::smem_bytes(static_cast<int>(p.io.T));
   cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(Tl::kSmemBytes));
+                                       static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   // Shared memory over L1: three CTAs of ~71 KB (K = 128) need 213 of the SM's 228 KB. A preference; an error here
   // changes nothing.
@@ -330,10 +359,10 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
                            cudaSharedmemCarveoutMaxShared) != cudaSuccess)
     (void)cudaGetLastError();
   int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, Tl::kSmemBytes);
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, smem);
   if (e != cudaSuccess) return e;
   const int64_t ctas = std::min<int64_t>(tiles, int64_t{sms} * std::max(per_sm, 1));
-  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, Tl::kSmemBytes, stream>>>(p, row_blocks, tiles);
+  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p, row_blocks, tiles);
   return cudaSuccess;
 }
 
@@ -341,7 +370,7 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
 
 bool hopper_decode_supported(const DecodeParams& p) {
   const ForwardParams& io = p.io;
-  if (io.T != 1 || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
+  if (io.T < 1 || io.T > kMaxTokens || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
   if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
   if (reinterpret_cast<uintptr_t>(p.pool) % 16 != 0) return false;
   int major = 0;
