@@ -181,7 +181,16 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const D
       const int h = tc.hv / io.group;
       const int64_t slot = p.read_slot(tc.n);
       const int rows = min(kRows, io.V - tc.row0);
+      // The head's gate parameters with the slot, not after it: issued after the copy (which waits on the slot) they
+      // would add a dependent global load to the staging at small batches, as long as the slot -> copy chain.
       const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[tc.hv * io.A_log.stride[0]] : 0.0f;
+      float bias[W];
+#pragma unroll
+      for (int m = 0; m < W; ++m)
+        bias[m] = io.gate_mode != KDA_GATE_LOG_DECAY
+                      ? static_cast<const float*>(io.dt_bias.data)[tc.hv * io.dt_bias.stride[0] +
+                                                                   (lane * W + m) * io.dt_bias.stride[1]]
+                      : 0.0f;
       float* const vs = vec_s + s * T * kTok;
 #pragma unroll 1
       for (int t = 0; t < T; ++t) {
@@ -226,14 +235,10 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const D
 #pragma unroll
         for (int m = 0; m < W; ++m) {
           const int c = lane * W + m;
-          const float bias = io.gate_mode != KDA_GATE_LOG_DECAY
-                                 ? static_cast<const float*>(io.dt_bias.data)[tc.hv * io.dt_bias.stride[0] +
-                                                                              c * io.dt_bias.stride[1]]
-                                 : 0.0f;
           // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
           vt[c] = q[m];
           vt[K + c] = k[m];
-          vt[2 * K + c] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias, io.lower_bound));
+          vt[2 * K + c] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias[m], io.lower_bound));
         }
         vt[3 * K + lane] = v;
         if (lane == 0) {
