@@ -1,8 +1,9 @@
 // test_decode_bulk_plan.cpp: the sm_90 decode kernel's work plan and pipeline protocol (src/cuda/hopper/
-// decode_bulk_plan.h) on the CPU. The tiles of a persistent grid cover every (sequence, value head, row block) once;
-// and the producer / consumer handshake, replayed with mbarriers modelled as PTX defines them (arrival count,
-// transaction bytes, phase parity) under random interleavings, never lets a consumer read a stage before its tile's
-// bytes and staging are in, never lets the producer refill a stage a consumer still reads, and never deadlocks.
+// decode_bulk_plan.h) on the CPU. The units of a persistent grid cover every (sequence, value head, row block) once,
+// in the same order for the producer and the consumers; and the producer / consumer handshake (a unit's copies, then
+// its staging), replayed with mbarriers modelled as PTX defines them (arrival count, transaction bytes, phase parity)
+// under random interleavings, never lets a consumer read a stage before its tile's bytes and staging are in, never
+// lets the producer refill a stage a consumer still reads, and never deadlocks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,21 +18,45 @@
 namespace kda::cuda::bulk {
 namespace {
 
-TEST(DecodeBulkPlan, TilesCoverEveryRowBlockOnce) {
-  for (const auto& [N, HV, V, ctas] : {std::tuple<int64_t, int, int, int64_t>{1, 32, 128, 132},
-                                       {5, 12, 128, 7}, {3, 4, 100, 5}, {2, 3, 16, 1}, {512, 32, 128, 396}}) {
+TEST(DecodeBulkPlan, UnitsCoverEveryRowBlockOnce) {
+  // (N, HV, V, stages, resident CTAs, CTAs launched)
+  for (const auto& [N, HV, V, stages, resident, ctas] :
+       {std::tuple<int64_t, int, int, int, int64_t, int64_t>{1, 32, 128, 4, 396, 396}, {5, 12, 128, 4, 7, 7},
+        {3, 4, 96, 4, 5, 5}, {2, 3, 16, 8, 1, 1}, {512, 32, 128, 4, 396, 396}, {8, 12, 256, 2, 264, 200},
+        {64, 32, 64, 8, 396, 396}, {7, 5, 256, 8, 3, 3}}) {
     const int blocks = row_blocks(V);
-    const int64_t tiles = tile_count(N, HV, V);
+    const int per = tiles_per_unit(N, HV, V, stages, resident);
+    ASSERT_TRUE(per >= 1 && per <= stages && blocks % per == 0) << per;
+    const int64_t units = unit_count(N, HV, V, per);
+    EXPECT_TRUE(per == 1 || units >= resident) << "units could have been split further: " << units;
     std::set<std::tuple<int64_t, int, int>> seen;
-    for (int64_t cta = 0; cta < std::min(ctas, tiles); ++cta)
-      for (int64_t i = 0, t = cta_tile(cta, ctas, 0); t < tiles; t = cta_tile(cta, ctas, ++i)) {
-        const TileCoord c = tile_coord(t, HV, blocks);
-        ASSERT_TRUE(c.n >= 0 && c.n < N && c.hv >= 0 && c.hv < HV && c.row0 >= 0 && c.row0 < V) << t;
-        ASSERT_EQ(c.row0 % kRows, 0);
-        ASSERT_TRUE(seen.insert({c.n, c.hv, c.row0}).second) << "tile " << t << " twice";
+    for (int64_t cta = 0; cta < std::min(ctas, units); ++cta) {
+      // The producer's order (units, then their tiles) and the consumers' (a flat tile count) name the same tiles.
+      std::vector<std::tuple<int64_t, int, int>> by_unit, by_count;
+      for (int64_t k = 0, unit = cta_unit(cta, ctas, 0); unit < units; unit = cta_unit(cta, ctas, ++k)) {
+        const Unit u = unit_of(unit, HV, V, per);
+        for (int j = 0; j < per; ++j) by_unit.emplace_back(u.n, u.hv, u.row0 + j * kRows);
       }
+      for (int i = 0;; ++i) {
+        const int64_t unit = cta_unit(cta, ctas, i / per);
+        if (unit >= units) break;
+        const Unit u = unit_of(unit, HV, V, per);
+        by_count.emplace_back(u.n, u.hv, u.row0 + (i % per) * kRows);
+      }
+      ASSERT_EQ(by_unit, by_count);
+      for (const auto& [n, hv, row0] : by_unit) {
+        ASSERT_TRUE(n >= 0 && n < N && hv >= 0 && hv < HV && row0 >= 0 && row0 < V);
+        ASSERT_EQ(row0 % kRows, 0);
+        ASSERT_TRUE(seen.insert({n, hv, row0}).second) << "tile (" << n << ", " << hv << ", " << row0 << ") twice";
+      }
+    }
     EXPECT_EQ(static_cast<int64_t>(seen.size()), N * HV * blocks);
   }
+  // Large batches keep a head's tiles together (one staging per head); one sequence spreads them over CTAs.
+  EXPECT_EQ(tiles_per_unit(256, 32, 128, 4, 396), 4);
+  EXPECT_EQ(tiles_per_unit(1, 32, 128, 4, 396), 1);
+  EXPECT_EQ(tiles_per_unit(32, 12, 128, 4, 396), 2);
+  EXPECT_EQ(tiles_per_unit(512, 32, 256, 2, 264), 2);
 }
 
 // An mbarrier as PTX specifies it: a phase completes when its pending arrivals reach zero with its transaction count
@@ -71,7 +96,8 @@ struct Rules {
 // One CTA of the kernel: the producer warp (lane 0's arrive.expect_tx and bulk copy, then the staging stores and the
 // 32 lanes' arrivals) and 4 consumer warps, each a sequence of blocking steps; the copies land at random times.
 // Returns "" or the first violation.
-std::string replay(int stages, int64_t tiles_of_cta, double padding, uint64_t seed, Rules rules = {}) {
+std::string replay(int stages, int per_unit, int64_t units_of_cta, double padding, uint64_t seed, Rules rules = {}) {
+  const int64_t tiles_of_cta = units_of_cta * per_unit;
   constexpr int kConsumers = 4, kLanes = 32;
   std::mt19937_64 rng(seed);
   std::vector<MBarrier> full(stages), empty(stages);
@@ -88,16 +114,17 @@ std::string replay(int stages, int64_t tiles_of_cta, double padding, uint64_t se
     int64_t tile;
   };
   std::vector<Copy> copies;
-  int64_t prod_i = 0;
-  int prod_step = 0;  // 0: wait for the stage, 1: arm + copy, 2: stage + arrive
+  int64_t prod_i = 0;  // the producer's unit starts at tile prod_i
+  int prod_j = 0;      // ... and it is at tile prod_i + prod_j of it
+  int prod_step = 0;   // per tile of the unit: 0 wait for the stage, 1 arm + copy; then per tile: 2 stage + arrive
   std::vector<int64_t> cons_i(kConsumers, 0);
   const int64_t bytes = 16384;
   const std::string at = " (stages " + std::to_string(stages) + ", seed " + std::to_string(seed) + ")";
   for (;;) {
     std::vector<int> runnable;  // 0: producer, 1..4: consumers, 5: a copy lands
     if (prod_i < tiles_of_cta) {
-      const int s = stage_of(prod_i, stages);
-      if (prod_step != 0 || !producer_waits(prod_i, stages) || empty[s].try_wait(rules.empty(prod_i, stages)))
+      const int64_t t = prod_i + prod_j;
+      if (prod_step != 0 || !producer_waits(t, stages) || empty[stage_of(t, stages)].try_wait(rules.empty(t, stages)))
         runnable.push_back(0);
     }
     for (int c = 0; c < kConsumers; ++c)
@@ -112,28 +139,33 @@ std::string replay(int stages, int64_t tiles_of_cta, double padding, uint64_t se
     }
     const int who = runnable[std::uniform_int_distribution<size_t>(0, runnable.size() - 1)(rng)];
     if (who == 0) {
-      const int s = stage_of(prod_i, stages);
+      const int64_t t = prod_i + prod_j;
+      const int s = stage_of(t, stages);
       if (prod_step == 0) {
         // Refilling stage s: every consumer must be done with the tile that used it before.
-        if (prod_i >= stages)
+        if (t >= stages)
           for (int c = 0; c < kConsumers; ++c)
-            if (!read[c][prod_i - stages])
-              return "stage " + std::to_string(s) + " refilled before consumer " + std::to_string(c) +
-                     " read tile " + std::to_string(prod_i - stages) + at;
+            if (!read[c][t - stages])
+              return "stage " + std::to_string(s) + " refilled before consumer " + std::to_string(c) + " read tile " +
+                     std::to_string(t - stages) + at;
         prod_step = 1;
       } else if (prod_step == 1) {
-        if (!pad[prod_i]) {
+        if (!pad[t]) {
           full[s].arrive_expect_tx(bytes);
-          copies.push_back({s, prod_i});
+          copies.push_back({s, t});
         } else {
           full[s].arrive();  // padding: no copy
         }
-        prod_step = 2;
+        prod_step = ++prod_j < per_unit ? 0 : 2;  // the unit's copies first, then its staging
+        if (prod_step == 2) prod_j = 0;
       } else {
-        staged[s] = prod_i;
+        staged[s] = t;
         for (int l = 0; l < kLanes; ++l) full[s].arrive();
-        prod_step = 0;
-        ++prod_i;
+        if (++prod_j == per_unit) {
+          prod_i += per_unit;
+          prod_j = 0;
+          prod_step = 0;
+        }
       }
     } else if (who == 5) {
       const size_t k = std::uniform_int_distribution<size_t>(0, copies.size() - 1)(rng);
@@ -159,9 +191,19 @@ std::string replay(int stages, int64_t tiles_of_cta, double padding, uint64_t se
 TEST(DecodeBulkPlan, PipelineProtocolUnderRandomInterleavings) {
   std::mt19937_64 seeds(20261130);
   for (int stages : {2, 4, 8})
-    for (int64_t tiles : {int64_t{1}, int64_t{3}, int64_t{stages}, int64_t{stages + 1}, int64_t{41}})
-      for (double padding : {0.0, 0.3, 1.0})
-        for (int rep = 0; rep < 20; ++rep) ASSERT_EQ(replay(stages, tiles, padding, seeds()), "");
+    for (int per_unit = 1; per_unit <= stages; per_unit *= 2)
+      for (int64_t units : {int64_t{1}, int64_t{3}, int64_t{stages}, int64_t{stages + 1}, int64_t{41}})
+        for (double padding : {0.0, 0.3, 1.0})
+          for (int rep = 0; rep < 10; ++rep) ASSERT_EQ(replay(stages, per_unit, units, padding, seeds()), "");
+}
+
+// Why a unit may not have more tiles than stages: its copies come before its staging, so its (stages + 1)-th copy
+// waits for a stage that only the unit's own first tile, not yet staged, would free.
+TEST(DecodeBulkPlan, UnitLongerThanTheRingDeadlocks) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const std::string r = replay(2, 4, 3, 0.0, seed);
+    EXPECT_EQ(r.rfind("deadlock", 0), 0u) << r;
+  }
 }
 
 // The replay catches the classic pipeline bugs: a full-barrier parity one phase off lets consumers read a stage
@@ -173,7 +215,7 @@ uint32_t empty_off_by_one(int64_t i, int stages) { return empty_parity(i, stages
 TEST(DecodeBulkPlan, ReplayCatchesWrongParities) {
   for (const Rules bad : {Rules{full_off_by_one, empty_parity}, Rules{full_parity, empty_off_by_one}}) {
     int caught = 0;
-    for (uint64_t seed = 1; seed <= 50; ++seed) caught += replay(4, 41, 0.0, seed, bad) != "";
+    for (uint64_t seed = 1; seed <= 50; ++seed) caught += replay(4, 2, 21, 0.0, seed, bad) != "";
     EXPECT_EQ(caught, 50);
   }
 }

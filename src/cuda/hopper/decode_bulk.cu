@@ -8,13 +8,22 @@
 // slot and issues its one cp.async.bulk (global -> shared, completing on an mbarrier) while the consumer warps work
 // on tile i - kStages + 1 .. i - 1.
 //
-// Roles (160 threads). Warp 4, the producer: per tile, waits for its stage to be free (empty barrier), reads the
-// sequence's slots, lane 0 arms the stage's full barrier with the tile's bytes and issues the bulk copy, then all 32
-// lanes stage what the tile's update needs besides the state: q_hat and k_hat (L2 norms by warp shuffles), alpha =
-// exp(gate), the 32 rows of v, beta, the slots; each lane arrives on the full barrier after its own stores. Warps
-// 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows of the tile and their lanes' columns
-// of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one arrival per warp), then update and
-// store straight from registers.
+// Roles (160 threads). The work is split into units: 1 to kStages consecutive row tiles of one (sequence, value head)
+// (bulk::tiles_per_unit: all of a head's tiles, up to the ring's length, at batches that fill the resident CTAs;
+// fewer at small batches so a head's tiles update in parallel on several CTAs). Warp 4, the producer: per unit,
+// issues every global load it needs (the sequence's slots, the head's gate parameters, its lanes' channels of q / k /
+// g, row `lane` of v for each tile, beta), then per tile waits for the tile's stage to be free (empty barrier) and
+// lane 0 arms the stage's full barrier with the tile's bytes and issues the bulk copy; then all 32 lanes stage, once
+// per unit, what the updates need besides the state (q_hat and k_hat by warp-shuffle L2 norms, alpha = exp(gate),
+// beta) into each of the unit's stages, with that tile's rows of v and the slots; each lane arrives on each stage's
+// full barrier after its own stores. Warps 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows
+// of the tile and their lanes' columns of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one
+// arrival per warp), then update and store straight from registers.
+//
+// Measured (bench/LEDGER.md, session 11): the first version staged per tile, not per unit, and ran at 60-66% of the
+// copy rate at B >= 128, slower than the portable kernel (H32 B512 844 against 683 us): the producer warp's serial
+// path per 16 KB tile (a global round trip plus a few hundred dependent instructions of norms, gate activation and
+// stores, ~4.8 us a tile) paced the CTA. A unit of 4 tiles (K = V = 128) pays that path once per 64 KB.
 //
 // Tile = 32 rows x K of one (sequence, value head): contiguous in a value-first pool (rows of K floats), one bulk
 // copy of 32 K * 4 bytes (16 KB at K = 128). Consumer warp w owns rows 8 w .. 8 w + 7; lane l owns columns
@@ -24,10 +33,11 @@
 // Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
 // SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
 // H200's rate (~32 KB of traffic per SM); at T = 4, 4 x (16 + 6.7) KB: 2 CTAs per SM. Registers: consumers hold 8 W
-// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 95 / 113 / 128 at
-// K = 64 / 128 / 256, no spills). One producer iteration costs about one dependent global latency (the slot, then the copy; q/k/g/v loads overlap
-// the slot's), ~1 us, so each CTA issues ~16 KB per us: 48 B/ns per SM with 3 CTAs, 3x the ~15 B/ns of reads 90% of
-// the copy rate needs.
+// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 93 / 115 / 128 at
+// K = 64 / 128 / 256, no spills; the consumers count their tiles with a 32-bit index, a 64-bit one spilled at K = 256).
+// One producer unit costs about a global round trip plus the staging's ~1.5 us of dependent instructions, ~3-4 us
+// for 64 KB at K = V = 128: ~18 KB per us per CTA, 54 B/ns per SM with 3 CTAs, 3.5x the ~15 B/ns of reads 90% of the
+// copy rate needs.
 //
 // Supported (hopper_decode_supported): 1 to kMaxTokens = 4 tokens per sequence (decode, and speculative verify of up
 // to 3 draft tokens with 2-D indices and num_accepted_tokens: the state stays in the consumers' registers across the
@@ -145,10 +155,12 @@ __device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) 
 #endif
 
 template <int K>
-__global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const DecodeParams p, int row_blocks, int64_t tiles) {
+__global__ void __launch_bounds__(kThreads, kMinCtas)
+    decode_bulk_kernel(const DecodeParams p, int per_unit, int64_t units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tl = BulkTile<K>;
   constexpr int W = Tl::W, S = Tl::kStages;
+  constexpr int kMaxUnit = S;  // tiles per unit: per_unit <= S (bulk::tiles_per_unit)
   const ForwardParams& io = p.io;
   constexpr int kTok = Tl::kTokFloats, kSlots = 1 + kMaxTokens;
   const int T = static_cast<int>(io.T);                      // 1 .. kMaxTokens (hopper_decode_supported)
@@ -173,56 +185,66 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const D
   if (warp == kConsumerWarps) {
     // ---------------------------------------------------------------- producer
     const bool has_a_log = io.has_A_log();
-    int i = 0;
-    for (int64_t tile = blockIdx.x; tile < tiles; tile = bulk::cta_tile(blockIdx.x, gridDim.x, ++i)) {
-      const int s = bulk::stage_of(i, S);
-      if (bulk::producer_waits(i, S)) mbar_wait(&empty[s], bulk::empty_parity(i, S));
-      const bulk::TileCoord tc = bulk::tile_coord(tile, io.HV, row_blocks);
-      const int h = tc.hv / io.group;
-      const int64_t slot = p.read_slot(tc.n);
-      const int rows = min(kRows, io.V - tc.row0);
-      // The head's gate parameters with the slot, not after it: issued after the copy (which waits on the slot) they
-      // would add a dependent global load to the staging at small batches, as long as the slot -> copy chain.
-      const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[tc.hv * io.A_log.stride[0]] : 0.0f;
+    int i = 0;  // this CTA's tiles so far
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x, i += per_unit) {
+      const bulk::Unit u = bulk::unit_of(unit, io.HV, io.V, per_unit);
+      const int h = u.hv / io.group;
+      const int64_t slot = p.read_slot(u.n);
+      const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[u.hv * io.A_log.stride[0]] : 0.0f;
       float bias[W];
 #pragma unroll
       for (int m = 0; m < W; ++m)
         bias[m] = io.gate_mode != KDA_GATE_LOG_DECAY
-                      ? static_cast<const float*>(io.dt_bias.data)[tc.hv * io.dt_bias.stride[0] +
+                      ? static_cast<const float*>(io.dt_bias.data)[u.hv * io.dt_bias.stride[0] +
                                                                    (lane * W + m) * io.dt_bias.stride[1]]
                       : 0.0f;
-      float* const vs = vec_s + s * T * kTok;
 #pragma unroll 1
       for (int t = 0; t < T; ++t) {
-        // Token t's raw inputs for this lane's W channels and row `lane` (token 0's are issued with the slot load,
-        // before the copy waits on it).
-        float q[W], k[W], a[W];
+        // Token t's raw inputs: this lane's W channels of q / k / g, row `lane` of each of the unit's tiles of v, beta,
+        // the write slot. Token 0's are issued with the slot and the gate parameters, before anything waits: the
+        // unit's one global round trip overlaps the producer's waits for its stages.
+        float q[W], k[W], a[W], v[kMaxUnit];
 #pragma unroll
         for (int m = 0; m < W; ++m) {
           const int64_t c = lane * W + m;
-          q[m] = load_f(io.q, tc.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + c * io.q.stride[3]);
-          k[m] = load_f(io.k, tc.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + c * io.k.stride[3]);
-          a[m] = load_f(io.g,
-                        tc.n * io.g.stride[0] + t * io.g.stride[1] + tc.hv * io.g.stride[2] + c * io.g.stride[3]);
+          q[m] = load_f(io.q, u.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + c * io.q.stride[3]);
+          k[m] = load_f(io.k, u.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + c * io.k.stride[3]);
+          a[m] = load_f(io.g, u.n * io.g.stride[0] + t * io.g.stride[1] + u.hv * io.g.stride[2] + c * io.g.stride[3]);
         }
-        const float v = lane < rows ? load_f(io.v, tc.n * io.v.stride[0] + t * io.v.stride[1] +
-                                                       tc.hv * io.v.stride[2] + (tc.row0 + lane) * io.v.stride[3])
-                                    : 0.0f;
+#pragma unroll
+        for (int j = 0; j < kMaxUnit; ++j) {
+          const int row = u.row0 + j * kRows + lane;
+          v[j] = j < per_unit && row < io.V
+                     ? load_f(io.v, u.n * io.v.stride[0] + t * io.v.stride[1] + u.hv * io.v.stride[2] +
+                                        row * io.v.stride[3])
+                     : 0.0f;
+        }
         const float beta_raw =
-            load_f(io.beta, tc.n * io.beta.stride[0] + t * io.beta.stride[1] + tc.hv * io.beta.stride[2]);
-        const int64_t w = p.write_slot(tc.n, t);
-        if (t == 0 && lane == 0) {
-          if (slot >= 0) {
-            const uint32_t bytes = static_cast<uint32_t>(rows) * K * sizeof(float);
-            mbar_arrive_expect_tx(&full[s], bytes);
-            bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
-                          pool + slot * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K}, bytes,
-                          &full[s]);
-          } else {
-            mbar_arrive(&full[s]);  // padding: no copy, the consumers see slot < 0
+            load_f(io.beta, u.n * io.beta.stride[0] + t * io.beta.stride[1] + u.hv * io.beta.stride[2]);
+        const int64_t w = p.write_slot(u.n, t);
+        if (t == 0) {
+          // The unit's copies, each as soon as its stage is free (at most `stages` tiles a unit: the stage a copy
+          // waits for was used by an earlier unit, whose staging is done).
+#pragma unroll 1
+          for (int j = 0; j < per_unit; ++j) {
+            const int s = bulk::stage_of(i + j, S);
+            if (bulk::producer_waits(i + j, S)) mbar_wait(&empty[s], bulk::empty_parity(i + j, S));
+            if (lane == 0) {
+              if (slot >= 0) {
+                const int row0 = u.row0 + j * kRows;
+                const uint32_t bytes = static_cast<uint32_t>(min(kRows, io.V - row0)) * K * sizeof(float);
+                mbar_arrive_expect_tx(&full[s], bytes);
+                bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
+                              pool + slot * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K}, bytes,
+                              &full[s]);
+              } else {
+                mbar_arrive(&full[s]);  // padding: no copy, the consumers see slot < 0
+              }
+            }
           }
         }
-        // Staging (q_hat, k_hat, alpha, v, beta, slots): every lane takes part in the norms' shuffles.
+        // Staging (q_hat, k_hat, alpha, v, beta, write slot), once per unit, into each of its stages; every lane
+        // takes part in the norms' shuffles.
         if (io.use_qk_l2norm) {
           const float inv_q = inv_norm<32, W>(q), inv_k = inv_norm<32, W>(k);
 #pragma unroll
@@ -231,44 +253,57 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const D
             k[m] *= inv_k;
           }
         }
-        float* const vt = vs + t * kTok;
 #pragma unroll
-        for (int m = 0; m < W; ++m) {
-          const int c = lane * W + m;
-          // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
-          vt[c] = q[m];
-          vt[K + c] = k[m];
-          vt[2 * K + c] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias[m], io.lower_bound));
-        }
-        vt[3 * K + lane] = v;
-        if (lane == 0) {
-          vt[3 * K + kRows] = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
-          slot_s[kSlots * s + 1 + t] = w;
+        for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+          a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias[m], io.lower_bound));
+        const float beta = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
+#pragma unroll
+        for (int j = 0; j < kMaxUnit; ++j) {
+          if (j >= per_unit) break;
+          float* const vt = vec_s + (bulk::stage_of(i + j, S) * T + t) * kTok;
+#pragma unroll
+          for (int m = 0; m < W; ++m) {
+            const int c = lane * W + m;
+            vt[c] = q[m];
+            vt[K + c] = k[m];
+            vt[2 * K + c] = a[m];
+          }
+          vt[3 * K + lane] = v[j];
+          if (lane == 0) {
+            vt[3 * K + kRows] = beta;
+            slot_s[kSlots * bulk::stage_of(i + j, S) + 1 + t] = w;
+          }
         }
       }
-      if (lane == 0) slot_s[kSlots * s] = slot;
-      mbar_arrive(&full[s]);  // release: this lane's stores above
+#pragma unroll 1
+      for (int j = 0; j < per_unit; ++j) {
+        const int s = bulk::stage_of(i + j, S);
+        if (lane == 0) slot_s[kSlots * s] = slot;
+        mbar_arrive(&full[s]);  // release: this lane's stores above
+      }
     }
     return;
   }
 
   // ------------------------------------------------------------------ consumers
-  int i = 0;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile = bulk::cta_tile(blockIdx.x, gridDim.x, ++i)) {
+  for (int i = 0;; ++i) {  // int: a CTA's tiles are far fewer than 2^31 (the pool is addressed by 64-bit slots)
+    const int64_t unit = bulk::cta_unit(blockIdx.x, gridDim.x, i / per_unit);
+    if (unit >= units) break;
+    const bulk::Unit u = bulk::unit_of(unit, io.HV, io.V, per_unit);
     const int s = bulk::stage_of(i, S);
     mbar_wait(&full[s], bulk::full_parity(i, S));
-    const bulk::TileCoord tc = bulk::tile_coord(tile, io.HV, row_blocks);
+    const int row0 = u.row0 + (i % per_unit) * kRows;
     const int64_t slot = slot_s[kSlots * s];
     const int r0 = warp * kRowsPerWarp;  // this warp's first row in the tile
-    const int rows = min(kRows, io.V - tc.row0);
+    const int rows = min(kRows, io.V - row0);
     const float* const vs = vec_s + s * T * kTok;
-    const int64_t out_base = tc.n * io.out_stride[0] + tc.hv * io.out_stride[2];
+    const int64_t out_base = u.n * io.out_stride[0] + u.hv * io.out_stride[2];
     if (slot < 0) {  // padding: zero outputs, no slot touched (uniform over the CTA)
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
       if (lane < kRowsPerWarp && r0 + lane < rows)
         for (int t = 0; t < T; ++t)
-          store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (tc.row0 + r0 + lane) * io.out_stride[3],
+          store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + r0 + lane) * io.out_stride[3],
                     0.0f);
       continue;
     }
@@ -316,8 +351,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const D
         dot[r] = acc;
       }
       if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
-        float* const dst =
-            pool + w * p.pool_stride[0] + tc.hv * p.pool_stride[1] + tc.row0 * int64_t{K} + lane * W;
+        float* const dst = pool + w * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r)
           if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
@@ -329,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) decode_bulk_kernel(const D
         if (lane == r) mine = o;
       }
       if (lane < kRowsPerWarp && r0 + lane < rows)
-        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (tc.row0 + r0 + lane) * io.out_stride[3],
+        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + r0 + lane) * io.out_stride[3],
                   io.scale * mine);
     }
   }
@@ -352,8 +386,6 @@ bool binary_has_sm90() {
 template <int K>
 cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   using Tl = BulkTile<K>;
-  const int row_blocks = bulk::row_blocks(p.io.V);
-  const int64_t tiles = bulk::tile_count(p.io.N, p.io.HV, p.io.V);
   const size_t smem = Tl::smem_bytes(static_cast<int>(p.io.T));
   cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(smem));
@@ -366,8 +398,11 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
   int per_sm = 0;
   e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, smem);
   if (e != cudaSuccess) return e;
-  const int64_t ctas = std::min<int64_t>(tiles, int64_t{sms} * std::max(per_sm, 1));
-  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p, row_blocks, tiles);
+  const int64_t resident = int64_t{sms} * std::max(per_sm, 1);
+  const int per_unit = bulk::tiles_per_unit(p.io.N, p.io.HV, p.io.V, Tl::kStages, resident);
+  const int64_t units = bulk::unit_count(p.io.N, p.io.HV, p.io.V, per_unit);
+  const int64_t ctas = std::min<int64_t>(units, resident);
+  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p, per_unit, units);
   return cudaSuccess;
 }
 
