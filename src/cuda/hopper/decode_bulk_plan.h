@@ -47,8 +47,9 @@ KDA_HOST_DEVICE Unit unit_of(int64_t unit, int HV, int V, int per_unit) {
 }
 
 // CTA `cta` of `ctas` takes units cta, cta + ctas, ...; its i-th tile is tile i % per_unit of its unit i / per_unit
-// and uses stage i % stages. Each stage has a full barrier (the producer's bytes and stores -> the consumers) and an empty one
-// (the consumers' release -> the producer); the k-th use of a stage (k = i / stages) completes phase k of both.
+// and uses stage i % stages. Each stage has a full barrier (the producer's bytes and stores -> the consumers) and an
+// empty one (the consumers' release -> the producer); the k-th use of a stage (k = i / stages) completes phase k of
+// both.
 KDA_HOST_DEVICE int64_t cta_unit(int64_t cta, int64_t ctas, int64_t k) { return cta + k * ctas; }
 KDA_HOST_DEVICE int stage_of(int64_t i, int stages) { return static_cast<int>(i % stages); }
 // Consumers wait for phase i / stages of the full barrier to complete: its parity.
