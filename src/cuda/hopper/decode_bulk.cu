@@ -43,8 +43,8 @@
 // to 3 draft tokens with 2-D indices and num_accepted_tokens: the state stays in the consumers' registers across the
 // tokens, each token's state going to its write slot; the producer stages every token's vectors, 6.7 KB per token at
 // K = 128), K in {64, 128, 256}, a value-first fp32 pool with rows of K contiguous floats and 16-byte aligned slot /
-// head / row starts, an sm_90 device and a binary with sm_90 code. Everything else takes the portable kernel. The math is
-// the portable kernel's (decode_math.cuh: the same per-token formulas and roundings); only the order of the terms of
+// head / row starts, an sm_90 device and a binary with sm_90 code. Everything else takes the portable kernel. The math
+// is the portable kernel's (decode_math.cuh: the same per-token formulas and roundings); only the order of the terms of
 // the sums (norms, row dot products) differs.
 //
 // In place: a tile's read (the bulk copy) completes before its consumers start (full barrier), and only they write
