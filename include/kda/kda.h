@@ -90,9 +90,13 @@ typedef enum kda_backend {
                                    path (KDA_BACKEND_CUDA_CHUNKED) wherever it applies and no checkpoints are asked
                                    for, the token-recurrent kernel (KDA_BACKEND_CUDA_RECURRENT) otherwise; so ask
                                    kda_forward_workspace_size first. Judged as tensor-core code (docs/numerics.md).
-                                   Decode: the fp32 decode kernel. Backward: the chunked backward wherever it
+                                   Decode: the sm_90 bulk-copy kernel where it applies (KDA_BACKEND_CUDA_HOPPER), the
+                                   portable fp32 decode kernel otherwise. Backward: the chunked backward wherever it
                                    applies, the token-recurrent one (KDA_BACKEND_CUDA_RECURRENT) otherwise */
-  KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90a fast path (not yet built) */
+  KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90 paths. Decode: the bulk-copy kernel (1-4 tokens per sequence, K in {64, 128,
+                                   256}, a value-first fp32 pool of contiguous 16-byte aligned rows; NOT_SUPPORTED
+                                   otherwise); KDA_BACKEND_CUDA_GENERIC / AUTO take it wherever it applies. Prefill
+                                   and backward: not built yet (NOT_SUPPORTED) */
   KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core path only (bf16x3 products on mma.sync, fp32
                                    state; K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned
                                    rows, ~190 KiB of shared memory per block; needs the workspace
@@ -100,7 +104,7 @@ typedef enum kda_backend {
                                    NOT_SUPPORTED otherwise, and for prefix-cache checkpoints. Backward: the chunked
                                    backward (kda_backward_args_t) */
   KDA_BACKEND_CUDA_RECURRENT = 6 /* the exact token-recurrent CUDA kernel (fp32 throughout, every legal input, no
-                                    workspace, writes prefix-cache checkpoints); decode: the fp32 decode kernel;
+                                    workspace, writes prefix-cache checkpoints); decode: the portable fp32 decode kernel;
                                     backward: the exact token-recurrent backward */
 } kda_backend_t;
 
@@ -219,7 +223,7 @@ typedef struct kda_decode_args {
   int32_t allow_neg_eigval;
   int32_t state_v_first;
   int32_t cpu_threads;
-  kda_backend_t backend;   /* AUTO, REFERENCE, CPU, CUDA_GENERIC or CUDA_RECURRENT */
+  kda_backend_t backend;   /* AUTO, REFERENCE, CPU, CUDA_GENERIC, CUDA_HOPPER or CUDA_RECURRENT */
 
   /* Fusions (see above). */
   kda_tensor_t q_conv_weight, k_conv_weight, v_conv_weight;

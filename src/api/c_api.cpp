@@ -30,8 +30,9 @@ kda_status_t set_last_status(const Status& s) {
 
 namespace {
 
-// Resolves KDA_BACKEND_AUTO by device, and checks the chosen backend can run here.
-Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
+// Resolves KDA_BACKEND_AUTO by device, and checks the chosen backend can run here. KDA_BACKEND_CUDA_HOPPER has a
+// decode path only (hopper/decode_bulk.cu): `decode` says whether this is one.
+Status resolve_backend(ForwardParams* p, kda_device_type_t device, bool decode = false) {
   if (p->backend == KDA_BACKEND_AUTO)
     p->backend = device == KDA_DEVICE_CPU ? KDA_BACKEND_CPU : KDA_BACKEND_CUDA_GENERIC;
   switch (p->backend) {
@@ -42,6 +43,12 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
                       std::string("backend: ") + (p->backend == KDA_BACKEND_CPU ? "KDA_BACKEND_CPU" : "KDA_BACKEND_REFERENCE") +
                           " needs CPU tensors, but q is on a CUDA device"};
       return Status::Ok();
+    case KDA_BACKEND_CUDA_HOPPER:
+      if (!decode)
+        return Status{KDA_STATUS_NOT_SUPPORTED,
+                      "backend: KDA_BACKEND_CUDA_HOPPER is not built yet for prefill and backward (decode only); use "
+                      "KDA_BACKEND_AUTO"};
+      [[fallthrough]];
     case KDA_BACKEND_CUDA_GENERIC:
     case KDA_BACKEND_CUDA_CHUNKED:
     case KDA_BACKEND_CUDA_RECURRENT:
@@ -50,13 +57,12 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
                       std::string("backend: ") +
                           (p->backend == KDA_BACKEND_CUDA_GENERIC   ? "KDA_BACKEND_CUDA_GENERIC"
                            : p->backend == KDA_BACKEND_CUDA_CHUNKED ? "KDA_BACKEND_CUDA_CHUNKED"
+                           : p->backend == KDA_BACKEND_CUDA_HOPPER  ? "KDA_BACKEND_CUDA_HOPPER"
                                                                     : "KDA_BACKEND_CUDA_RECURRENT") +
                           " needs CUDA tensors, but q is on the CPU"};
       if (!cuda::compiled_with_cuda())
         return Status{KDA_STATUS_BACKEND_UNAVAILABLE, "backend: this kda library was built without CUDA"};
       return Status::Ok();
-    case KDA_BACKEND_CUDA_HOPPER:
-      return Status{KDA_STATUS_NOT_SUPPORTED, "backend: KDA_BACKEND_CUDA_HOPPER is not built yet; use KDA_BACKEND_AUTO"};
     default:
       return Status{KDA_STATUS_INVALID_ARGUMENT, "backend: unknown value"};
   }
@@ -123,11 +129,12 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
 Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
   DecodeParams p;
   KDA_RETURN_IF_ERROR(validate_decode(args, &p));
-  KDA_RETURN_IF_ERROR(resolve_backend(&p.io, args->q.device_type));
+  KDA_RETURN_IF_ERROR(resolve_backend(&p.io, args->q.device_type, /*decode=*/true));
   switch (p.io.backend) {
     case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
     case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
     case KDA_BACKEND_CUDA_GENERIC:
+    case KDA_BACKEND_CUDA_HOPPER:
     case KDA_BACKEND_CUDA_RECURRENT: return cuda::decode(p, workspace, workspace_bytes, stream);
     case KDA_BACKEND_CUDA_CHUNKED:
       return Status{KDA_STATUS_NOT_SUPPORTED, "backend: decode runs on KDA_BACKEND_AUTO or KDA_BACKEND_CUDA_GENERIC"};
@@ -384,8 +391,9 @@ kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* wo
     if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
     kda::DecodeParams p;
     KDA_RETURN_IF_ERROR(kda::validate_decode(args, &p));
-    KDA_RETURN_IF_ERROR(kda::resolve_backend(&p.io, args->q.device_type));
-    const bool cuda = p.io.backend == KDA_BACKEND_CUDA_GENERIC || p.io.backend == KDA_BACKEND_CUDA_RECURRENT;
+    KDA_RETURN_IF_ERROR(kda::resolve_backend(&p.io, args->q.device_type, /*decode=*/true));
+    const bool cuda = p.io.backend == KDA_BACKEND_CUDA_GENERIC || p.io.backend == KDA_BACKEND_CUDA_RECURRENT ||
+                      p.io.backend == KDA_BACKEND_CUDA_HOPPER;
     *workspace_bytes = cuda ? kda::cuda::decode_workspace_size(p) : 0;
     return kda::Status::Ok();
   });

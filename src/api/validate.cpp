@@ -360,8 +360,6 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
   f.backend = a.backend == KDA_BACKEND_REFERENCE ? KDA_BACKEND_CPU : a.backend;  // fp64 out is forward-only
   KDA_RETURN_IF_ERROR(validate_forward(&f, &p->io));
   p->io.backend = a.backend;
-  if (a.backend == KDA_BACKEND_CUDA_HOPPER)
-    return Status{KDA_STATUS_NOT_SUPPORTED, "backend: decode has no KDA_BACKEND_CUDA_HOPPER path; use AUTO"};
   const ForwardParams& io = p->io;
   const int64_t N = io.B, T = io.T, HV = io.HV;
   const int64_t r2 = io.state_v_first ? io.V : io.K, r3 = io.state_v_first ? io.K : io.V;

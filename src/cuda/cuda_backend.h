@@ -44,7 +44,10 @@ Status chunked_backward(const BackwardParams& p, void* workspace, size_t workspa
 // Decode against a state pool (one CTA per (sequence, value head, row block)); asynchronous on stream. The fused
 // conv and gated RMSNorm (decode_fusions.cu) run as kernels before and after it in the same call and need
 // decode_workspace_size(p) bytes of caller workspace, 16-byte aligned (0 without fusions).
+// Dispatch: the sm_90 bulk-copy kernel (src/cuda/hopper/decode_bulk.h) where it applies, except under KDA_BACKEND_CUDA_RECURRENT (the
+// portable kernel); KDA_BACKEND_CUDA_HOPPER is NOT_SUPPORTED where it does not apply.
 size_t decode_workspace_size(const DecodeParams& p);
 Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, void* stream);
+
 
 }  // namespace kda::cuda

@@ -172,6 +172,9 @@ TEST(DecodeValidation, Errors) {
   expect_decode_error([](DecodeFixture& f) { f.a.k.shape[1] = 3; }, "k", "expected shape");
   expect_decode_error([](DecodeFixture& f) { f.a.state_pool.device_type = KDA_DEVICE_CUDA; }, "state_pool",
                       "one device");
+  // Decode's sm_90 path is a CUDA backend like the others: on CPU tensors it is refused by name.
+  expect_decode_error([](DecodeFixture& f) { f.a.backend = KDA_BACKEND_CUDA_HOPPER; }, "backend",
+                      "KDA_BACKEND_CUDA_HOPPER needs CUDA tensors");
 }
 
 struct FusedFixture {

@@ -26,6 +26,12 @@ std::vector<DecodeSpec> gpu_decode_cases() {
       s.padding = 0.1;
       v.push_back(s);
     }
+  DecodeSpec one = v.back();  // serving_h12_b512: spec decoding's 2-D indices with one token each
+  one.name = "serving_h12_b512_2d_indices_one_token";
+  one.io.name = one.name;
+  one.per_token = true;
+  one.with_accepted = true;
+  v.push_back(one);
   DecodeSpec spec = v.back();
   spec.name = "serving_h32_b64_spec_verify_4_tokens";
   spec.io.H = spec.io.HV = 32;
@@ -35,6 +41,16 @@ std::vector<DecodeSpec> gpu_decode_cases() {
   spec.with_accepted = true;
   spec.slots = 64 * 4 + 3;
   v.push_back(spec);
+  {  // V = 16 (a legal head dim under the bulk kernel's 32-row tiles): every tile partial, 16 rows
+    DecodeSpec s = v.front();
+    s.name = "v16_partial_tile";
+    s.io.name = s.name;
+    s.io.K = 64;
+    s.io.V = 16;
+    s.io.B = 37;
+    s.slots = 45;
+    v.push_back(s);
+  }
   return v;
 }
 
@@ -57,6 +73,48 @@ TEST_P(CudaDecode, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaDecode, ::testing::ValuesIn(gpu_decode_cases()),
+                         [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
+
+// Each CUDA decode path on its own, on every case: the portable kernel (KDA_BACKEND_CUDA_RECURRENT) always; the
+// sm_90 bulk-copy kernel (KDA_BACKEND_CUDA_HOPPER, hopper/decode_bulk.cu) where it applies (1-4 tokens per sequence,
+// K in {64, 128, 256}, a value-first pool, an sm_90 device), else NOT_SUPPORTED with the pool untouched. The serving
+// cases run many tiles per persistent CTA, so the bulk kernel's stages are reused many times over.
+class CudaDecodePaths : public CudaDecode {};
+
+bool bulk_path_applies(const DecodeSpec& s) {
+  return cuda_device_cc_major() == 9 && s.io.T >= 1 && s.io.T <= 4 && (s.io.K == 64 || s.io.K == 128 || s.io.K == 256) &&
+         s.io.v_first;
+}
+
+TEST_P(CudaDecodePaths, EachPathMatchesReference) {
+  const DecodeSpec& s = GetParam();
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  for (const kda_backend_t backend : {KDA_BACKEND_CUDA_RECURRENT, KDA_BACKEND_CUDA_HOPPER}) {
+    const char* path = backend == KDA_BACKEND_CUDA_HOPPER ? "bulk" : "portable";
+    SCOPED_TRACE(path);
+    DecodeCase d = make_decode_case(s, seed);
+    const DecodeOracle o = decode_oracle(d);
+    DeviceDecodeProblem dp(d, backend);
+    const kda_status_t st = dp.run();
+    HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+    HostTensor pool = d.pool;
+    if (backend == KDA_BACKEND_CUDA_HOPPER && !bulk_path_applies(s)) {
+      EXPECT_EQ(st, KDA_STATUS_NOT_SUPPORTED) << kda_last_error();
+      EXPECT_NE(std::string(kda_last_error()).find("KDA_BACKEND_CUDA_HOPPER"), std::string::npos);
+      dp.download(out, pool);
+      EXPECT_EQ(pool.bytes, d.pool.bytes) << "a refused call wrote the pool";
+      continue;
+    }
+    ASSERT_EQ(st, KDA_STATUS_SUCCESS) << kda_last_error();
+    dp.download(out, pool);
+    const DecodeVerdict v = judge_decode(d, o, out, pool, tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32));
+    EXPECT_TRUE(v.pass) << v.summary();
+    std::printf("  %-40s %-8s %s\n", s.name.c_str(), path, v.summary().c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaDecodePaths, ::testing::ValuesIn(gpu_decode_cases()),
                          [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
 
 // Fusions (conv of q/k/v with its conv state, gated RMSNorm; decode_fusions.cu): against the hand-written fp64 decode

@@ -68,6 +68,15 @@ int cuda_device_count() {
   return n;
 }
 
+int cuda_device_cc_major() {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return major;
+}
+
 std::string cuda_device_name() {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "unknown";
@@ -489,6 +498,7 @@ kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, 
 #else  // no CUDA in this build
 
 int cuda_device_count() { return 0; }
+int cuda_device_cc_major() { return 0; }
 std::string cuda_device_name() { return "none"; }
 DeviceProblem::DeviceProblem(const Case&, const Outputs&, kda_backend_t) {
   throw std::runtime_error("this kda build has no CUDA");

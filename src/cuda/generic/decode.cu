@@ -1,5 +1,6 @@
 // decode.cu: owns the CUDA decode (kda::cuda::decode of cuda_backend.h): T tokens per sequence against an fp32
-// state pool read and written in place through slot indices.
+// state pool read and written in place through slot indices. Its dispatcher hands decode of 1-4 tokens on sm_90 to the
+// bulk-copy kernel (hopper/decode_bulk.cu); the portable kernel below takes everything else, on any GPU.
 //
 // Decode is bound by streaming the state (V * K * 4 bytes per (sequence, value head) in, the same out), so the
 // design is about bytes in flight per SM, CTAs per SM and the dependent latency chain, not arithmetic.
@@ -84,8 +85,10 @@
 #include "common/math.h"
 #include "common/params.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/decode_math.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/generic/decode_fusions.h"
+#include "cuda/hopper/decode_bulk.h"
 #include "cuda/launch.h"
 
 namespace kda::cuda {
@@ -129,51 +132,6 @@ __device__ __forceinline__ int opaque(int x) {
 __device__ __forceinline__ int after(int x, float dep) {
   asm volatile("" : "+r"(x) : "f"(dep));
   return x;
-}
-
-// The preprocessing of math.h without its divisions and square roots: those compile to slow-path calls, and
-// every call site makes the compiler save (spill) what is live around it. The formulas are math.h's; only the
-// roundings differ, by at most 2 ulp (__fdividef, valid for the denominators here: 1 + exp(-x) >= 1, where a
-// denominator beyond 2^126 gives 0 for a sigmoid below 2^-126) or not at all (__frsqrt_rn rounds correctly).
-__device__ __forceinline__ float sigmoid_f(float x) { return __fdividef(1.0f, 1.0f + expf(-x)); }
-
-__device__ __forceinline__ float gate_log_decay_f(kda_gate_mode_t mode, float g, bool has_a_log, float a_log,
-                                                  float bias, float lower_bound) {
-  if (mode != KDA_GATE_BOUNDED) return gate_log_decay<float>(mode, g, has_a_log, a_log, bias, lower_bound);
-  float x = g + bias;
-  if (has_a_log && x != 0.0f) x *= expf(a_log);  // as math.h: x == 0 gives sigmoid(0) whatever A_log
-  return lower_bound * sigmoid_f(x);
-}
-
-__device__ __forceinline__ float beta_activation_f(float b, bool is_logits, bool allow_neg_eigval) {
-  const float r = is_logits ? sigmoid_f(b) : b;
-  return allow_neg_eigval ? 2.0f * r : r;
-}
-
-// 1 / sqrt(sum x^2 + eps) of a token's q or k row spread over kLanes lanes (kN values each), math.h's
-// l2_inv_norm. Where the sum of squares overflows (|x| beyond ~1e19) it is redone on x / m, m the power of two at
-// or below max|x| (capped at 2^126 so that 1 / m is a normal float): the scaling is exact and a multiplication,
-// and the result is (1 / m) / sqrt(sum (x / m)^2 + eps / m^2). All 32 lanes of the warp call it together.
-template <int kLanes, int kN>
-__device__ __forceinline__ float inv_norm(const float (&x)[kN]) {
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kN; ++i) ss = fmaf(x[i], x[i], ss);
-  ss = group_sum<kLanes>(ss);
-  const bool finite = isfinite(ss);
-  if (__all_sync(0xffffffffu, finite)) return __frsqrt_rn(ss + static_cast<float>(kL2NormEps));
-  float mx = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kN; ++i) mx = fmaxf(mx, fabsf(x[i]));
-  // Rows with a finite ss (any max, even 0) take the plain formula; the others get m = 2^E in [1, 2^126].
-  const uint32_t e = min(__float_as_uint(fmaxf(group_max<kLanes>(mx), 1.0f)) & 0x7f800000u, 0x7e800000u);
-  const float inv_m = __uint_as_float(0x7f000000u - e);  // 2^-E exactly
-  float s2 = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kN; ++i) s2 = fmaf(x[i] * inv_m, x[i] * inv_m, s2);
-  s2 = group_sum<kLanes>(s2);
-  return finite ? __frsqrt_rn(ss + static_cast<float>(kL2NormEps))
-                : inv_m * __frsqrt_rn(s2 + static_cast<float>(kL2NormEps) * inv_m * inv_m);
 }
 
 // What one thread stages: the q/k/g columns of one token (its stage group's), its share of the chunk's v values,
@@ -550,6 +508,24 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
                        need);
   if (io.N == 0 || io.T == 0) return Status::Ok();  // no token: nothing is read or written
 
+  // The path: the sm_90 bulk-copy kernel (hopper/decode_bulk.cu) where it applies, unless the portable kernel is
+  // asked for (KDA_BACKEND_CUDA_RECURRENT); KDA_BACKEND_CUDA_HOPPER insists on the former.
+  const DecodeParams inner = fusion_inner_params(p, workspace);
+  bool hopper = false;
+  if (io.backend != KDA_BACKEND_CUDA_RECURRENT) {
+    int prev = -1;
+    if (cudaGetDevice(&prev) == cudaSuccess && (prev == io.device_id || cudaSetDevice(io.device_id) == cudaSuccess)) {
+      hopper = hopper_decode_supported(inner);
+      if (prev != io.device_id) (void)cudaSetDevice(prev);
+    }
+    (void)cudaGetLastError();
+  }
+  if (io.backend == KDA_BACKEND_CUDA_HOPPER && !hopper)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "backend: KDA_BACKEND_CUDA_HOPPER decodes 1-4 tokens per sequence with K in {64, 128, 256} "
+                  "against a value-first fp32 pool of contiguous 16-byte aligned rows, on an sm_90 device; use "
+                  "KDA_BACKEND_AUTO for everything else"};
+
   return launch_on_device(io.device_id, "kda decode kernel launch", [&] {
     int sms = 0;
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
@@ -559,13 +535,16 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
       launch_decode_conv(p, workspace, sms, s);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    const DecodeParams inner = fusion_inner_params(p, workspace);
-    switch (io.K) {
-      case 16: launch<16>(inner, sms, s); break;
-      case 32: launch<32>(inner, sms, s); break;
-      case 64: launch<64>(inner, sms, s); break;
-      case 128: launch<128>(inner, sms, s); break;
-      default: launch<256>(inner, sms, s); break;
+    if (hopper) {
+      if ((e = hopper_decode(inner, sms, s)) != cudaSuccess) return e;
+    } else {
+      switch (io.K) {
+        case 16: launch<16>(inner, sms, s); break;
+        case 32: launch<32>(inner, sms, s); break;
+        case 64: launch<64>(inner, sms, s); break;
+        case 128: launch<128>(inner, sms, s); break;
+        default: launch<256>(inner, sms, s); break;
+      }
     }
     if (p.out_norm) {
       if ((e = cudaGetLastError()) != cudaSuccess) return e;

@@ -1,0 +1,437 @@
+// decode_bulk.cu: owns the sm_90 decode (kda::cuda::hopper_decode, decode_bulk.h): 1-4 tokens per sequence against
+// an fp32 value-first state pool, the state tiles streamed by the bulk-copy engine through a shared-memory pipeline.
+//
+// Why. The portable kernel (generic/decode.cu, one CTA per tile) reaches 71-75% of the copy rate at B >= 128 on the
+// H200 and 47-60% at B = 8-32 (bench/LEDGER.md, session 10), against #7's 90%: each CTA's reads are in flight only
+// between its slot load and its wait, so every tile pays a dependent slot -> state latency with nothing else of the
+// CTA in flight. Here a persistent CTA keeps kStages tiles in flight all the time: a producer warp reads tile i's
+// slot and issues its one cp.async.bulk (global -> shared, completing on an mbarrier) while the consumer warps work
+// on tile i - kStages + 1 .. i - 1.
+//
+// Roles (160 threads). The work is split into units: 1 to kStages consecutive row tiles of one (sequence, value head)
+// (bulk::tiles_per_unit: all of a head's tiles, up to the ring's length, at batches that fill the resident CTAs;
+// fewer at small batches so a head's tiles update in parallel on several CTAs). Warp 4, the producer: per unit,
+// issues every global load it needs (the sequence's slots, the head's gate parameters, its lanes' channels of q / k /
+// g, row `lane` of v for each tile, beta), then per tile waits for the tile's stage to be free (empty barrier) and
+// lane 0 arms the stage's full barrier with the tile's bytes and issues the bulk copy; then all 32 lanes stage, once
+// per unit, what the updates need besides the state (q_hat and k_hat by warp-shuffle L2 norms, alpha = exp(gate),
+// beta) into each of the unit's stages, with that tile's rows of v and the slots; each lane arrives on each stage's
+// full barrier after its own stores. Warps 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows
+// of the tile and their lanes' columns of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one
+// arrival per warp), then update and store straight from registers.
+//
+// Measured (bench/LEDGER.md, session 11): the first version staged per tile, not per unit, and ran at 60-66% of the
+// copy rate at B >= 128, slower than the portable kernel (H32 B512 844 against 683 us): the producer warp's serial
+// path per 16 KB tile (a global round trip plus a few hundred dependent instructions of norms, gate activation and
+// stores, ~4.8 us a tile) paced the CTA. A unit of 4 tiles (K = V = 128) pays that path once per 64 KB.
+//
+// Tile = 32 rows x K of one (sequence, value head): contiguous in a value-first pool (rows of K floats), one bulk
+// copy of 32 K * 4 bytes (16 KB at K = 128). Consumer warp w owns rows 8 w .. 8 w + 7; lane l owns columns
+// l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is one contiguous 4 W * 32-byte line
+// (no bank conflicts) and its global row store is coalesced. Row sums: 8 independent full-warp xor reductions.
+//
+// Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
+// SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
+// H200's rate (~32 KB of traffic per SM); at T = 4, 4 x (16 + 6.7) KB: 2 CTAs per SM. Registers: consumers hold 8 W
+// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 93 / 115 / 128 at
+// K = 64 / 128 / 256, no spills; the consumers count their tiles with a 32-bit index, a 64-bit one spilled at K = 256).
+// One producer unit costs about a global round trip plus the staging's ~1.5 us of dependent instructions, ~3-4 us
+// for 64 KB at K = V = 128: ~18 KB per us per CTA, 54 B/ns per SM with 3 CTAs, 3.5x the ~15 B/ns of reads 90% of the
+// copy rate needs.
+//
+// Supported (hopper_decode_supported): 1 to kMaxTokens = 4 tokens per sequence (decode, and speculative verify of up
+// to 3 draft tokens with 2-D indices and num_accepted_tokens: the state stays in the consumers' registers across the
+// tokens, each token's state going to its write slot; the producer stages every token's vectors, 6.7 KB per token at
+// K = 128), K in {64, 128, 256}, a value-first fp32 pool with rows of K contiguous floats and 16-byte aligned slot /
+// head / row starts, an sm_90 device and a binary with sm_90 code. Everything else takes the portable kernel. The math
+// is the portable kernel's (decode_math.cuh: the same per-token formulas and roundings); only the order of the terms of
+// the sums (norms, row dot products) differs.
+//
+// In place: a tile's read (the bulk copy) completes before its consumers start (full barrier), and only they write
+// those pool rows; sequences own disjoint slots (validated), so no other tile reads them.
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/params.h"
+#include "cuda/decode_math.cuh"
+#include "cuda/device_common.cuh"
+#include "cuda/hopper/decode_bulk.h"
+#include "cuda/hopper/decode_bulk_plan.h"
+
+namespace kda::cuda {
+namespace {
+
+using bulk::kRows;
+constexpr int kConsumerWarps = 4;               // 8 rows each
+constexpr int kThreads = 32 * (kConsumerWarps + 1);
+// Three CTAs per SM (the shared-memory budget at K = 128, T = 1): at most 136 registers a thread. Unbounded, ptxas
+// took 163 at K = 128 once the kernel took T > 1 (the producer's token loop).
+constexpr int kMinCtas = 3;
+
+constexpr int kMaxTokens = 4;  // tokens per sequence the kernel takes (decode, speculative verify of up to 3 drafts)
+
+template <int K>
+struct BulkTile {
+  static constexpr int W = K / 32;                              // columns per lane
+  static constexpr int kTileFloats = kRows * K;
+  static constexpr int kStages = K >= 256 ? 2 : K >= 128 ? 4 : 8;  // ~64 KB of tiles per CTA
+  static constexpr int kTokFloats = 3 * K + kRows + 4;          // per token: q_hat, k_hat, alpha, v, beta (+ pad)
+  // Shared memory: [kStages][kTileFloats] tiles, [kStages][T][kTokFloats] vectors, [kStages][1 + kMaxTokens] slots
+  // (int64: the read slot, then each token's write slot), then the full and empty barriers [kStages] each.
+  static constexpr size_t smem_bytes(int T) {
+    return sizeof(float) * kStages * (kTileFloats + static_cast<size_t>(T) * kTokFloats) +
+           sizeof(int64_t) * (1 + kMaxTokens) * kStages + sizeof(uint64_t) * 2 * kStages;
+  }
+  static_assert(K % 32 == 0 && W <= 8 && (kTileFloats * 4) % 16 == 0 && (kTokFloats * 4) % 16 == 0, "bulk tile");
+};
+
+// The device side exists in the sm_90 pass only (and the host pass, which needs the kernel's declaration).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+constexpr int kRowsPerWarp = kRows / kConsumerWarps;
+constexpr int kFullArrivals = 32 + 1;  // every producer lane, plus lane 0's arrive.expect_tx
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// mbarrier and bulk-copy primitives (PTX ISA 8.0, sm_90).
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.shared::cta.b64 st, [%0];\n\t}\n" ::"r"(smem_addr(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("{\n\t.reg .b64 st;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n\t}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n\t.reg .pred done;\n"
+      "WAIT:\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
+      "@!done bra WAIT;\n\t}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
+// W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible.
+template <int W>
+__device__ __forceinline__ void ld_vec(const float* p, float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y;
+    }
+  }
+}
+template <int W>
+__device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4)
+      __stcs(reinterpret_cast<float4*>(p + i), make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]));
+    else
+      __stcs(reinterpret_cast<float2*>(p + i), make_float2(x[i], x[i + 1]));
+  }
+}
+
+#endif
+
+template <int K>
+__global__ void __launch_bounds__(kThreads, kMinCtas)
+    decode_bulk_kernel(const DecodeParams p, int per_unit, int64_t units) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Tl = BulkTile<K>;
+  constexpr int W = Tl::W, S = Tl::kStages;
+  constexpr int kMaxUnit = S;  // tiles per unit: per_unit <= S (bulk::tiles_per_unit)
+  const ForwardParams& io = p.io;
+  constexpr int kTok = Tl::kTokFloats, kSlots = 1 + kMaxTokens;
+  const int T = static_cast<int>(io.T);                      // 1 .. kMaxTokens (hopper_decode_supported)
+  extern __shared__ __align__(128) float smem[];
+  float* const tiles_s = smem;                               // [S][kTileFloats]
+  float* const vec_s = tiles_s + S * Tl::kTileFloats;        // [S][T][kTok]
+  int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * T * kTok);  // [S][kSlots]: read, write per token
+  uint64_t* const full = reinterpret_cast<uint64_t*>(slot_s + kSlots * S);
+  uint64_t* const empty = full + S;
+
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(&full[s], kFullArrivals);
+      mbar_init(&empty[s], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  float* const pool = static_cast<float*>(p.pool);
+  if (warp == kConsumerWarps) {
+    // ---------------------------------------------------------------- producer
+    const bool has_a_log = io.has_A_log();
+    int i = 0;  // this CTA's tiles so far
+    for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x, i += per_unit) {
+      const bulk::Unit u = bulk::unit_of(unit, io.HV, io.V, per_unit);
+      const int h = u.hv / io.group;
+      const int64_t slot = p.read_slot(u.n);
+      const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[u.hv * io.A_log.stride[0]] : 0.0f;
+      float bias[W];
+#pragma unroll
+      for (int m = 0; m < W; ++m)
+        bias[m] = io.gate_mode != KDA_GATE_LOG_DECAY
+                      ? static_cast<const float*>(io.dt_bias.data)[u.hv * io.dt_bias.stride[0] +
+                                                                   (lane * W + m) * io.dt_bias.stride[1]]
+                      : 0.0f;
+#pragma unroll 1
+      for (int t = 0; t < T; ++t) {
+        // Token t's raw inputs: this lane's W channels of q / k / g, row `lane` of each of the unit's tiles of v, beta,
+        // the write slot. Token 0's are issued with the slot and the gate parameters, before anything waits: the
+        // unit's one global round trip overlaps the producer's waits for its stages.
+        float q[W], k[W], a[W], v[kMaxUnit];
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          const int64_t c = lane * W + m;
+          q[m] = load_f(io.q, u.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + c * io.q.stride[3]);
+          k[m] = load_f(io.k, u.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + c * io.k.stride[3]);
+          a[m] = load_f(io.g, u.n * io.g.stride[0] + t * io.g.stride[1] + u.hv * io.g.stride[2] + c * io.g.stride[3]);
+        }
+#pragma unroll
+        for (int j = 0; j < kMaxUnit; ++j) {
+          const int row = u.row0 + j * kRows + lane;
+          v[j] = j < per_unit && row < io.V
+                     ? load_f(io.v, u.n * io.v.stride[0] + t * io.v.stride[1] + u.hv * io.v.stride[2] +
+                                        row * io.v.stride[3])
+                     : 0.0f;
+        }
+        const float beta_raw =
+            load_f(io.beta, u.n * io.beta.stride[0] + t * io.beta.stride[1] + u.hv * io.beta.stride[2]);
+        const int64_t w = p.write_slot(u.n, t);
+        if (t == 0) {
+          // The unit's copies, each as soon as its stage is free (at most `stages` tiles a unit: the stage a copy
+          // waits for was used by an earlier unit, whose staging is done).
+#pragma unroll 1
+          for (int j = 0; j < per_unit; ++j) {
+            const int s = bulk::stage_of(i + j, S);
+            if (bulk::producer_waits(i + j, S)) mbar_wait(&empty[s], bulk::empty_parity(i + j, S));
+            if (lane == 0) {
+              if (slot >= 0) {
+                const int row0 = u.row0 + j * kRows;
+                const uint32_t bytes = static_cast<uint32_t>(min(kRows, io.V - row0)) * K * sizeof(float);
+                mbar_arrive_expect_tx(&full[s], bytes);
+                bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
+                              pool + slot * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K}, bytes,
+                              &full[s]);
+              } else {
+                mbar_arrive(&full[s]);  // padding: no copy, the consumers see slot < 0
+              }
+            }
+          }
+        }
+        // Staging (q_hat, k_hat, alpha, v, beta, write slot), once per unit, into each of its stages; every lane
+        // takes part in the norms' shuffles.
+        if (io.use_qk_l2norm) {
+          const float inv_q = inv_norm<32, W>(q), inv_k = inv_norm<32, W>(k);
+#pragma unroll
+          for (int m = 0; m < W; ++m) {
+            q[m] *= inv_q;
+            k[m] *= inv_k;
+          }
+        }
+#pragma unroll
+        for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+          a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias[m], io.lower_bound));
+        const float beta = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
+#pragma unroll
+        for (int j = 0; j < kMaxUnit; ++j) {
+          if (j >= per_unit) break;
+          float* const vt = vec_s + (bulk::stage_of(i + j, S) * T + t) * kTok;
+#pragma unroll
+          for (int m = 0; m < W; ++m) {
+            const int c = lane * W + m;
+            vt[c] = q[m];
+            vt[K + c] = k[m];
+            vt[2 * K + c] = a[m];
+          }
+          vt[3 * K + lane] = v[j];
+          if (lane == 0) {
+            vt[3 * K + kRows] = beta;
+            slot_s[kSlots * bulk::stage_of(i + j, S) + 1 + t] = w;
+          }
+        }
+      }
+#pragma unroll 1
+      for (int j = 0; j < per_unit; ++j) {
+        const int s = bulk::stage_of(i + j, S);
+        if (lane == 0) slot_s[kSlots * s] = slot;
+        mbar_arrive(&full[s]);  // release: this lane's stores above
+      }
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------ consumers
+  for (int i = 0;; ++i) {  // int: a CTA's tiles are far fewer than 2^31 (the pool is addressed by 64-bit slots)
+    const int64_t unit = bulk::cta_unit(blockIdx.x, gridDim.x, i / per_unit);
+    if (unit >= units) break;
+    const bulk::Unit u = bulk::unit_of(unit, io.HV, io.V, per_unit);
+    const int s = bulk::stage_of(i, S);
+    mbar_wait(&full[s], bulk::full_parity(i, S));
+    const int row0 = u.row0 + (i % per_unit) * kRows;
+    const int64_t slot = slot_s[kSlots * s];
+    const int r0 = warp * kRowsPerWarp;  // this warp's first row in the tile
+    const int rows = min(kRows, io.V - row0);
+    const float* const vs = vec_s + s * T * kTok;
+    const int64_t out_base = u.n * io.out_stride[0] + u.hv * io.out_stride[2];
+    if (slot < 0) {  // padding: zero outputs, no slot touched (uniform over the CTA)
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);
+      if (lane < kRowsPerWarp && r0 + lane < rows)
+        for (int t = 0; t < T; ++t)
+          store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + r0 + lane) * io.out_stride[3],
+                    0.0f);
+      continue;
+    }
+    float st[kRowsPerWarp][W];
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) ld_vec<W>(tiles_s + s * Tl::kTileFloats + (r0 + r) * K + lane * W, st[r]);
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+      const float* const vt = vs + t * kTok;
+      float al[W], kh[W], qh[W], v[kRowsPerWarp];
+      ld_vec<W>(vt + lane * W, qh);
+      ld_vec<W>(vt + K + lane * W, kh);
+      ld_vec<W>(vt + 2 * K + lane * W, al);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) v[r] = vt[3 * K + r0 + r];
+      const float beta = vt[3 * K + kRows];
+      const int64_t w = slot_s[kSlots * s + 1 + t];
+      if (t == T - 1) {  // the stage's last reads are in registers: the producer may refill it
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+      }
+      // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
+      float dot[kRowsPerWarp];
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          st[r][m] *= al[m];
+          acc = fmaf(st[r][m], kh[m], acc);
+        }
+        dot[r] = acc;
+      }
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) dot[r] = group_sum<32>(dot[r]);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float u = beta * (v[r] - dot[r]);
+        float acc = 0.0f;
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          st[r][m] = fmaf(u, kh[m], st[r][m]);
+          acc = fmaf(st[r][m], qh[m], acc);
+        }
+        dot[r] = acc;
+      }
+      if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
+        float* const dst = pool + w * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
+      }
+      float mine = 0.0f;  // lane r keeps row r's output
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        const float o = group_sum<32>(dot[r]);
+        if (lane == r) mine = o;
+      }
+      if (lane < kRowsPerWarp && r0 + lane < rows)
+        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + r0 + lane) * io.out_stride[3],
+                  io.scale * mine);
+    }
+  }
+#else
+  __trap();  // launched only where hopper_decode_supported found sm_90 code
+#endif
+}
+
+// Whether the kernel's code that runs on the current device is sm_90 code (not the trap of an older target).
+template <int K>
+bool binary_has_sm90() {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, decode_bulk_kernel<K>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion >= 90;
+}
+
+template <int K>
+cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
+  using Tl = BulkTile<K>;
+  const size_t smem = Tl::smem_bytes(static_cast<int>(p.io.T));
+  cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem));
+  if (e != cudaSuccess) return e;
+  // Shared memory over L1: three CTAs of ~71 KB (K = 128) need 213 of the SM's 228 KB. A preference; an error here
+  // changes nothing.
+  if (cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    (void)cudaGetLastError();
+  int per_sm = 0;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, smem);
+  if (e != cudaSuccess) return e;
+  const int64_t resident = int64_t{sms} * std::max(per_sm, 1);
+  const int per_unit = bulk::tiles_per_unit(p.io.N, p.io.HV, p.io.V, Tl::kStages, resident);
+  const int64_t units = bulk::unit_count(p.io.N, p.io.HV, p.io.V, per_unit);
+  const int64_t ctas = std::min<int64_t>(units, resident);
+  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p, per_unit, units);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+bool hopper_decode_supported(const DecodeParams& p) {
+  const ForwardParams& io = p.io;
+  if (io.T < 1 || io.T > kMaxTokens || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
+  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
+  if (reinterpret_cast<uintptr_t>(p.pool) % 16 != 0) return false;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, io.device_id) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (major != 9) return false;
+  switch (io.K) {
+    case 64: return binary_has_sm90<64>();
+    case 128: return binary_has_sm90<128>();
+    default: return binary_has_sm90<256>();
+  }
+}
+
+cudaError_t hopper_decode(const DecodeParams& p, int sms, cudaStream_t stream) {
+  switch (p.io.K) {
+    case 64: return launch<64>(p, sms, stream);
+    case 128: return launch<128>(p, sms, stream);
+    default: return launch<256>(p, sms, stream);
+  }
+}
+
+}  // namespace kda::cuda
