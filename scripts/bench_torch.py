@@ -326,6 +326,14 @@ def main():
     known = prefill + [f"train-{n}" for n in prefill] + [f"decode-h{H}-b{B}" for H, B in decode]
     if [n for n in w if n not in known]:
         sys.exit(f"bench_torch: unknown workload(s) {[n for n in w if n not in known]}; known: {known}")
+    # A workload no selected part runs is a mistake, not an empty run (session 12: `--part train --workload
+    # h96-fixed` timed nothing and exited 0; the train part's names are train-h96-fixed).
+    runs = {"prefill": set(prefill), "train": {f"train-{n}" for n in prefill},
+            "decode": {f"decode-h{H}-b{B}" for H, B in decode}}
+    idle = [n for n in w if not any(n in runs[p] for p in parts)]
+    if idle:
+        sys.exit(f"bench_torch: workload(s) {idle} belong to no part given ({parts}); a train workload is "
+                 "train-<prefill name>, a decode one decode-h<H>-b<B>")
     print(f"bench_torch: torch {torch.__version__}, {run.gpu}, kda backend {run.backend}, seed {run.seed} (inputs "
           "drawn from it)" + (f"; copy {run.copy_rate / 1e12:.2f} TB/s, bf16 matmul {run.mm_rate / 1e12:.0f} "
                               "TFLOP/s (this run)" if run.cuda else ""))

@@ -35,6 +35,15 @@ def test_bench_torch_cpu_smoke(tmp_path):
     assert "WRONG" not in r.stdout
 
 
+def test_bench_torch_refuses_a_workload_no_part_runs():
+    """A prefill name under --part train times nothing: an error naming it, not an empty run that exits 0."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "scripts")] + sys.path))
+    name = "h64-fixed" if torch.cuda.is_available() else "cpu-smoke"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_torch.py"), "--part", "train", "--workload", name],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and f"'{name}'" in r.stderr and "train-" in r.stderr, r.stdout + r.stderr
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU smoke run; on a GPU the lease runs the real one")
 def test_plot_results_draws_bench_torch_files(tmp_path):
     """plot_results.py draws bench_torch's files (kda and FLA records in one file, prefill and decode in two) as one
