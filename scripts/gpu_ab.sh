@@ -87,11 +87,11 @@ if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
       > "$W/ncu-run-$b.log" 2>&1 || rc=1
     ncu --import "$W/ncu-$b.ncu-rep" --page details > "$W/ncu-$b.txt" 2>&1
     ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$W/ncu-src-$b.csv.gz"
-    # Per CUDA source line too (the kernels are built with -lineinfo): which stage of a kernel the samples fall in.
-    ncu --import "$W/ncu-$b.ncu-rep" --page source --csv --print-source cuda 2>&1 | gzip > "$W/ncu-cu-$b.csv.gz"
+    # CUDA lines come later, off the device: ncu_stages.py --sass maps these SASS rows to the lines of the build's
+    # disassembly (`--print-source cuda` exported source text with no metric columns, sessions 11-12).
     echo "== $b ncu"
     grep -E "^  [a-z_ ]*void|Duration|Registers Per Thread|Achieved Occupancy|Executed Instructions  " "$W/ncu-$b.txt" | cut -c1-150
-    (cd "$W" && tar -rf "$OUT/results.tar" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz" "ncu-cu-$b.csv.gz")
+    (cd "$W" && tar -rf "$OUT/results.tar" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz")
   done
 fi
 if [ ${#w[@]} -gt 0 ]; then

@@ -5,15 +5,25 @@ Reads the gzipped per-SASS-instruction CSV that scripts/gpu_ab.sh --ncu writes (
 each kernel's SASS at its BAR.SYNC instructions: in kernels built as barrier-separated stages (chunk_prepare.cu
 S0..S5, chunk_state.cu) a segment is roughly a stage, so the table says which stage holds the warp-stall samples,
 the executed instructions, the top opcodes and the top stall reasons. Segments under --min percent of both are
-left out. SASS order follows the source's only roughly (loops with barriers repeat segments); the per-CUDA-line
-CSV (ncu-cu-BUILD.csv.gz) names lines exactly.
+left out. SASS order follows the source's only roughly (loops with barriers repeat segments).
+
+--sass FILE names the CUDA source line of every instruction: FILE is `nvdisasm -gi -c` of the profiled build's
+cubin (`cuobjdump -xelf all libkda.so` extracts it; both tools are in the nvidia-cuda-cuobjdump and
+nvidia-cuda-nvdisasm wheels on PyPI). The profile's instructions are matched to the disassembly by offset from the
+kernel's first instruction, and every opcode is compared, so a build that is not the profiled one is refused rather
+than misattributed. Then the --top lines by samples are listed with their source text (from --source-dir, e.g. the
+archive's source/ folder), innermost line first and, for code inlined from a helper, the kernel-file line it was
+inlined at. (ncu's own per-CUDA-line export, `--print-source cuda`, came back with no metric columns.)
 
 usage: python3 scripts/ncu_stages.py bench/results/.../ncu-src-bf16x3.csv.gz [--min 1.0]
+       python3 scripts/ncu_stages.py ncu-src-B.csv.gz --sass prepare.sass --source-dir /tmp/ab/B/source [--top 40]
 """
 import argparse
 import collections
 import csv
 import gzip
+import os
+import re
 
 
 def kernels(path):
@@ -34,11 +44,98 @@ def kernels(path):
         yield name, [dict(zip(header, r)) for r in body]
 
 
+LINE = re.compile(r'//## File "([^"]+)", line (\d+)(?: inlined at "([^"]+)", line (\d+))?')
+INST = re.compile(r'/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;')
+
+
+def disassembly(path):
+    """{mangled function: [(offset, instruction text, (file, line), (inlined-at file, line) or None)]} from
+    `nvdisasm -gi -c`."""
+    funcs, cur, where, at = {}, None, None, None
+    for raw in open(path):
+        m = re.match(r"\.text\.(\S+):", raw)
+        if m:
+            cur = funcs.setdefault(m.group(1), [])
+            continue
+        m = LINE.search(raw)
+        if m:
+            where = (m.group(1), int(m.group(2)))
+            at = (m.group(3), int(m.group(4))) if m.group(3) else None
+            continue
+        m = INST.search(raw)
+        if m and cur is not None:
+            cur.append((int(m.group(1), 16), m.group(2).strip(), where, at))
+    return funcs
+
+
+def opcode(text):
+    words = text.split()
+    op = words[1] if words and words[0].startswith("@") and len(words) > 1 else (words[0] if words else "")
+    return op
+
+
+def by_line(name, rows, funcs, source_dir, top):
+    """Samples and instructions per CUDA source line, the profile matched to the disassembly instruction by
+    instruction."""
+    # ncu names the kernel demangled; the disassembly mangled: pick the function whose instruction count and opcodes
+    # match the profile's.
+    base = int(rows[0]["Address"], 16)
+    prof = {int(r["Address"], 16) - base: r for r in rows}
+    match = None
+    for fname, insts in funcs.items():
+        if len(insts) < len(rows):
+            continue
+        offsets = {i[0]: i[1] for i in insts}
+        if all(o in offsets and opcode(offsets[o]) == opcode(r["Source"]) for o, r in prof.items()):
+            match = (fname, insts)
+            break
+    if match is None:
+        raise SystemExit(f"ncu_stages: no function of the disassembly matches {name[:80]} instruction by instruction "
+                         "(a different build from the profiled one?)")
+    per = collections.defaultdict(lambda: {"samples": 0, "inst": 0, "stalls": collections.Counter(), "at": None})
+    stall_cols = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c]
+    for off, text, where, at in match[1]:
+        r = prof.get(off)
+        if r is None or where is None:
+            continue
+        d = per[where]
+        d["samples"] += int(r["Warp Stall Sampling (All Samples)"] or 0)
+        d["inst"] += int(r["Instructions Executed"] or 0)
+        d["at"] = d["at"] or at
+        for c in stall_cols:
+            d["stalls"][c[len("stall_"):]] += int(r[c] or 0)
+    tot_s = sum(d["samples"] for d in per.values()) or 1
+    tot_i = sum(d["inst"] for d in per.values()) or 1
+    texts = {}
+
+    def src(f, n):
+        if not source_dir:
+            return ""
+        rel = f.split("/src/", 1)[-1] if "/src/" in f else os.path.basename(f)
+        path = os.path.join(source_dir, "src", rel)
+        if path not in texts:
+            texts[path] = open(path).read().split("\n") if os.path.exists(path) else []
+        lines = texts[path]
+        return lines[n - 1].strip()[:70] if 0 < n <= len(lines) else ""
+
+    print(f"  by CUDA line ({match[0][:60]}...), top {top} by samples:")
+    for (f, n), d in sorted(per.items(), key=lambda kv: -kv[1]["samples"])[:top]:
+        st = sum(d["stalls"].values()) or 1
+        stalls = ", ".join(f"{s}:{100 * v / st:.0f}%" for s, v in d["stalls"].most_common(2))
+        at = f" (in {os.path.basename(d['at'][0])}:{d['at'][1]})" if d["at"] else ""
+        print(f"  {os.path.basename(f)}:{n}{at}  samples {100 * d['samples'] / tot_s:5.1f}%  instructions "
+              f"{100 * d['inst'] / tot_i:5.1f}%  | {stalls} | {src(f, n)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv_gz")
     ap.add_argument("--min", type=float, default=1.0, help="hide segments under this percent of samples and instructions")
+    ap.add_argument("--sass", help="nvdisasm -gi -c output of the profiled build's cubin: attribute lines")
+    ap.add_argument("--source-dir", help="the build's source tree (the archive's source/), for the lines' text")
+    ap.add_argument("--top", type=int, default=40)
     args = ap.parse_args()
+    funcs = disassembly(args.sass) if args.sass else None
     for name, rows in kernels(args.csv_gz):
         stall_cols = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c] if rows else []
         segs = collections.OrderedDict()
@@ -68,6 +165,8 @@ def main():
             stalls = ", ".join(f"{s}:{100 * v / st:.0f}%" for s, v in d["stalls"].most_common(3))
             print(f"  seg {k:3d} (SASS line {d['first']:5d}): samples {ps:5.1f}%  instructions {pi:5.1f}%  "
                   f"| {ops} | {stalls}")
+        if funcs is not None and rows:
+            by_line(name, rows, funcs, args.source_dir, args.top)
 
 
 if __name__ == "__main__":
