@@ -9,7 +9,7 @@
 # implementations of each build side by side, e.g. cuda-chunked,cuda-hopper of one build); --ncu REGEX profiles
 # the kernels matching REGEX on the first workload per build (Nsight Compute, full set with source, clocks as they
 # are; the first --ncu-count launches, default 2): the details page as text and the source page per SASS instruction
-# and per CUDA line as gzipped CSV, to read here offline.
+# as gzipped CSV, to read here offline (scripts/ncu_stages.py; with --sass, by CUDA line).
 #
 # usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
 #                   --workload decode-h32-b1 --workload decode-h32-b256 ...

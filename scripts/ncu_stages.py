@@ -24,6 +24,7 @@ import csv
 import gzip
 import os
 import re
+import sys
 
 
 def kernels(path):
@@ -90,8 +91,9 @@ def by_line(name, rows, funcs, source_dir, top):
             match = (fname, insts)
             break
     if match is None:
-        raise SystemExit(f"ncu_stages: no function of the disassembly matches {name[:80]} instruction by instruction "
-                         "(a different build from the profiled one?)")
+        print(f"ncu_stages: no function of the disassembly matches {name[:80]} instruction by instruction (a "
+              "different build from the profiled one, or its cubin not given?)", file=sys.stderr)
+        return False
     per = collections.defaultdict(lambda: {"samples": 0, "inst": 0, "stalls": collections.Counter(), "at": None})
     stall_cols = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c]
     for off, text, where, at in match[1]:
@@ -125,17 +127,22 @@ def by_line(name, rows, funcs, source_dir, top):
         at = f" (in {os.path.basename(d['at'][0])}:{d['at'][1]})" if d["at"] else ""
         print(f"  {os.path.basename(f)}:{n}{at}  samples {100 * d['samples'] / tot_s:5.1f}%  instructions "
               f"{100 * d['inst'] / tot_i:5.1f}%  | {stalls} | {src(f, n)}")
+    return True
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv_gz")
     ap.add_argument("--min", type=float, default=1.0, help="hide segments under this percent of samples and instructions")
-    ap.add_argument("--sass", help="nvdisasm -gi -c output of the profiled build's cubin: attribute lines")
+    ap.add_argument("--sass", action="append", default=[],
+                    help="nvdisasm -gi -c output of a cubin of the profiled build (repeatable): attribute lines")
     ap.add_argument("--source-dir", help="the build's source tree (the archive's source/), for the lines' text")
     ap.add_argument("--top", type=int, default=40)
     args = ap.parse_args()
-    funcs = disassembly(args.sass) if args.sass else None
+    funcs = {}
+    for path in args.sass:
+        funcs.update(disassembly(path))
+    unmatched = 0
     for name, rows in kernels(args.csv_gz):
         stall_cols = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c] if rows else []
         segs = collections.OrderedDict()
@@ -165,8 +172,10 @@ def main():
             stalls = ", ".join(f"{s}:{100 * v / st:.0f}%" for s, v in d["stalls"].most_common(3))
             print(f"  seg {k:3d} (SASS line {d['first']:5d}): samples {ps:5.1f}%  instructions {pi:5.1f}%  "
                   f"| {ops} | {stalls}")
-        if funcs is not None and rows:
-            by_line(name, rows, funcs, args.source_dir, args.top)
+        if funcs and rows and not by_line(name, rows, funcs, args.source_dir, args.top):
+            unmatched += 1
+    if unmatched:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
