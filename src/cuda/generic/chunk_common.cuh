@@ -36,6 +36,16 @@ __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
   lo = tf32(x - __uint_as_float(hi));
 }
 
+// The m16n8k8 tf32 A fragment of rows r0, r0 + 8 and columns c0, c0 + 4 (r0 = 16 m + grp, c0 = 8 ks + tig) of a
+// row-major fp32 matrix with row pitch `pitch`, split for 3xTF32 (mma3's operand order).
+__device__ __forceinline__ void split_a(const float* A, int pitch, int r0, int c0, uint32_t (&ah)[4],
+                                        uint32_t (&al)[4]) {
+  split(A[r0 * pitch + c0], ah[0], al[0]);
+  split(A[(r0 + 8) * pitch + c0], ah[1], al[1]);
+  split(A[r0 * pitch + c0 + 4], ah[2], al[2]);
+  split(A[(r0 + 8) * pitch + c0 + 4], ah[3], al[3]);
+}
+
 __device__ __forceinline__ float ex2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));

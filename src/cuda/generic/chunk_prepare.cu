@@ -456,14 +456,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       const int c0 = 8 * ks + tig, c1 = c0 + 4;
       const float f0 = F ? F[c0] : 1.0f, f1 = F ? F[c1] : 1.0f;
       uint32_t kh[4], kl[4], qh[4], ql[4];
-      split(Ks[a0 * PK + c0], kh[0], kl[0]);
-      split(Ks[a1 * PK + c0], kh[1], kl[1]);
-      split(Ks[a0 * PK + c1], kh[2], kl[2]);
-      split(Ks[a1 * PK + c1], kh[3], kl[3]);
-      split(Qs[a0 * PK + c0], qh[0], ql[0]);
-      split(Qs[a1 * PK + c0], qh[1], ql[1]);
-      split(Qs[a0 * PK + c1], qh[2], ql[2]);
-      split(Qs[a1 * PK + c1], qh[3], ql[3]);
+      split_a(Ks, PK, a0, c0, kh, kl);
+      split_a(Qs, PK, a0, c0, qh, ql);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int nn = 16 * J + 8 * nt + grp;
@@ -552,10 +546,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
           const int c0 = 8 * ks + tig, c1 = c0 + 4;
           uint32_t ah[4], al[4];
-          split(Akk[r0 * PA + c0], ah[0], al[0]);
-          split(Akk[r1 * PA + c0], ah[1], al[1]);
-          split(Akk[r0 * PA + c1], ah[2], al[2]);
-          split(Akk[r1 * PA + c1], ah[3], al[3]);
+          split_a(Akk, PA, r0, c0, ah, al);
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
             const int n = kSub * tb.J + 8 * nt + grp;
@@ -577,10 +568,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
           uint32_t ah[4], al[4];
-          split(Tm[r0 * PA + kSub * tb.I + c0], ah[0], al[0]);
-          split(Tm[r1 * PA + kSub * tb.I + c0], ah[1], al[1]);
-          split(Tm[r0 * PA + kSub * tb.I + c1], ah[2], al[2]);
-          split(Tm[r1 * PA + kSub * tb.I + c1], ah[3], al[3]);
+          split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
             uint32_t bh[2], bl[2];
@@ -632,7 +620,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll 1
     for (int mi = 0; mi < 2; ++mi) {
       const int m = mi == 0 ? pair : 3 - pair;
-      const int r0 = 16 * m + grp, r1 = r0 + 8;
+      const int r0 = 16 * m + grp;
       float acc[kMaxGroups][2][4] = {};
       // Row blocks past the chunk's length: T's rows there are unit rows (A_kk's rows are zero) against zero rows of
       // X, so [W | U] is +0 there; no products, the zero accumulators stored.
@@ -640,10 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       for (int ks = 0; ks < (16 * m < L ? 2 * m + 2 : 0); ++ks) {
         const int c0 = 8 * ks + tig, c1 = c0 + 4;
         uint32_t ah[4], al[4];
-        split(Tm[r0 * PA + c0], ah[0], al[0]);
-        split(Tm[r1 * PA + c0], ah[1], al[1]);
-        split(Tm[r0 * PA + c1], ah[2], al[2]);
-        split(Tm[r1 * PA + c1], ah[3], al[3]);
+        split_a(Tm, PA, r0, c0, ah, al);
 #pragma unroll
         for (int gi = 0; gi < kMaxGroups; ++gi) {
           const int g = nq + 8 * gi;
