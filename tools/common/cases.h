@@ -76,6 +76,17 @@ struct CaseSpec {
   Recipe recipe;
 };
 
+// The unbounded softplus gate with A_log fixed, g ~ N(g_mean, g_std^2), and a +spike added to every channel of a
+// (token, head) with probability spike_prob: the spiked hostile gates of the correctness suite and the stress probes.
+inline void softplus_spikes(CaseSpec& s, double a_log, double g_mean, double g_std, double spike_prob, double spike) {
+  s.gate = KDA_GATE_SOFTPLUS;
+  s.recipe.A_log_fixed = a_log;
+  s.recipe.g_mean = g_mean;
+  s.recipe.g_std = g_std;
+  s.recipe.g_spike_prob = spike_prob;
+  s.recipe.g_spike = spike;
+}
+
 // gtest prints a case by its name.
 inline void PrintTo(const CaseSpec& s, std::ostream* os) { *os << s.name; }
 

@@ -32,12 +32,7 @@ std::vector<CaseSpec> correctness_cases() {
     // Unbounded softplus gate: A_log = ln 4 and g ~ N(3, 2) decay about 12 nats per token (over 1000 bits per
     // 64 tokens), and 5% of (token, head) pairs add a +30 spike (one token decaying about 130 nats).
     CaseSpec s = correctness_case_base("softplus_over_1000_bits_per_64_tokens");
-    s.gate = KDA_GATE_SOFTPLUS;
-    s.recipe.A_log_fixed = std::log(4.0);
-    s.recipe.g_mean = 3.0;
-    s.recipe.g_std = 2.0;
-    s.recipe.g_spike_prob = 0.05;
-    s.recipe.g_spike = 30.0;
+    softplus_spikes(s, std::log(4.0), 3.0, 2.0, 0.05, 30.0);
     v.push_back(s);
   }
   { CaseSpec s = correctness_case_base("softplus_mixed_dead_and_immortal"); s.gate = KDA_GATE_SOFTPLUS; s.recipe.g_bimodal = 12; v.push_back(s); }

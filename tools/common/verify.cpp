@@ -84,25 +84,11 @@ std::vector<CaseSpec> stress(const CaseSpec& b) {
     f(s);
     v.push_back(s);
   };
-  add("softplus_over_1000_bits_per_64_tokens", [](CaseSpec& s) {
-    s.gate = KDA_GATE_SOFTPLUS;
-    s.recipe.A_log_fixed = std::log(4.0);
-    s.recipe.g_mean = 3;
-    s.recipe.g_std = 2;
-    s.recipe.g_spike_prob = 0.02;
-    s.recipe.g_spike = 40;
-  });
+  add("softplus_over_1000_bits_per_64_tokens", [](CaseSpec& s) { softplus_spikes(s, std::log(4.0), 3, 2, 0.02, 40); });
   // Moderate decay (~0.002-1 nats a token) with 3% of tokens decaying ~120 nats: some 16-token blocks of a chunk
   // span a huge exponent range and the rest a small one, so an implementation that picks its arithmetic per block by
   // range (a tensor-core form where it is safe, an exact pairwise one elsewhere) takes both in one chunk.
-  add("softplus_spiked_blocks", [](CaseSpec& s) {
-    s.gate = KDA_GATE_SOFTPLUS;
-    s.recipe.A_log_fixed = std::log(4.0);
-    s.recipe.g_mean = 0;
-    s.recipe.g_std = 0.5;
-    s.recipe.g_spike_prob = 0.03;
-    s.recipe.g_spike = 30;
-  });
+  add("softplus_spiked_blocks", [](CaseSpec& s) { softplus_spikes(s, std::log(4.0), 0, 0.5, 0.03, 30); });
   add("gates_exactly_zero", [](CaseSpec& s) { s.gate = KDA_GATE_LOG_DECAY; s.recipe.g_zero = true; });
   add("all_channels_at_the_bound", [](CaseSpec& s) { s.recipe.g_mean = 40; });
   add("dead_and_immortal_channels", [](CaseSpec& s) { s.gate = KDA_GATE_SOFTPLUS; s.recipe.g_bimodal = 12; });
