@@ -29,7 +29,11 @@ else
 fi
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 \
   "${python[@]}" >/dev/null
-cmake --build build-gpu
+# Only what a lease runs (the CPU test binary is CI's, and compiling it doubled a build on this 2-core machine).
+targets=(kda kda_gpu_tests kda-bench kda-verify)
+[ -n "$torch_wheel" ] && targets+=(kda_torch)
+[ -n "$torch_wheel" ] && grep -q '^kda_jax:' <(ninja -C build-gpu -t targets all 2>/dev/null) && targets+=(kda_jax)
+cmake --build build-gpu --target "${targets[@]}"
 stage=$(mktemp -d)
 cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/libkda.so "$stage/"
 [ -n "$torch_wheel" ] && cp build-gpu/python/libkda_torch.so "$stage/"
