@@ -154,7 +154,9 @@ def gate_log2(m, t, g):
             else:
                 if a_log is not None:
                     x = np.where(x != 0, x * np.exp(a_log), x)
-                lg = F32(m["lower_bound"]) * (F32(1) / (F32(1) + np.exp(-x)))
+                # chunk_common.cuh bounded_gate_log2: lb log2(e) / (1 + exp2(-x log2(e))), already in log2 units
+                lb2 = (F32(m["lower_bound"]) * LOG2E).astype(F32)
+                return (lb2 * (F32(1) / (F32(1) + ex2(-(x * LOG2E).astype(F32))))).astype(F32)
     return (lg.astype(F32) * LOG2E).astype(F32)
 
 

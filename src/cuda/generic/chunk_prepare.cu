@@ -252,28 +252,32 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __syncthreads();
   // S0b: the gates activated in place, in log2 units, by all 16 warps (session 11's profile: S0's segment was 16.5% of
   // phase 1's stall samples, most of it the activation on the 8 warps of half 0 while half 1 waited at the barrier),
-  // with exp(A_log) once per CTA; rows past L stay 0 (padded tokens change no sum).
-  switch (p.gate_mode) {
-    case KDA_GATE_BOUNDED: {
-      const float ea = has_a_log ? expf(a_log) : 1.0f;  // gate_log_decay's value (math.h bounded_gate)
-      for (int e = tid; e < kC * K; e += kThreads) {
-        float* const gp = Gs + (e / K) * PK + e % K;
-        *gp = e / K < L ? bounded_gate(*gp, bias_s[e % K], has_a_log, ea, p.lower_bound) * kLog2e : 0.0f;
+  // with exp(A_log) once per CTA; rows past L stay 0 (padded tokens change no sum). A channel a thread (kThreads / K
+  // rows a pass): the bias stays in a register and no element index is divided.
+  {
+    const int d = tid % K;
+    const float bias = bias_s[d];
+    auto activate = [&](auto f) {
+#pragma unroll 4
+      for (int r = tid / K; r < kC; r += kThreads / K) {
+        float* const gp = Gs + r * PK + d;
+        *gp = r < L ? f(*gp) : 0.0f;
       }
-      break;
+    };
+    switch (p.gate_mode) {
+      case KDA_GATE_BOUNDED: {
+        const float ea = has_a_log ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
+        activate([&](float g) { return bounded_gate_log2(g + bias, ea, lb2); });
+        break;
+      }
+      case KDA_GATE_SOFTPLUS:
+        activate([&](float g) {
+          return gate_log_decay<float>(KDA_GATE_SOFTPLUS, g, has_a_log, a_log, bias, 0.0f) * kLog2e;
+        });
+        break;
+      default:  // KDA_GATE_LOG_DECAY: g is the log-decay
+        activate([&](float g) { return g * kLog2e; });
     }
-    case KDA_GATE_SOFTPLUS:
-      for (int e = tid; e < kC * K; e += kThreads) {
-        float* const gp = Gs + (e / K) * PK + e % K;
-        *gp = e / K < L ? gate_log_decay<float>(KDA_GATE_SOFTPLUS, *gp, has_a_log, a_log, bias_s[e % K], 0.0f) * kLog2e
-                        : 0.0f;
-      }
-      break;
-    default:  // KDA_GATE_LOG_DECAY: g is the log-decay
-      for (int e = tid; e < kC * K; e += kThreads) {
-        float* const gp = Gs + (e / K) * PK + e % K;
-        *gp = e / K < L ? *gp * kLog2e : 0.0f;
-      }
   }
   __syncthreads();
 
