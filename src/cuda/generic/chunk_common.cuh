@@ -46,6 +46,14 @@ __device__ __forceinline__ void split_a(const float* A, int pitch, int r0, int c
   split(A[(r0 + 8) * pitch + c0 + 4], ah[3], al[3]);
 }
 
+// The same fragment rounded once to tf32 (single-pass products, where the result's user tolerates 2^-11 relative).
+__device__ __forceinline__ void tf32_a(const float* A, int pitch, int r0, int c0, uint32_t (&a)[4]) {
+  a[0] = tf32(A[r0 * pitch + c0]);
+  a[1] = tf32(A[(r0 + 8) * pitch + c0]);
+  a[2] = tf32(A[r0 * pitch + c0 + 4]);
+  a[3] = tf32(A[(r0 + 8) * pitch + c0 + 4]);
+}
+
 __device__ __forceinline__ float ex2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));

@@ -440,10 +440,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __syncthreads();
 
   // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
-  // P_{J+1} .. P_{I-1}, in 3xTF32. Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the
-  // dependent mma chain halves; splitting a block's two n-tiles instead re-splits the A fragments in both warps:
-  // ~60% more instructions): the second half stores its raw partial sums in the block's place, the first adds its
-  // own to them after a barrier and finishes the block (beta, the backward's copy).
+  // P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and near-identical keys amplify its
+  // error), A_qk in a forward in one TF32 pass (8 mma a k-step instead of 12): there it feeds only the output,
+  // o += A_qk V_new, where the CPU model measured 2^-11 products at the 3xTF32 figures (two_phase.py's aqk=tf32, its
+  // default). A backward's recompute (kWide) keeps 3xTF32: dV_new takes A_qk^T dO, and one TF32 pass failed the
+  // backward-quick verifier's near-identical keys at beta = 2 (dv 1.16 of its bound; CPU model,
+  // chunk_backward_rounding.py --form kernels).
+  // Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the dependent mma chain halves;
+  // splitting a block's two n-tiles instead re-splits the A fragments in both warps: ~60% more instructions): the
+  // second half stores its raw partial sums in the block's place, the first adds its own to them after a barrier and
+  // finishes the block (beta, the backward's copy).
   float akk[2][4] = {}, aqk[2][4] = {};
   const int s3 = warp % 6, half = warp / 6;
   const int I = s3 < 1 ? 1 : s3 < 3 ? 2 : 3;
@@ -461,7 +467,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       const float f0 = F ? F[c0] : 1.0f, f1 = F ? F[c1] : 1.0f;
       uint32_t kh[4], kl[4], qh[4], ql[4];
       split_a(Ks, PK, a0, c0, kh, kl);
-      split_a(Qs, PK, a0, c0, qh, ql);
+      if constexpr (kWide)
+        split_a(Qs, PK, a0, c0, qh, ql);
+      else
+        tf32_a(Qs, PK, a0, c0, qh);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int nn = 16 * J + 8 * nt + grp;
@@ -469,7 +478,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
         split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
         mma3(akk[nt], kh, kl, bh, bl);
-        mma3(aqk[nt], qh, ql, bh, bl);
+        if constexpr (kWide)
+          mma3(aqk[nt], qh, ql, bh, bl);
+        else
+          mma(aqk[nt], qh, bh);
       }
     }
     if (half == 1) {
