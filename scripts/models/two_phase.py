@@ -23,7 +23,8 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
             diag diagonal 16 x 16 blocks (fp32 FMA pairwise: fp32 or fp64; or factored: any product mode,
                  e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
                  g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
-                 not) (default fp32)
+                 not; or s3, the kernel's: Kr / Qr against Ksuf exp2(-S_b) in akk's / aqk's modes where every
+                 |S_b| <= 96, no g > 0 and q, k are normalized, pairwise fp32 elsewhere) (default s3)
             tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32); or blocked-MODE: the
                  kernel's blocked form (diagonal 16 x 16 blocks by fp32 substitution, then rounds of
                  X_IJ = sum_K A_IK T_KJ and T_IJ = -T_II X_IJ) with those block products in MODE
@@ -47,7 +48,7 @@ from kda_protocol import read_case, write_output  # noqa: E402
 F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
-DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "diag": "fp32", "tinv": "fp32",
+DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "diag": "s3", "tinv": "fp32",
             "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
@@ -124,7 +125,8 @@ def parse_precision(spec):
     for item in filter(None, (spec or "").split(",")):
         name, mode = item.split("=")
         blocked = name == "tinv" and mode.startswith("blocked-") and mode[len("blocked-"):] in MODES
-        if name not in p or (mode not in MODES and not blocked):
+        s3 = name == "diag" and mode == "s3"
+        if name not in p or (mode not in MODES and not blocked and not s3):
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
         if name == "tinv" and mode not in ("fp32", "fp64") and not blocked:
             raise SystemExit(f"two_phase.py: {name} is fp32, fp64 or blocked-MODE")
@@ -165,10 +167,11 @@ def l2norm(x):
     return (x * (F32(1) / np.sqrt(ss + F32(1e-6)))[..., None]).astype(F32)
 
 
-def phase1(q, k, g, beta, vb, prec, keep=False):
+def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True):
     """One batch of chunks. q, k, g: [N, C, K] (g in log2 units, rows past the chunk's length zero), beta [N, C],
     vb = beta v [N, C, V]. Returns the workspace tiles Qg, Kd [N, C, K], decay [N, K], Aqk [N, C, C], W, U; with
-    keep, also what the chunked backward keeps (BackwardSaves): A' (not scaled by beta) and T [N, C, C]."""
+    keep, also what the chunked backward keeps (BackwardSaves): A' (not scaled by beta) and T [N, C, C]. normalized:
+    q and k are L2-normalized rows (diag=s3 factors only then)."""
     N, _, K = q.shape
     Ap = np.zeros((N, C, C), F32)
     # S1: diagonal blocks. (r, c), r >= c in one 16-block: sum_d x_r[d] k_c[d] exp2(sum of g over c+1 .. r).
@@ -185,7 +188,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False):
                     acc = acc + g[:, r]
                 e[:, i] = acc
             w = ex2(e) * k[:, base + c][:, None, :]
-            if prec["diag"] != "fp32":  # fp64, and the factored modes' pairwise fallback computed exactly
+            if prec["diag"] not in ("fp32", "s3"):  # fp64, and the factored modes' pairwise fallback exactly
                 vq = np.einsum("nrd,nrd->nr", q[:, rows].astype(np.float64), w.astype(np.float64)).astype(F32)
                 vk = np.einsum("nrd,nrd->nr", k[:, rows].astype(np.float64), w.astype(np.float64)).astype(F32)
             else:
@@ -238,7 +241,30 @@ def phase1(q, k, g, beta, vb, prec, keep=False):
     # operand times 2^(|S_b| / 2) loses a term of size 1; that variant failed the 1000-bit softplus probe: out 5.0e-2,
     # state 2.7e-3). Blocks whose operands leave the finite normal range (or flush a nonzero q or k) keep the pairwise
     # result.
-    if prec["diag"] not in ("fp32", "fp64"):
+    if prec["diag"] == "s3":
+        # The kernel's factored diagonal blocks (chunk_prepare.cu S2a / S3): Kr / Qr against Ksuf exp2(-S_b), A' in
+        # akk's mode and A_qk in aqk's, where every channel's S_b >= -96, no g > 0 and q, k are normalized; S1's
+        # pairwise fp32 result elsewhere.
+        lower = np.tril(np.ones((16, 16), bool))
+        strict = np.tril(np.ones((16, 16), bool), -1)
+        for bk in range(4):
+            sl = slice(16 * bk, 16 * bk + 16)
+            sb = np.zeros(g.shape[::2], F32)
+            for i in range(16):
+                sb = (sb + g[:, 16 * bk + i]).astype(F32)
+            with np.errstate(invalid="ignore"):
+                ok = (sb >= F32(-96)).all(axis=1) & (g[:, sl] <= 0).all(axis=(1, 2)) & normalized
+            FACTORED[1] += len(ok)
+            FACTORED[0] += int(ok.sum())
+            if not ok.any():
+                continue
+            Bt = np.swapaxes(Ksuf[ok][:, sl] * ex2(-sb[ok])[:, None, :], 1, 2)
+            ak = prod(Kr[ok][:, sl], Bt, prec["akk"])
+            aq = prod(Qr[ok][:, sl], Bt, prec["aqk"])
+            Aqk[ok, sl, sl] = np.where(lower, aq, F32(0))
+            Akk[ok, sl, sl] = np.where(strict, beta[ok][:, sl, None] * ak, F32(0))
+            Ap[ok, sl, sl] = np.where(strict, ak, F32(0))
+    elif prec["diag"] not in ("fp32", "fp64"):
         tiny = np.finfo(F32).tiny
         lower = np.tril(np.ones((16, 16), bool))
         strict = np.tril(np.ones((16, 16), bool), -1)
@@ -348,7 +374,7 @@ def run(m, t, prec):
 
         qc, kc, gc, vbc = gather(q, K), gather(k, K), gather(g, K), gather(vb, V)
         bc = gather(beta[..., None], 1)[..., 0]
-        Qg, Kd, dec, Aqk, W, U = phase1(qc, kc, gc, bc, vbc, prec)
+        Qg, Kd, dec, Aqk, W, U = phase1(qc, kc, gc, bc, vbc, prec, normalized=bool(m["use_qk_l2norm"]))
         shp = lambda x: x.reshape((M, HV) + x.shape[1:])  # noqa: E731
         Qg, Kd, dec, Aqk, W, U = map(shp, (Qg, Kd, dec, Aqk, W, U))
         # Phase 2, in chunk order (the chunks of one sequence are consecutive in the list).

@@ -128,6 +128,22 @@ std::vector<CaseSpec> chunked_cases() {
   { CaseSpec s = base("k128_beta_probabilities_no_h0"); s.beta_logits = false; s.has_h0 = false; v.push_back(s); }
   { CaseSpec s = base("k64_v128_packed"); s.K = 64; s.seqlens = {3, 0, 300, 64}; v.push_back(s); }
   { CaseSpec s = base("k128_v64_bounded_without_A_log"); s.V = 64; s.has_A_log = false; v.push_back(s); }
+  {
+    // Spiked softplus gates: blocks without a spike decay well under 96 bits and phase 1 factors them on tensor
+    // cores, blocks with one decay ~40 bits a token and stay pairwise, often in the same chunk (verify.cpp's
+    // stress_softplus_spiked_blocks at test size).
+    CaseSpec s = base("k128_softplus_spiked_blocks");
+    softplus_spikes(s, std::log(4.0), 0, 0.5, 0.03, 30);
+    v.push_back(s);
+  }
+  {
+    // Without the L2 norm every diagonal block stays pairwise (the factored operands' range needs |q|, |k| <= 1);
+    // rows of norm ~0.9 as the suite's no_l2norm case, so the delta rule stays contractive.
+    CaseSpec s = base("k128_unnormalized_qk");
+    s.l2norm = false;
+    s.recipe.qkv_std = 0.08;
+    v.push_back(s);
+  }
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),

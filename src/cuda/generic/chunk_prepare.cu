@@ -51,6 +51,8 @@ namespace {
 
 constexpr int kThreads = 512;  // 16 warps: two per (token, quarter) of S0, four per SM sub-partition
 constexpr int kC = kChunk;
+// The largest |S_b| (log2 units) of a diagonal block that S3 factors (S2a): its operands span 2^(+-kFactorBits).
+constexpr float kFactorBits = 96.0f;
 using bf16 = __nv_bfloat16;
 
 // N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2) in one load.
@@ -152,6 +154,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 
   const bool has_a_log = p.has_A_log();
   const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+  // S1 / S3's choice per diagonal block (1: pairwise in S1; 0: factored on tensor cores in S3), set by S2a.
+  __shared__ int pairwise_s[kSubBlocks];
+  if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
   for (int d = tid; d < K; d += kThreads)
     bias_s[d] = p.gate_mode != KDA_GATE_LOG_DECAY
                     ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
@@ -281,15 +286,37 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
+  // ---- S2a: the sub-block sums S_b of g (log2 units), and which diagonal blocks S3 may factor: those whose every
+  // channel has S_b >= -kFactorBits and no g > 0 (so each local sum lies in [S_b, 0]), with q and k normalized.
+  // There each operand of S3's form, Kr = k exp2(Gl_r) and Ksuf exp2(-S_b) = k exp2(-Gl_c), stays within
+  // 2^(+-kFactorBits) of |k| <= 1: nothing overflows, and a component flushed to zero (below 2^-126) drops a term
+  // below 2^(kFactorBits - 126) = 2^-30 of entries of size ~1. Beyond that (half the channels near a bound of -5
+  // nats decay ~115 bits a block) the block stays pairwise (S1).
+  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+    const ScanTask st = scan_task(task, K);
+    float acc = 0.0f, gmax = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kSub; ++i) {
+      const float g = Gs[(kSub * st.blk + i) * PK + st.d];
+      acc += g;
+      gmax = fmaxf(gmax, g);
+    }
+    bsum_s[st.blk * K + st.d] = acc;
+    if (!(acc >= -kFactorBits) || gmax > 0.0f) pairwise_s[st.blk] = 1;  // NaN sums too
+  }
+  __syncthreads();
+
   // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column pair c1 = p, c2 = 15 - p) (chunk_map.h
   // diag_pair_task: both columns' entries fill one warp reduce-scatter's 32 slots). Lane = channels K / 32 lane + i
   // (one vector load per row and operand, for both columns; K / 32 independent exponent chains per lane and
   // column); the exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. The reduce-scatter
   // sums a slot over the lanes in a tree that does not depend on the slot, and each lane's terms are added in the
-  // order they were with one column a task: every entry has the same bits. Lane l ends with slot l's sum.
+  // order they were with one column a task: every entry has the same bits. Lane l ends with slot l's sum. Only the
+  // blocks S2a left pairwise (S3 factors the others).
 #pragma unroll 1
   for (int task = warp; task < kSubBlocks * kSub / 2; task += kThreads / 32) {
     const DiagPairTask dt = diag_pair_task(task);
+    if (!pairwise_s[dt.bk]) continue;  // warp-uniform
     const int base = 16 * dt.bk, c1 = dt.c1, c2 = dt.c2;
     float val[32];
 #pragma unroll
@@ -359,18 +386,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S2: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
+  // ---- S2b: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
   // instead of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
-  // reference-point forms in place, the block factor tables. S2a: the sub-block sums S_b of g; S2b: the exponents
-  // as (sums over whole sub-blocks) + (a local 16-token scan), every one a sum of g over the tokens it spans.
-  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
-    const ScanTask st = scan_task(task, K);
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kSub; ++i) acc += Gs[(kSub * st.blk + i) * PK + st.d];
-    bsum_s[st.blk * K + st.d] = acc;
-  }
-  __syncthreads();
+  // reference-point forms in place, the block factor tables; the exponents as (sums over whole sub-blocks, S2a's)
+  // + (a local 16-token scan), every one a sum of g over the tokens it spans.
 #pragma unroll 1
   for (int task = tid; task < kSubBlocks * K; task += kThreads) {
     const ScanTask st = scan_task(task, K);
@@ -450,6 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // splitting a block's two n-tiles instead re-splits the A fragments in both warps: ~60% more instructions): the
   // second half stores its raw partial sums in the block's place, the first adds its own to them after a barrier and
   // finishes the block (beta, the backward's copy).
+  // Warps 12-15 meanwhile factor diagonal block warp - 12 where S2a allows it (below).
   float akk[2][4] = {}, aqk[2][4] = {};
   const int s3 = warp % 6, half = warp / 6;
   const int I = s3 < 1 ? 1 : s3 < 3 ? 2 : 3;
@@ -494,6 +514,45 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
       }
     }
+  } else if (!pairwise_s[warp - 12]) {
+    // A factored diagonal block B (S2a): A'[r][c] = sum_d Kr[r][d] Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r -
+    // Gl_c), S3's form with the block's own total taken back out per channel; over all K channels (16 k-steps at
+    // K = 128, two of the off-diagonal warps' chains, which S1's ~4 K dependent pair steps a warp outweigh).
+    // Entries on and above the diagonal are computed and masked. Rows past L are zero in Kr / Qr, so a block
+    // entirely past L is stored as zeros without its products.
+    const int B = warp - 12, r0 = 16 * B + grp;
+    if (kSub * B < L) {
+#pragma unroll 2
+      for (int ks = 0; ks < K / 8; ++ks) {
+        const int c0 = 8 * ks + tig, c1 = c0 + 4;
+        const float f0 = ex2(-bsum_s[B * K + c0]), f1 = ex2(-bsum_s[B * K + c1]);
+        uint32_t kh[4], kl[4], qh[4], ql[4];
+        split_a(Ks, PK, r0, c0, kh, kl);
+        if constexpr (kWide)
+          split_a(Qs, PK, r0, c0, qh, ql);
+        else
+          tf32_a(Qs, PK, r0, c0, qh);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int nn = 16 * B + 8 * nt + grp;
+          uint32_t bh[2], bl[2];
+          split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
+          split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
+          mma3(akk[nt], kh, kl, bh, bl);
+          if constexpr (kWide)
+            mma3(aqk[nt], qh, ql, bh, bl);
+          else
+            mma(aqk[nt], qh, bh);
+        }
+      }
+    }
+    float* const save_b = akk_save ? akk_save + 16 * B * kC + 16 * B : nullptr;
+    for_each_tile_element<2>(grp, 0, tig, [&](int nt, int e, int r, int c) {
+      const int o = (16 * B + r) * PA + 16 * B + c;
+      Aqk[o] = r >= c ? aqk[nt][e] : 0.0f;
+      Akk[o] = r > c ? beta_s[16 * B + r] * akk[nt][e] : 0.0f;
+      if (save_b) save_b[r * kC + c] = r > c ? akk[nt][e] : 0.0f;  // A' unscaled, as S1 keeps it
+    });
   }
   __syncthreads();
   if (warp < 6) {
