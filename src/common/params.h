@@ -120,16 +120,21 @@ struct DecodeParams {
 
   // The slot sequence n starts from (negative: padding, the sequence is skipped).
   // Slots outside [0, slots) count as negative: the pool is never read or written out of bounds.
-  KDA_HOST_DEVICE int64_t read_slot(int64_t n) const {
-    if (!indices_per_token) return in_pool(indices[n * index_stride[0]]);
+  KDA_HOST_DEVICE int64_t read_slot(int64_t n) const { return in_pool(read_index(n)); }
+  // The slot the state after token t of sequence n goes to (negative: not written).
+  KDA_HOST_DEVICE int64_t write_slot(int64_t n, int64_t t) const { return in_pool(write_index(n, t)); }
+  // The raw index entries behind read_slot and write_slot (-1 where there is none), for a kernel that issues the
+  // index loads with its other loads and tests them against the pool only once all are in flight
+  // (hopper/decode_bulk.cu: a test right after a load waits for it, and holds back every load behind it).
+  KDA_HOST_DEVICE int32_t read_index(int64_t n) const {
+    if (!indices_per_token) return indices[n * index_stride[0]];
     const int64_t a = num_accepted ? num_accepted[n * num_accepted_stride] : 1;
     if (a < 1 || a > io.T) return -1;  // out of range: treated as padding, nothing is read or written
-    return in_pool(indices[n * index_stride[0] + (a - 1) * index_stride[1]]);
+    return indices[n * index_stride[0] + (a - 1) * index_stride[1]];
   }
-  // The slot the state after token t of sequence n goes to (negative: not written).
-  KDA_HOST_DEVICE int64_t write_slot(int64_t n, int64_t t) const {
-    if (indices_per_token) return in_pool(indices[n * index_stride[0] + t * index_stride[1]]);
-    return t == io.T - 1 ? in_pool(indices[n * index_stride[0]]) : -1;
+  KDA_HOST_DEVICE int32_t write_index(int64_t n, int64_t t) const {
+    if (indices_per_token) return indices[n * index_stride[0] + t * index_stride[1]];
+    return t == io.T - 1 ? indices[n * index_stride[0]] : -1;
   }
   KDA_HOST_DEVICE int64_t in_pool(int64_t s) const { return s < slots ? s : -1; }
 };

@@ -24,23 +24,26 @@ __device__ __forceinline__ float gate_log_decay_f(kda_gate_mode_t mode, float g,
   return lower_bound * sigmoid_f(x);
 }
 
+// gate_log_decay_f with exp(A_log) given (ea = expf(a_log), used only by the bounded gate with A_log), for a caller
+// that computes it once per head instead of once per channel: the same value (math.h's bounded_gate).
+__device__ __forceinline__ float gate_log_decay_f(kda_gate_mode_t mode, float g, bool has_a_log, float a_log,
+                                                  float ea, float bias, float lower_bound) {
+  if (mode != KDA_GATE_BOUNDED) return gate_log_decay<float>(mode, g, has_a_log, a_log, bias, lower_bound);
+  float x = g + bias;
+  if (has_a_log && x != 0.0f) x *= ea;
+  return lower_bound * sigmoid_f(x);
+}
+
 __device__ __forceinline__ float beta_activation_f(float b, bool is_logits, bool allow_neg_eigval) {
   const float r = is_logits ? sigmoid_f(b) : b;
   return allow_neg_eigval ? 2.0f * r : r;
 }
 
-// 1 / sqrt(sum x^2 + eps) of a token's q or k row spread over kLanes lanes (kN values each), math.h's
-// l2_inv_norm. Where the sum of squares overflows (|x| beyond ~1e19) it is redone on x / m, m the power of two at
-// or below max|x| (capped at 2^126 so that 1 / m is a normal float): the scaling is exact and a multiplication,
-// and the result is (1 / m) / sqrt(sum (x / m)^2 + eps / m^2). All 32 lanes of the warp call it together.
+// inv_norm's overflow path, for a row whose sum of squares ss (already reduced over the group) is not finite on
+// some lane of the warp; rows whose ss is finite get the plain formula.
 template <int kLanes, int kN>
-__device__ __forceinline__ float inv_norm(const float (&x)[kN]) {
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kN; ++i) ss = fmaf(x[i], x[i], ss);
-  ss = group_sum<kLanes>(ss);
+__device__ __forceinline__ float inv_norm_rescaled(const float (&x)[kN], float ss) {
   const bool finite = isfinite(ss);
-  if (__all_sync(0xffffffffu, finite)) return __frsqrt_rn(ss + static_cast<float>(kL2NormEps));
   float mx = 0.0f;
 #pragma unroll
   for (int i = 0; i < kN; ++i) mx = fmaxf(mx, fabsf(x[i]));
@@ -53,6 +56,45 @@ __device__ __forceinline__ float inv_norm(const float (&x)[kN]) {
   s2 = group_sum<kLanes>(s2);
   return finite ? __frsqrt_rn(ss + static_cast<float>(kL2NormEps))
                 : inv_m * __frsqrt_rn(s2 + static_cast<float>(kL2NormEps) * inv_m * inv_m);
+}
+
+// 1 / sqrt(sum x^2 + eps) of a token's q or k row spread over kLanes lanes (kN values each), math.h's
+// l2_inv_norm. Where the sum of squares overflows (|x| beyond ~1e19) it is redone on x / m, m the power of two at
+// or below max|x| (capped at 2^126 so that 1 / m is a normal float): the scaling is exact and a multiplication,
+// and the result is (1 / m) / sqrt(sum (x / m)^2 + eps / m^2). All 32 lanes of the warp call it together.
+template <int kLanes, int kN>
+__device__ __forceinline__ float inv_norm(const float (&x)[kN]) {
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) ss = fmaf(x[i], x[i], ss);
+  ss = group_sum<kLanes>(ss);
+  if (__all_sync(0xffffffffu, isfinite(ss))) return __frsqrt_rn(ss + static_cast<float>(kL2NormEps));
+  return inv_norm_rescaled<kLanes, kN>(x, ss);
+}
+
+// inv_norm of two rows (a token's q and k) with their reductions interleaved: each butterfly stage's two shuffles
+// are independent, so the pair costs about one reduction's latency, not two (the sm_90 decode's producer runs it on
+// the small-batch critical path). The same sums in the same order, so the same values as two inv_norm calls.
+template <int kLanes, int kN>
+__device__ __forceinline__ void inv_norm2(const float (&x)[kN], const float (&y)[kN], float& inv_x, float& inv_y) {
+  float sx = 0.0f, sy = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kN; ++i) {
+    sx = fmaf(x[i], x[i], sx);
+    sy = fmaf(y[i], y[i], sy);
+  }
+#pragma unroll
+  for (int off = kLanes / 2; off > 0; off /= 2) {
+    sx += __shfl_xor_sync(0xffffffffu, sx, off);
+    sy += __shfl_xor_sync(0xffffffffu, sy, off);
+  }
+  if (__all_sync(0xffffffffu, isfinite(sx) && isfinite(sy))) {
+    inv_x = __frsqrt_rn(sx + static_cast<float>(kL2NormEps));
+    inv_y = __frsqrt_rn(sy + static_cast<float>(kL2NormEps));
+    return;
+  }
+  inv_x = inv_norm_rescaled<kLanes, kN>(x, sx);
+  inv_y = inv_norm_rescaled<kLanes, kN>(y, sy);
 }
 
 }  // namespace kda::cuda

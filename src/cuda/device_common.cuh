@@ -58,6 +58,12 @@ __device__ __forceinline__ void store_out(void* base, kda_dtype_t dtype, int64_t
   }
 }
 
+// An optimization barrier: the compiler can no longer treat x as loop-invariant (an empty asm: no instruction).
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 __device__ __forceinline__ int64_t load_cu_seqlen(const TensorView& cu, int64_t i) {
   return cu.dtype == KDA_DTYPE_INT32 ? static_cast<const int32_t*>(cu.data)[i * cu.stride[0]]
                                      : static_cast<const int64_t*>(cu.data)[i * cu.stride[0]];

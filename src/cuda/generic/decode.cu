@@ -122,11 +122,6 @@ __device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) 
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// An optimization barrier: the compiler can no longer treat x as loop-invariant.
-__device__ __forceinline__ int opaque(int x) {
-  asm volatile("" : "+r"(x));
-  return x;
-}
 // x, but only once dep is computed: shared-memory reads addressed through it cannot be hoisted above dep's
 // producers (bounds how many of them the compiler keeps in flight, i.e. the registers they hold).
 __device__ __forceinline__ int after(int x, float dep) {

@@ -9,16 +9,16 @@
 // on tile i - kStages + 1 .. i - 1.
 //
 // Roles (160 threads). The work is split into units: 1 to kStages consecutive row tiles of one (sequence, value head)
-// (bulk::tiles_per_unit: all of a head's tiles, up to the ring's length, at batches that fill the resident CTAs;
-// fewer at small batches so a head's tiles update in parallel on several CTAs). Warp 4, the producer: per unit,
-// issues every global load it needs (the sequence's slots, the head's gate parameters, its lanes' channels of q / k /
-// g, row `lane` of v for each tile, beta), then per tile waits for the tile's stage to be free (empty barrier) and
-// lane 0 arms the stage's full barrier with the tile's bytes and issues the bulk copy; then all 32 lanes stage, once
-// per unit, what the updates need besides the state (q_hat and k_hat by warp-shuffle L2 norms, alpha = exp(gate),
-// beta) into each of the unit's stages, with that tile's rows of v and the slots; each lane arrives on each stage's
-// full barrier after its own stores. Warps 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows
-// of the tile and their lanes' columns of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one
-// arrival per warp), then update and store straight from registers.
+// (bulk::tiles_per_unit: all of a head's tiles, up to the ring's length, at batches that fill the resident CTAs; fewer
+// at small batches so a head's tiles update in parallel on several CTAs). Warp 4, the producer: per unit, issues every
+// global load it needs as raw bits, none waited on before the last is out (the sequence's slots, the head's gate
+// parameters, its lanes' channels of q / k / g, row `lane` of v for each tile, beta), then per tile waits for the
+// tile's stage to be free (empty barrier) and lane 0 arms the stage's full barrier with the tile's bytes and issues the
+// bulk copy; then all 32 lanes stage, once per unit, what the updates need besides the state (q_hat and k_hat by
+// warp-shuffle L2 norms, alpha = exp(gate), beta) into each of the unit's stages, with that tile's rows of v and the
+// slots; each lane arrives on each stage's full barrier after its own stores. Warps 0-3, the consumers: per tile, wait
+// for the full barrier, copy their 8 rows of the tile and their lanes' columns of q_hat / k_hat / alpha into registers,
+// release the stage (empty barrier, one arrival per warp), then update and store straight from registers.
 //
 // Measured (bench/LEDGER.md, session 11): the first version staged per tile, not per unit, and ran at 60-66% of the
 // copy rate at B >= 128, slower than the portable kernel (H32 B512 844 against 683 us): the producer warp's serial
@@ -33,8 +33,9 @@
 // Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
 // SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
 // H200's rate (~32 KB of traffic per SM); at T = 4, 4 x (16 + 6.7) KB: 2 CTAs per SM. Registers: consumers hold 8 W
-// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 93 / 115 / 128 at
-// K = 64 / 128 / 256, no spills; the consumers count their tiles with a 32-bit index, a 64-bit one spilled at K = 256).
+// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 128 / 115 / 128 at
+// K = 64 / 128 / 256, no spills; the consumers count their tiles with a 32-bit index, a 64-bit one spilled at K = 256;
+// the producer's unit loads, all in flight at once, take K = 64 from 93 to 128, inside the bound).
 // One producer unit costs about a global round trip plus the staging's ~1.5 us of dependent instructions, ~3-4 us
 // for 64 KB at K = V = 128: ~18 KB per us per CTA, 54 B/ns per SM with 3 CTAs, 3.5x the ~15 B/ns of reads 90% of the
 // copy rate needs.
@@ -127,6 +128,25 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
                : "memory");
 }
 
+// A run of one float32 / float16 / bfloat16 input's elements, read as raw bits (device_common.cuh's load_bits with
+// the addressing hoisted): the run's first byte and its byte step, so element m of it is one 64-bit add away and its
+// 16- and 32-bit loads are one predicated pair on one address. load_bits scales each element's offset per width,
+// two 64-bit addresses an element: with the producer's ~20 loads in flight together, ptxas kept both live.
+struct RawRun {
+  const char* p;
+  int64_t step;
+  bool f32;
+};
+__device__ __forceinline__ RawRun raw_run(const TensorView& t, int64_t off, int64_t stride) {
+  const bool f32 = t.dtype == KDA_DTYPE_FLOAT32;
+  const int sh = f32 ? 2 : 1;
+  return {static_cast<const char*>(t.data) + (off << sh), stride << sh, f32};
+}
+__device__ __forceinline__ uint32_t load_raw(const char* a, bool f32) {
+  return f32 ? *reinterpret_cast<const uint32_t*>(a) : *reinterpret_cast<const uint16_t*>(a);
+}
+__device__ __forceinline__ uint32_t load_raw(const RawRun& r, int m) { return load_raw(r.p + m * r.step, r.f32); }
+
 // W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible.
 template <int W>
 __device__ __forceinline__ void ld_vec(const float* p, float (&x)[W]) {
@@ -189,7 +209,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x, i += per_unit) {
       const bulk::Unit u = bulk::unit_of(unit, io.HV, io.V, per_unit);
       const int h = u.hv / io.group;
-      const int64_t slot = p.read_slot(u.n);
+      // Every global load of the unit is issued before any loaded value is used: raw bits into registers, tested and
+      // converted after the copies. A value converted or tested where it is loaded holds back every load behind it
+      // for a full round trip; issued that way (session 12's SASS) the ~20 loads ran as a dependent chain before
+      // the state copy went out, most of the ~6 us of B = 1 (a CTA has one unit there). The read slot's index
+      // first: it heads the longest chain (index -> bulk copy -> consumers); the rest is independent of it.
+      const int32_t slot_index = p.read_index(u.n);
+      // The head's gate parameters (fp32).
       const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[u.hv * io.A_log.stride[0]] : 0.0f;
       float bias[W];
 #pragma unroll
@@ -198,38 +224,48 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
                       ? static_cast<const float*>(io.dt_bias.data)[u.hv * io.dt_bias.stride[0] +
                                                                    (lane * W + m) * io.dt_bias.stride[1]]
                       : 0.0f;
+      auto v_row_ok = [&](int j) { return j < per_unit && u.row0 + j * kRows + lane < io.V; };
+      float ea = 1.0f;  // exp(A_log), the bounded gate's factor: once per unit, not once per channel
 #pragma unroll 1
       for (int t = 0; t < T; ++t) {
-        // Token t's raw inputs: this lane's W channels of q / k / g, row `lane` of each of the unit's tiles of v, beta,
-        // the write slot. Token 0's are issued with the slot and the gate parameters, before anything waits: the
-        // unit's one global round trip overlaps the producer's waits for its stages.
-        float q[W], k[W], a[W], v[kMaxUnit];
+        // Token t's raw inputs: this lane's W channels of q / k / g, row `lane` of each of the unit's tiles of v,
+        // beta, the write slot's index. Token 0's go out with the slot's index and the gate parameters, before
+        // anything waits: the unit's one global round trip overlaps the producer's waits for its stages. (One
+        // call site: a second one for tokens 1.. kept their hoisted addresses live across the token loop, 128
+        // registers at every K and spills at K = 256.)
+        const RawRun qr = raw_run(io.q, u.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] +
+                                            lane * W * io.q.stride[3], io.q.stride[3]);
+        const RawRun kr = raw_run(io.k, u.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] +
+                                            lane * W * io.k.stride[3], io.k.stride[3]);
+        const RawRun gr = raw_run(io.g, u.n * io.g.stride[0] + t * io.g.stride[1] + u.hv * io.g.stride[2] +
+                                            lane * W * io.g.stride[3], io.g.stride[3]);
+        const RawRun vr = raw_run(io.v, u.n * io.v.stride[0] + t * io.v.stride[1] + u.hv * io.v.stride[2] +
+                                            (u.row0 + lane) * io.v.stride[3], kRows * io.v.stride[3]);
+        uint32_t rq[W], rk[W], rg[W], rv[kMaxUnit];
 #pragma unroll
         for (int m = 0; m < W; ++m) {
-          const int64_t c = lane * W + m;
-          q[m] = load_f(io.q, u.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + c * io.q.stride[3]);
-          k[m] = load_f(io.k, u.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + c * io.k.stride[3]);
-          a[m] = load_f(io.g, u.n * io.g.stride[0] + t * io.g.stride[1] + u.hv * io.g.stride[2] + c * io.g.stride[3]);
+          rq[m] = load_raw(qr, m);
+          rk[m] = load_raw(kr, m);
+          rg[m] = load_raw(gr, m);
         }
+        // Rows past the unit's tiles read q's first element instead (v's dtype, validated), dropped when converted: a
+        // branch around them splits the loads into blocks, and ptxas then computes every address before the first
+        // load.
 #pragma unroll
-        for (int j = 0; j < kMaxUnit; ++j) {
-          const int row = u.row0 + j * kRows + lane;
-          v[j] = j < per_unit && row < io.V
-                     ? load_f(io.v, u.n * io.v.stride[0] + t * io.v.stride[1] + u.hv * io.v.stride[2] +
-                                        row * io.v.stride[3])
-                     : 0.0f;
-        }
-        const float beta_raw =
-            load_f(io.beta, u.n * io.beta.stride[0] + t * io.beta.stride[1] + u.hv * io.beta.stride[2]);
-        const int64_t w = p.write_slot(u.n, t);
+        for (int j = 0; j < kMaxUnit; ++j) rv[j] = load_raw(v_row_ok(j) ? vr.p + j * vr.step : qr.p, vr.f32);
+        const uint32_t rbeta = load_raw(
+            raw_run(io.beta, u.n * io.beta.stride[0] + t * io.beta.stride[1] + u.hv * io.beta.stride[2], 0), 0);
+        const int32_t rw = p.write_index(u.n, t);
         if (t == 0) {
           // The unit's copies, each as soon as its stage is free (at most `stages` tiles a unit: the stage a copy
-          // waits for was used by an earlier unit, whose staging is done).
+          // waits for was used by an earlier unit, whose staging is done). The slot's test is lane 0's alone, after
+          // every load above: opaque keeps the compiler from hoisting it out of the token loop, ahead of them.
 #pragma unroll 1
           for (int j = 0; j < per_unit; ++j) {
             const int s = bulk::stage_of(i + j, S);
             if (bulk::producer_waits(i + j, S)) mbar_wait(&empty[s], bulk::empty_parity(i + j, S));
             if (lane == 0) {
+              const int64_t slot = p.in_pool(opaque(slot_index));
               if (slot >= 0) {
                 const int row0 = u.row0 + j * kRows;
                 const uint32_t bytes = static_cast<uint32_t>(min(kRows, io.V - row0)) * K * sizeof(float);
@@ -242,11 +278,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
               }
             }
           }
+          if (io.gate_mode == KDA_GATE_BOUNDED && has_a_log) ea = expf(a_log);
         }
+        float q[W], k[W], a[W], v[kMaxUnit];
+        bits_to_float(q, rq, io.q.dtype);
+        bits_to_float(k, rk, io.k.dtype);
+        bits_to_float(a, rg, io.g.dtype);
+        bits_to_float(v, rv, io.v.dtype);
+#pragma unroll
+        for (int j = 0; j < kMaxUnit; ++j) v[j] = v_row_ok(j) ? v[j] : 0.0f;
+        const float beta_raw = bits_to_float(rbeta, io.beta.dtype);
+        const int64_t w = p.in_pool(rw);
         // Staging (q_hat, k_hat, alpha, v, beta, write slot), once per unit, into each of its stages; every lane
-        // takes part in the norms' shuffles.
+        // takes part in the norms' shuffles, q's and k's interleaved.
         if (io.use_qk_l2norm) {
-          const float inv_q = inv_norm<32, W>(q), inv_k = inv_norm<32, W>(k);
+          float inv_q, inv_k;
+          inv_norm2<32, W>(q, k, inv_q, inv_k);
 #pragma unroll
           for (int m = 0; m < W; ++m) {
             q[m] *= inv_q;
@@ -255,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
         }
 #pragma unroll
         for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
-          a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, bias[m], io.lower_bound));
+          a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, ea, bias[m], io.lower_bound));
         const float beta = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
 #pragma unroll
         for (int j = 0; j < kMaxUnit; ++j) {
@@ -278,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 #pragma unroll 1
       for (int j = 0; j < per_unit; ++j) {
         const int s = bulk::stage_of(i + j, S);
-        if (lane == 0) slot_s[kSlots * s] = slot;
+        if (lane == 0) slot_s[kSlots * s] = p.in_pool(slot_index);
         mbar_arrive(&full[s]);  // release: this lane's stores above
       }
     }
