@@ -133,6 +133,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const int L = rec.len;
     const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
     const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+    // The bounded gate as phase 1 computes it (chunk_common.cuh bounded_gate_log2: the same bits), its gradient on
+    // ex2 / rcp too (session 12's by-line profile: the activation with its gradient ~10% of this pass's samples).
+    const bool bounded = p.gate_mode == KDA_GATE_BOUNDED;
+    const float ea = has_a ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
     const float* const Ap = reinterpret_cast<const float*>(ws + bl.akk) + task * int64_t{kC} * kC;
     const float* const prod = reinterpret_cast<const float*>(ws + bl.prod) + task * pl.floats();
     const float* const QS = prod + pl.QS();   // dO' S0 [C][K]
@@ -188,8 +192,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         const int d = 32 * j + lane;
         Qs[r * K + d] = q[j];
         Ks[r * K + d] = k[j];
-        Gs[r * K + d] =
-            r < L ? gate_log_decay<float>(p.gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) * kLog2e : 0.0f;
+        Gs[r * K + d] = r >= L ? 0.0f
+                        : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
+                                  : gate_log_decay<float>(p.gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
+                                        kLog2e;
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
@@ -429,9 +435,12 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
               dqk[(bt * p.HV + hv) * K + d] = dq[i];
               dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk[i];
             }
-            const float glog = gate_log_decay<float>(p.gate_mode, g[i], has_a, a_log, bias, p.lower_bound);
+            const float glog = p.gate_mode == KDA_GATE_SOFTPLUS  // gate_grad reads it for softplus only
+                                   ? gate_log_decay<float>(p.gate_mode, g[i], has_a, a_log, bias, p.lower_bound)
+                                   : 0.0f;
             float dx, dA;
-            gate_grad(p, g[i] + bias, a_log, has_a, glog, dgl[i], &dx, &dA);
+            gate_grad(p, g[i] + bias, a_log, has_a, glog, dgl[i], &dx, &dA,
+                      [](float z) { return sigmoid_grad_fast(z); });
             if (bp.dg.data)
               store_out(bp.dg.data, bp.dg.dtype,
                         b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
