@@ -32,6 +32,24 @@ __device__ __forceinline__ float load_f(const void* base, kda_dtype_t dtype, int
 }
 __device__ __forceinline__ float load_f(const TensorView& t, int64_t off) { return load_f(t.data, t.dtype, off); }
 
+// dst[m] = the raw bits of element offset + m * step for m < n (the rest are left as they are), the dtype test
+// outside the loop: a row's loads issued together, converted where they are used.
+template <int N>
+__device__ __forceinline__ void load_bits_strided(uint32_t (&dst)[N], const void* base, kda_dtype_t dtype,
+                                                  int64_t offset, int64_t step, int n = N) {
+  if (dtype == KDA_DTYPE_FLOAT32) {
+    const uint32_t* src = static_cast<const uint32_t*>(base) + offset;
+#pragma unroll
+    for (int m = 0; m < N; ++m)
+      if (m < n) dst[m] = src[m * step];
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+#pragma unroll
+    for (int m = 0; m < N; ++m)
+      if (m < n) dst[m] = src[m * step];
+  }
+}
+
 template <int N>
 __device__ __forceinline__ void bits_to_float(float (&dst)[N], const uint32_t (&src)[N], kda_dtype_t dtype) {
   switch (dtype) {

@@ -46,9 +46,11 @@ __device__ __forceinline__ float warp_inv_norm(const float (&x)[C]) {
 }
 
 // d/dx and d/dA_log of the gate activation applied to dg_log (the reference's gate_grad in fp32). A zero dg_log
-// (a fully decayed channel: alpha = 0) gives exact zeros, never inf * 0.
+// (a fully decayed channel: alpha = 0) gives exact zeros, never inf * 0. glog is read for the softplus gate only;
+// sg(z) is sigmoid'(z) (math.h sigmoid_grad, or the chunked pass's ex2 / rcp form).
+template <class SigmoidGrad>
 __device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float a_log, bool has_a, float glog,
-                                          float dglog, float* dx, float* dA) {
+                                          float dglog, float* dx, float* dA, SigmoidGrad sg) {
   *dx = 0.0f;
   *dA = 0.0f;
   if (dglog == 0.0f) return;
@@ -60,7 +62,7 @@ __device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float
     case KDA_GATE_BOUNDED: {  // g_log = lb sigmoid(z), z = exp(A) x (or x)
       const float sc = has_a ? expf(a_log) : 1.0f;
       const float z = x == 0.0f ? 0.0f : sc * x;
-      const float dz = dglog * p.lower_bound * sigmoid_grad(z);
+      const float dz = dglog * p.lower_bound * sg(z);
       if (dz != 0.0f) {
         *dx = dz * sc;
         *dA = has_a ? dz * z : 0.0f;
@@ -70,6 +72,10 @@ __device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float
     default:
       *dx = dglog;
   }
+}
+__device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float a_log, bool has_a, float glog,
+                                          float dglog, float* dx, float* dA) {
+  gate_grad(p, x, a_log, has_a, glog, dglog, dx, dA, [](float z) { return sigmoid_grad(z); });
 }
 
 }  // namespace

@@ -77,6 +77,15 @@ __device__ __forceinline__ float bounded_gate_log2(float x, float ea, float lb2)
   return lb2 * rcp(1.0f + ex2(-z * kLog2e));
 }
 
+// sigmoid'(z) = sigmoid(z) sigmoid(-z) = u / (1 + u)^2 with u = exp2(-|z| log2(e)) in [0, 1] (sigmoid' is even, so u
+// never overflows and nothing cancels), on ex2 / rcp as bounded_gate_log2: the chunked backward's bounded-gate
+// gradient (math.h sigmoid_grad is two expf and two IEEE divisions).
+__device__ __forceinline__ float sigmoid_grad_fast(float z) {
+  const float u = ex2(-fabsf(z) * kLog2e);
+  const float r = rcp(1.0f + u);
+  return u * r * r;
+}
+
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "

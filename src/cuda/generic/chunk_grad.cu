@@ -133,6 +133,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const int L = rec.len;
     const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
     const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+    // The bounded gate as phase 1 computes it (chunk_common.cuh bounded_gate_log2: the same bits), its gradient on
+    // ex2 / rcp too (session 12's by-line profile: the activation with its gradient ~10% of this pass's samples).
+    const bool bounded = p.gate_mode == KDA_GATE_BOUNDED;
+    const float ea = has_a ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
     const float* const Ap = reinterpret_cast<const float*>(ws + bl.akk) + task * int64_t{kC} * kC;
     const float* const prod = reinterpret_cast<const float*>(ws + bl.prod) + task * pl.floats();
     const float* const QS = prod + pl.QS();   // dO' S0 [C][K]
@@ -140,14 +144,56 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const float* const BV = prod + pl.BV();   // T^T dU [C][V]
     const float* const BK = prod + pl.BK();   // T^T dW [C][K]
 
-    // ---- P0: stage. Warp w: rows w, w + 8, ...; lane: channels lane + 32 j. Rows past L are zeros. Every global
-    // load of a row (q, k, g, beta) is issued before any is used; dt_bias is the same for every row.
+    // ---- P0: stage. Warp w: rows w + 8 i (RW of them), lanes: channels lane + 32 j. Rows past L are zeros. First the
+    // raw bits of the warp's rows, kRB0 rows' loads (q, k, g, beta: kRB0 (3 CK + 1) = 52 registers at K = 128) issued
+    // before any is used, each value parked in the shared slot its converted value takes (a thread reads back only
+    // what it wrote: no barrier); then, a row at a time, the conversion, L2 norm and gate activation. Two round trips
+    // instead of one per row (a row at a time, its loads were ncu's 17% of the long-scoreboard samples), and only the
+    // loads are unrolled over rows. kRB0 = 8 (all rows) held 104 registers here and spilled with P4-P6 (K = 128).
+    constexpr int RW = kC / (kThreads / 32), kRB0 = 4;
     float bias[CK];
 #pragma unroll
     for (int j = 0; j < CK; ++j)
       bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
                                                                  (32 * j + lane) * p.dt_bias.stride[1]]
                       : 0.0f;
+    uint32_t* const Qraw = reinterpret_cast<uint32_t*>(Qs);
+    uint32_t* const Kraw = reinterpret_cast<uint32_t*>(Ks);
+    uint32_t* const Graw = reinterpret_cast<uint32_t*>(Gs);
+    uint32_t* const Braw = reinterpret_cast<uint32_t*>(beta_s);
+#pragma unroll 1
+    for (int i0 = 0; i0 < RW; i0 += kRB0) {
+      uint32_t qr[kRB0][CK], kr[kRB0][CK], gr[kRB0][CK], br[kRB0];
+#pragma unroll
+      for (int i = 0; i < kRB0; ++i) {
+        const int r = warp + (kThreads / 32) * (i0 + i);
+        if (r < L) {
+          const int64_t t = t0 + r;
+          const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
+          const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
+          const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+          load_bits_strided(qr[i], p.q.data, p.q.dtype, qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
+          load_bits_strided(kr[i], p.k.data, p.k.dtype, kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
+          load_bits_strided(gr[i], p.g.data, p.g.dtype, gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
+          br[i] = load_bits(p.beta.data, p.beta.dtype,
+                            b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kRB0; ++i) {
+        const int r = warp + (kThreads / 32) * (i0 + i);
+        if (r < L) {
+#pragma unroll
+          for (int j = 0; j < CK; ++j) {
+            const int d = 32 * j + lane;
+            Qraw[r * K + d] = qr[i][j];
+            Kraw[r * K + d] = kr[i][j];
+            Graw[r * K + d] = gr[i][j];
+          }
+          if (lane == 0) Braw[r] = br[i];
+        }
+      }
+    }
     {  // dM and dA, masked and zero past L by chunk_products.cu: 16-byte copies
       const float4* const src = reinterpret_cast<const float4*>(prod + pl.dM());  // dM then dA, contiguous
       float4* const dst = reinterpret_cast<float4*>(dMs);                        // dMs then dAs, contiguous
@@ -155,21 +201,18 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) dst[i] = src[i];
     }
     for (int r = warp; r < kC; r += kThreads / 32) {
-      const int64_t t = t0 + r;
       float q[CK], k[CK], graw[CK], braw = 0.0f;
 #pragma unroll
       for (int j = 0; j < CK; ++j) q[j] = k[j] = graw[j] = 0.0f;
       if (r < L) {
-        const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
-        const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
-        const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
 #pragma unroll
         for (int j = 0; j < CK; ++j) {
-          q[j] = load_f(p.q.data, p.q.dtype, qb + (32 * j + lane) * p.q.stride[3]);
-          k[j] = load_f(p.k.data, p.k.dtype, kb + (32 * j + lane) * p.k.stride[3]);
-          graw[j] = load_f(p.g.data, p.g.dtype, gb + (32 * j + lane) * p.g.stride[3]);
+          const int d = 32 * j + lane;
+          q[j] = bits_to_float(Qraw[r * K + d], p.q.dtype);
+          k[j] = bits_to_float(Kraw[r * K + d], p.k.dtype);
+          graw[j] = bits_to_float(Graw[r * K + d], p.g.dtype);
         }
-        braw = load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
+        if (lane == 0) braw = bits_to_float(Braw[r], p.beta.dtype);  // lane 0 parked it and alone uses it
         if (p.use_qk_l2norm) {
           const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
           if (lane == 0) {
@@ -188,8 +231,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         const int d = 32 * j + lane;
         Qs[r * K + d] = q[j];
         Ks[r * K + d] = k[j];
-        Gs[r * K + d] =
-            r < L ? gate_log_decay<float>(p.gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) * kLog2e : 0.0f;
+        Gs[r * K + d] = r >= L ? 0.0f
+                        : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
+                                  : gate_log_decay<float>(p.gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
+                                        kLog2e;
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
@@ -198,31 +243,62 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
     if (tid < K) {
       const int d = tid;
+      // The product rows (QS, BK forwards, KD backwards) are read kAhead rows ahead through rings of registers: the
+      // scratch stores of each row (TB, Dkc, Xs: global, so for the compiler possibly the product tile) would
+      // otherwise hold the next row's loads behind them, a round trip per row (ncu: ~13% of the stall samples).
+      // 3 kAhead + 1 registers, in a stretch that needs few (the pair products below are the kernel's peak).
+      constexpr int kAhead = 8;
+      static_assert(kC % kAhead == 0, "P4: the rings step whole groups of rows");
+      float qs_r[kAhead], bk_r[kAhead], kd_r[kAhead];
+#pragma unroll
+      for (int i = 0; i < kAhead; ++i) {
+        qs_r[i] = QS[i * K + d];
+        bk_r[i] = BK[i * K + d];
+        kd_r[i] = KDg[(kC - 1 - i) * K + d];
+      }
+      const float cs = prod[pl.CS() + d];
       // Runs 0 .. t (exp(Gamma_t) in Qg and in W's rows): dq = QS . E, dk = beta dBK . E; their coefficients
       // q dq + k dk (the log-decay gradient of every s <= t) go to DG, summed backwards below.
       float gam = 0.0f;
-      for (int t = 0; t < kC; ++t) {
-        gam += Gs[t * K + d];
-        const float e = ex2(gam);
-        const float dqe = QS[t * K + d] * e, bk = BK[t * K + d];
-        const float dke = beta_s[t] * bk * e;
-        DQ[t * K + d] = dqe;
-        DK[t * K + d] = dke;
-        TB[t * K + d] = bk * Ks[t * K + d] * e;
-        DG[t * K + d] = Qs[t * K + d] * dqe + Ks[t * K + d] * dke;
-        Dkc[t * K + d] = 0.0f;
+#pragma unroll 1
+      for (int tg = 0; tg < kC; tg += kAhead) {
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          const int t = tg + i;
+          const float qs = qs_r[i], bk = bk_r[i];
+          if (t + kAhead < kC) {
+            qs_r[i] = QS[(t + kAhead) * K + d];
+            bk_r[i] = BK[(t + kAhead) * K + d];
+          }
+          gam += Gs[t * K + d];
+          const float e = ex2(gam);
+          const float dqe = qs * e;
+          const float dke = beta_s[t] * bk * e;
+          DQ[t * K + d] = dqe;
+          DK[t * K + d] = dke;
+          TB[t * K + d] = bk * Ks[t * K + d] * e;
+          DG[t * K + d] = Qs[t * K + d] * dqe + Ks[t * K + d] * dke;
+          Dkc[t * K + d] = 0.0f;
+        }
       }
       // The whole chunk: S0's decay exp(Gamma_C), coefficient colsum(S0 . dS).
-      const float whole = prod[pl.CS() + d] * ex2(gam);
+      const float whole = cs * ex2(gam);
       // Runs t+1 .. end (K . Esuf): dk += KD . Esuf; its coefficient k dk (of every s > t) is summed forwards.
       float suf = 0.0f, head = 0.0f;
-      for (int t = kC - 1; t >= 0; --t) {
-        const float dkd = KDg[t * K + d] * ex2(suf);
-        DK[t * K + d] += dkd;
-        Xs[t * K + d] = Ks[t * K + d] * dkd;
-        head += DG[t * K + d];
-        DG[t * K + d] = head + whole;
-        suf += Gs[t * K + d];
+#pragma unroll 1
+      for (int tg = kC - 1; tg >= 0; tg -= kAhead) {
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          const int t = tg - i;
+          const float kd = kd_r[i];
+          if (t - kAhead >= 0) kd_r[i] = KDg[(t - kAhead) * K + d];
+          const float dkd = kd * ex2(suf);
+          DK[t * K + d] += dkd;
+          Xs[t * K + d] = Ks[t * K + d] * dkd;
+          head += DG[t * K + d];
+          DG[t * K + d] = head + whole;
+          suf += Gs[t * K + d];
+        }
       }
       float tail = 0.0f;
       for (int t = 0; t < kC; ++t) {
@@ -345,30 +421,54 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       }
     } else {
       // ---- P5a, on the warps P4 leaves idle (threads K .. 255), concurrently with it: per row, the parts of dbeta
-      // that do not wait for P4 (rowsum(dA . A') + rowsum(dBV . V), into row_s) and dv = beta dBV. Each row's loads
-      // first, then its stores (the compiler cannot know that dv aliases nothing here). ncu on gradpf had the
+      // that do not wait for P4 (rowsum(dA . A') + rowsum(dBV . V), into row_s) and dv = beta dBV. The loads of kRB
+      // rows (v as raw bits, dBV, A') first, then the rows' sums and stores (the compiler cannot know that dv aliases
+      // nothing here): a round trip per kRB rows, not per row (ncu: v's loads were 7.5% of the stall samples, a row
+      // at a time). kRB (2 CV + kC / 32) = 40 registers at V = 128; kRB = 8 spilled (K = 128). ncu on gradpf had the
       // barrier after P4 at 13.5% of the stall samples and P5's loads in the phase after it.
-      constexpr int kFirst = K / 32, kWarps = kThreads / 32 - K / 32, CV = V / 32;
-      for (int r = warp - kFirst; r < L; r += kWarps) {
-        const int64_t t = t0 + r;
-        const int64_t vb = b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2];
-        const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
-        float x[CV], vv[CV];
+      constexpr int kFirst = K / 32, kWarps = kThreads / 32 - K / 32, CV = V / 32, CA = kC / 32, kRB = 4;
+      for (int rb = warp - kFirst; rb < L; rb += kWarps * kRB) {
+        uint32_t vraw[kRB][CV];
+        float x[kRB][CV], ap[kRB][CA];
 #pragma unroll
-        for (int j = 0; j < CV; ++j) {
-          x[j] = BV[r * V + 32 * j + lane];
-          vv[j] = load_f(p.v.data, p.v.dtype, vb + (32 * j + lane) * p.v.stride[3]);
+        for (int i = 0; i < kRB; ++i) {
+          const int r = rb + kWarps * i;
+          if (r < L) {
+            const int64_t vb = b * p.v.stride[0] + (t0 + r) * p.v.stride[1] + hv * p.v.stride[2];
+            load_bits_strided(vraw[i], p.v.data, p.v.dtype, vb + lane * p.v.stride[3], 32 * p.v.stride[3]);
+#pragma unroll
+            for (int j = 0; j < CV; ++j) x[i][j] = BV[r * V + 32 * j + lane];
+#pragma unroll
+            for (int m = 0; m < CA; ++m) {
+              const int c = lane + 32 * m;
+              ap[i][m] = c < r ? Ap[r * kC + c] : 0.0f;
+            }
+          }
         }
-        float s = 0.0f;
-        for (int c = lane; c < r; c += 32) s = fmaf(dAs[r * kC + c], Ap[r * kC + c], s);
 #pragma unroll
-        for (int j = 0; j < CV; ++j) s = fmaf(x[j], vv[j], s);
-        s = group_sum<32>(s);
-        if (lane == 0) row_s[r] = s;
-        if (bp.dv.data) {
+        for (int i = 0; i < kRB; ++i) {
+          const int r = rb + kWarps * i;
+          if (r < L) {
+            const int64_t t = t0 + r;
+            const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
+            float vv[CV];
+            bits_to_float(vv, vraw[i], p.v.dtype);
+            float s = 0.0f;
 #pragma unroll
-          for (int j = 0; j < CV; ++j)
-            store_out(bp.dv.data, bp.dv.dtype, dvb + (32 * j + lane) * bp.dv.stride[3], beta_s[r] * x[j]);
+            for (int m = 0; m < CA; ++m) {
+              const int c = lane + 32 * m;
+              if (c < r) s = fmaf(dAs[r * kC + c], ap[i][m], s);
+            }
+#pragma unroll
+            for (int j = 0; j < CV; ++j) s = fmaf(x[i][j], vv[j], s);
+            s = group_sum<32>(s);
+            if (lane == 0) row_s[r] = s;
+            if (bp.dv.data) {
+#pragma unroll
+              for (int j = 0; j < CV; ++j)
+                store_out(bp.dv.data, bp.dv.dtype, dvb + (32 * j + lane) * bp.dv.stride[3], beta_s[r] * x[i][j]);
+            }
+          }
         }
       }
     }
@@ -397,41 +497,54 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
 
     // ---- P6: per channel, dq_hat / dk_hat of this value head, dg through the activation, the gate partials. Every
-    // thread: channel tid % K, rows tid / K + R j (R = 256 / K row groups), a row group's loads issued before its
-    // stores (4 rows at a time); the groups' partial sums meet in a fixed order (deterministic).
-    constexpr int R = kThreads / K, kBatch = 4;
+    // thread: channel tid % K, rows tid / K + R i (R = 256 / K row groups), a row group's Dkc loads issued before its
+    // stores (kRB6 rows at a time); the groups' partial sums meet in a fixed order (deterministic). g's raw bits for
+    // all of the thread's rows are loaded first and parked in dM / dA's shared memory ([C][K] of them: free after P4
+    // and P5a; not Gs, which P6's partial sums overwrite while other threads still read; each thread reads back only
+    // its own slots), converted where used: one round trip for them instead of one per group behind its stores (ncu:
+    // g's loads were 7.1% of the stall samples), without registers held across the stores (kRB6 = 8, or g's bits
+    // kept in registers, spilled at K = 128).
+    constexpr int R = kThreads / K, kRows = kC / R, kRB6 = 4;
+    static_assert(kRows % kRB6 == 0, "P6: whole groups of rows");
+    static_assert(K <= 2 * kC, "P6: g's bits [C][K] must fit in dM and dA");
     {
+      uint32_t* const gbits = reinterpret_cast<uint32_t*>(dMs);
       const int d = tid % K, r0 = tid / K;
       const float bias = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
                                                                           d * p.dt_bias.stride[1]]
                                : 0.0f;
+      {
+        uint32_t graw[kRows];
+        const int nr = (L - r0 + R - 1) / R;  // rows r0 + R i < L (L - r0 + R - 1 >= 0: r0 < R)
+        load_bits_strided(graw, p.g.data, p.g.dtype,
+                          b * p.g.stride[0] + (t0 + r0) * p.g.stride[1] + hv * p.g.stride[2] + d * p.g.stride[3],
+                          R * p.g.stride[1], nr);
+#pragma unroll
+        for (int i = 0; i < kRows; ++i)
+          if (i < nr) gbits[(r0 + R * i) * K + d] = graw[i];
+      }
       double acc_bias = 0.0, acc_a = 0.0;
-      for (int rb = r0; rb < L; rb += R * kBatch) {
-        float dq[kBatch], dk[kBatch], dgl[kBatch], g[kBatch];
+      for (int rb = r0; rb < L; rb += R * kRB6) {
+        float dkc[kRB6];
 #pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-          const int r = rb + R * i;
-          if (r < L) {
-            const int64_t t = t0 + r;
-            dq[i] = DQ[r * K + d];
-            dk[i] = DK[r * K + d] + Dkc[r * K + d];
-            dgl[i] = DG[r * K + d];
-            g[i] = load_f(p.g.data, p.g.dtype, b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2] +
-                                                   d * p.g.stride[3]);
-          }
-        }
+        for (int i = 0; i < kRB6; ++i)
+          if (rb + R * i < L) dkc[i] = Dkc[(rb + R * i) * K + d];
 #pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
+        for (int i = 0; i < kRB6; ++i) {
           const int r = rb + R * i;
           if (r < L) {
             const int64_t t = t0 + r, bt = b * p.T + t;
+            const float dq = DQ[r * K + d], dk = DK[r * K + d] + dkc[i], dgl = DG[r * K + d];
+            const float g = bits_to_float(gbits[r * K + d], p.g.dtype);
             if (p.group > 1) {  // summed over the group by finalize_qk_kernel; a group of one: P7
-              dqk[(bt * p.HV + hv) * K + d] = dq[i];
-              dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk[i];
+              dqk[(bt * p.HV + hv) * K + d] = dq;
+              dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk;
             }
-            const float glog = gate_log_decay<float>(p.gate_mode, g[i], has_a, a_log, bias, p.lower_bound);
+            const float glog = p.gate_mode == KDA_GATE_SOFTPLUS  // gate_grad reads it for softplus only
+                                   ? gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound)
+                                   : 0.0f;
             float dx, dA;
-            gate_grad(p, g[i] + bias, a_log, has_a, glog, dgl[i], &dx, &dA);
+            gate_grad(p, g + bias, a_log, has_a, glog, dgl, &dx, &dA, [](float z) { return sigmoid_grad_fast(z); });
             if (bp.dg.data)
               store_out(bp.dg.data, bp.dg.dtype,
                         b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);

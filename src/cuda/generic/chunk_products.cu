@@ -12,7 +12,7 @@
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
 // Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded) and dW [C][K] (P2's
-// operand): 51,200 bytes at K = V = 128.
+// operand), which first holds dO' [C][V + 16] (P1's): 55,296 bytes at K = V = 128, two CTAs per SM (by registers).
 #include <climits>
 #include <cstdint>
 
@@ -37,7 +37,10 @@ struct ProdSmem {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
   // A and B staging: two bf16 planes of [rows][kPitch] each (kPitch / 2 floats per row and plane).
   static constexpr int kAs = 0, kBs = kAs + kC * kPitch, kDW = kBs + W * kPitch;
-  static constexpr size_t kBytes = sizeof(float) * (kDW + kC * K);
+  // dO' [C][kOPitch] shares dW's space (dO' is read by P1's first two products, dW written after the fourth). Pitch
+  // V + 16: the A fetch's two rows per 16 lanes start 16 banks apart.
+  static constexpr int kOPitch = V + 16, kTail = K > kOPitch ? K : kOPitch;
+  static constexpr size_t kBytes = sizeof(float) * (kDW + kC * kTail);
 };
 
 // acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple of
@@ -156,8 +159,9 @@ __device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi 
 
 __device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 
-// 256 threads at 128 registers (ptxas, sm_90a: 0-8 bytes of spills; a 32-step k-slice spilled 90-350 bytes): two
-// CTAs per SM, 16 warps, by registers; shared memory would allow four.
+// 256 threads at 128 registers (ptxas, sm_90a: 0-40 bytes of spill loads, a few 64-bit addresses outside the mma
+// loops; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps, by registers; shared memory would allow
+// four.
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws) {
   using Ly = ProdSmem<K, V>;
@@ -166,6 +170,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const As = smem + Ly::kAs;
   float* const Bs = smem + Ly::kBs;
   float* const dWs = smem + Ly::kDW;  // -dU S0 [C][K]
+  float* const dOs = smem + Ly::kDW;  // dO' [C][kOPitch], until dW is written
 
   const int tid = threadIdx.x;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
@@ -204,12 +209,27 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     out[pl.CS() + tid] = cs;
   }
 
-  // ---- P1: the products with the state and V_new (inner dimension V). Rows past L of dO' are zeros.
-  auto dOp = [&](int t, int v) {
-    return t < L ? p.scale * load_f(dO.data, dO.dtype,
-                                    b * dO.stride[0] + (t0 + t) * dO.stride[1] + hv * dO.stride[2] + v * dO.stride[3])
-                 : 0.0f;
-  };
+  // ---- P1: the products with the state and V_new (inner dimension V). dO' = scale dO, rows past L zeros, staged once
+  // in shared memory (fp32, what block_gemm's fetch reads): thread tid takes column tid % V of rows tid / V + R i, the
+  // raw bits of its kE elements loaded first (the dtype test outside: per-element tests spilled on sm_80), converted
+  // after (kE = 32 registers at V = 128, before any accumulator is live). Converted in every k-slice fetch of the two
+  // products that read it, these loads held 41% of the kernel's stall samples (ncu, H200).
+  {
+    constexpr int R = kThreads / V, kE = kC / R;
+    static_assert(R * V == kThreads && kE * R == kC, "products: dO' must tile the CTA");
+    const int v = tid % V, r0 = tid / V;
+    uint32_t raw[kE];
+    load_bits_strided(raw, dO.data, dO.dtype,
+                      b * dO.stride[0] + (t0 + r0) * dO.stride[1] + hv * dO.stride[2] + v * dO.stride[3],
+                      R * dO.stride[1], (L - r0 + R - 1) / R);  // rows r0 + R i < L (L - r0 + R - 1 >= 0: r0 < R)
+#pragma unroll
+    for (int i = 0; i < kE; ++i) {
+      const int t = r0 + R * i;
+      dOs[t * Ly::kOPitch + v] = t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f;
+    }
+  }
+  __syncthreads();  // dO' staged
+  auto dOp = [&](int t, int v) { return dOs[t * Ly::kOPitch + v]; };
   auto s0_at = [&](int v, int d) { return S0[v * K + d]; };
   {
     float acc[4][kC / 16];

@@ -68,21 +68,6 @@ struct Tile {
   static_assert(kStageLanes <= 32 && kThreads % kRowsPerCta == 0, "stage tile does not fit a warp");
 };
 
-// dst[m] = element offset + m * step, the dtype test outside the loop.
-template <int N>
-__device__ __forceinline__ void load_bits_strided(uint32_t (&dst)[N], const void* base, kda_dtype_t dtype,
-                                                  int64_t offset, int64_t step) {
-  if (dtype == KDA_DTYPE_FLOAT32) {
-    const uint32_t* src = static_cast<const uint32_t*>(base) + offset;
-#pragma unroll
-    for (int m = 0; m < N; ++m) dst[m] = src[m * step];
-  } else {
-    const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
-#pragma unroll
-    for (int m = 0; m < N; ++m) dst[m] = src[m * step];
-  }
-}
-
 // 1 / sqrt(sum x^2 + eps) of a row spread over kLanes lanes (kCols values each) whose sum of squares is ss. Where
 // ss overflowed (|x| beyond ~1e19) the sum is redone on x / max|x|; the shuffles of that redo run on the whole
 // warp whenever any of its rows needs it, and each row still takes its own formula, so a row's result never
