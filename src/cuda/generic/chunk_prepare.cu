@@ -70,6 +70,32 @@ __device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
   }
 }
 
+// One k-step of S3's block products (8 channels from c0 = 8 ks + tig): rows r0, r0 + 8 of Kr / Qr (Ks / Qs) against
+// the Ksuf rows n0, n0 + 8 (Gs), whose channels c0 and c0 + 4 are scaled by f0 and f1; A_kk in 3xTF32, A_qk in
+// 3xTF32 for a backward's recompute (kWide) and one TF32 pass otherwise (S3's comment says why).
+template <bool kWide, int PK>
+__device__ __forceinline__ void s3_kstep(float (&akk)[2][4], float (&aqk)[2][4], const float* Ks, const float* Qs,
+                                         const float* Gs, int r0, int c0, int n0, float f0, float f1) {
+  uint32_t kh[4], kl[4], qh[4], ql[4];
+  split_a(Ks, PK, r0, c0, kh, kl);
+  if constexpr (kWide)
+    split_a(Qs, PK, r0, c0, qh, ql);
+  else
+    tf32_a(Qs, PK, r0, c0, qh);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int nn = n0 + 8 * nt;
+    uint32_t bh[2], bl[2];
+    split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
+    split(Gs[nn * PK + c0 + 4] * f1, bh[1], bl[1]);
+    mma3(akk[nt], kh, kl, bh, bl);
+    if constexpr (kWide)
+      mma3(aqk[nt], qh, ql, bh, bl);
+    else
+      mma(aqk[nt], qh, bh);
+  }
+}
+
 template <int K, int V>
 struct PrepLayout {
   static constexpr int PK = K + 4;   // q / k / g buffers: read as A operands and transposed B operands
@@ -483,26 +509,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     const int ks_end = kSub * I < L ? (half + 1) * kSteps : half * kSteps;
 #pragma unroll 2
     for (int ks = half * kSteps; ks < ks_end; ++ks) {
-      const int c0 = 8 * ks + tig, c1 = c0 + 4;
-      const float f0 = F ? F[c0] : 1.0f, f1 = F ? F[c1] : 1.0f;
-      uint32_t kh[4], kl[4], qh[4], ql[4];
-      split_a(Ks, PK, a0, c0, kh, kl);
-      if constexpr (kWide)
-        split_a(Qs, PK, a0, c0, qh, ql);
-      else
-        tf32_a(Qs, PK, a0, c0, qh);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int nn = 16 * J + 8 * nt + grp;
-        uint32_t bh[2], bl[2];
-        split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
-        split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
-        mma3(akk[nt], kh, kl, bh, bl);
-        if constexpr (kWide)
-          mma3(aqk[nt], qh, ql, bh, bl);
-        else
-          mma(aqk[nt], qh, bh);
-      }
+      const int c0 = 8 * ks + tig;
+      s3_kstep<kWide, PK>(akk, aqk, Ks, Qs, Gs, a0, c0, 16 * J + grp, F ? F[c0] : 1.0f, F ? F[c0 + 4] : 1.0f);
     }
     if (half == 1) {
 #pragma unroll
@@ -524,26 +532,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     if (kSub * B < L) {
 #pragma unroll 2
       for (int ks = 0; ks < K / 8; ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        const float f0 = ex2(-bsum_s[B * K + c0]), f1 = ex2(-bsum_s[B * K + c1]);
-        uint32_t kh[4], kl[4], qh[4], ql[4];
-        split_a(Ks, PK, r0, c0, kh, kl);
-        if constexpr (kWide)
-          split_a(Qs, PK, r0, c0, qh, ql);
-        else
-          tf32_a(Qs, PK, r0, c0, qh);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int nn = 16 * B + 8 * nt + grp;
-          uint32_t bh[2], bl[2];
-          split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
-          split(Gs[nn * PK + c1] * f1, bh[1], bl[1]);
-          mma3(akk[nt], kh, kl, bh, bl);
-          if constexpr (kWide)
-            mma3(aqk[nt], qh, ql, bh, bl);
-          else
-            mma(aqk[nt], qh, bh);
-        }
+        const int c0 = 8 * ks + tig;
+        s3_kstep<kWide, PK>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+                            ex2(-bsum_s[B * K + c0 + 4]));
       }
     }
     float* const save_b = akk_save ? akk_save + 16 * B * kC + 16 * B : nullptr;
