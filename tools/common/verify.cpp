@@ -89,6 +89,16 @@ std::vector<CaseSpec> stress(const CaseSpec& b) {
   // span a huge exponent range and the rest a small one, so an implementation that picks its arithmetic per block by
   // range (a tensor-core form where it is safe, an exact pairwise one elsewhere) takes both in one chunk.
   add("softplus_spiked_blocks", [](CaseSpec& s) { softplus_spikes(s, std::log(4.0), 0, 0.5, 0.03, 30); });
+  // Every channel decaying ~3.8 nats (~5.5 bits) a token, unbounded (log-decay gate): 16-token blocks sum to ~87
+  // bits, and the block's fastest channel passes 96 in about half the blocks (K = 64: 31%, K = 128: 52%). An
+  // implementation that factors a block's pair decays through a reference point where the range allows it (kda's
+  // phase 1 below 96 bits, FLA's sub-chunk kernel for bounded gates) meets both sides of its edge in one chunk, with
+  // operands spanning the most.
+  add("decay_at_the_factoring_edge", [](CaseSpec& s) {
+    s.gate = KDA_GATE_LOG_DECAY;
+    s.recipe.g_mean = -3.78;
+    s.recipe.g_std = 0.6;
+  });
   add("gates_exactly_zero", [](CaseSpec& s) { s.gate = KDA_GATE_LOG_DECAY; s.recipe.g_zero = true; });
   add("all_channels_at_the_bound", [](CaseSpec& s) { s.recipe.g_mean = 40; });
   add("dead_and_immortal_channels", [](CaseSpec& s) { s.gate = KDA_GATE_SOFTPLUS; s.recipe.g_bimodal = 12; });
