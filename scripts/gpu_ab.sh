@@ -3,7 +3,8 @@
 # alike. Each build is a binary archive made by scripts/gpu_build.sh in its own checkout and copied to
 # .carry/ab/NAME.tar.xz here (the device call carries the checkout the session started in, so every archive must
 # sit in this checkout's .carry). Runs, per build: the GPU tests named by --tests (a gtest filter), then --rounds
-# rounds of kda-bench on the given workloads, every build once per round; logs and JSON go to $OUT/results.tar.
+# rounds of kda-bench on the given workloads, every build once per round; logs and JSON go to $OUT/results.tar
+# ($OUT/results-2.tar, -3, ... when an earlier run in the same call left one: the files' names repeat across runs).
 # --builds a,b,c picks archives (default: every one in .carry/ab); --verify SUITE runs kda-verify --suite SUITE
 # --impl IMPL for every build (after the tests, before the timing; --verify-filter narrows it; --impl a,b runs several
 # implementations of each build side by side, e.g. cuda-chunked,cuda-hopper of one build); --ncu REGEX profiles
@@ -48,8 +49,11 @@ for i in "${impls[@]}"; do bench_impls+=(--impl "$i"); done
 [ ${#builds[@]} -ge 2 ] || [ ${#impls[@]} -ge 2 ] || { [ ${#builds[@]} -ge 1 ] && [ -n "$ncu_re" ]; } ||
   { echo "gpu_ab.sh: need two archives in .carry/ab, or two implementations (--impl a,b), or --ncu" >&2; exit 2; }
 W=$(mktemp -d)
+tarball="$OUT/results.tar"
+k=2
+while [ -e "$tarball" ]; do tarball="$OUT/results-$k.tar"; k=$((k + 1)); done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$W/gpu.txt"
-(cd "$W" && tar -rf "$OUT/results.tar" gpu.txt)
+(cd "$W" && tar -rf "$tarball" gpu.txt)
 rc=0
 if [ -n "$tests" ]; then
   # The builds' test binaries run side by side: their time is mostly the CPU oracles (the GPU work is small and
@@ -64,7 +68,7 @@ if [ -n "$tests" ]; then
   for b in "${builds[@]}"; do
     grep -qE '^\[  PASSED' "$W/tests-$b.log" && ! grep -qE '^\[  FAILED' "$W/tests-$b.log" || rc=1
     echo "== $b tests: $(grep -E '^\[  (PASSED|FAILED)' "$W/tests-$b.log" | tr '\n' ' ')"
-    (cd "$W" && tar -rf "$OUT/results.tar" "tests-$b.log")
+    (cd "$W" && tar -rf "$tarball" "tests-$b.log")
   done
 fi
 if [ -n "$verify" ]; then
@@ -74,7 +78,7 @@ if [ -n "$verify" ]; then
         --json "$W/verify-$b-$i.json" > "$W/verify-$b-$i.log" 2>&1 || rc=1
       echo "== $b $i verify $verify: $(tail -1 "$W/verify-$b-$i.log")"
       grep FAIL "$W/verify-$b-$i.log" | cut -c1-160
-      (cd "$W" && tar -rf "$OUT/results.tar" "verify-$b-$i.log" "verify-$b-$i.json")
+      (cd "$W" && tar -rf "$tarball" "verify-$b-$i.log" "verify-$b-$i.json")
     done
   done
 fi
@@ -91,7 +95,7 @@ if [ -n "$ncu_re" ] && [ ${#w[@]} -gt 0 ]; then
     # disassembly (`--print-source cuda` exported source text with no metric columns, sessions 11-12).
     echo "== $b ncu"
     grep -E "^  [a-z_ ]*void|Duration|Registers Per Thread|Achieved Occupancy|Executed Instructions  " "$W/ncu-$b.txt" | cut -c1-150
-    (cd "$W" && tar -rf "$OUT/results.tar" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz")
+    (cd "$W" && tar -rf "$tarball" "ncu-run-$b.log" "ncu-$b.txt" "ncu-src-$b.csv.gz")
   done
 fi
 if [ ${#w[@]} -gt 0 ]; then
@@ -101,7 +105,7 @@ if [ ${#w[@]} -gt 0 ]; then
         --json "$W/bench-$b-$r.json" > "$W/bench-$b-$r.log" 2>&1 || rc=1
       echo "== $b round $r"
       grep -E "^[a-z0-9-]+:|median|WRONG|ERROR" "$W/bench-$b-$r.log" | sed 's/ (seed.*//'
-      (cd "$W" && tar -rf "$OUT/results.tar" "bench-$b-$r.json" "bench-$b-$r.log")
+      (cd "$W" && tar -rf "$tarball" "bench-$b-$r.json" "bench-$b-$r.log")
     done
   done
 fi
