@@ -35,6 +35,8 @@ if ! python3 -c "import jax" 2>/dev/null; then
   pip_install jax
 fi
 python3 -c "import pytest" 2>/dev/null || pip_install pytest
+# matplotlib: scripts/plot_results.py draws the benchmark's figures; its test skipped on a fresh machine without it.
+python3 -c "import matplotlib" 2>/dev/null || pip_install matplotlib
 # CUTLASS / CuTe headers (the nvidia-cutlass wheel, headers only; its Python dependencies are not needed) for the
 # CUDA build's Hopper code, when nvcc is there.
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
