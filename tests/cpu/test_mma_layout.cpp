@@ -2,11 +2,15 @@
 // one warp: ldmatrix.x4 (with and without .trans, as the PTX ISA defines it) from a stored matrix, then
 // mma.m16n8k16 from the fragments (as the ISA defines them), against the product of the operands the rule claims
 // to load. A wrong rule (swapped matrices, a missed transpose) gives a wrong product here rather than on the GPU.
+// Also tf32_operand's rounding by one add against cvt.rna.tf32.f32's definition, in float64.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -229,6 +233,63 @@ TEST(MmaLayout, ProductsStagingAndWarpTilesGiveTheProduct) {
           }
         }
       }
+    }
+  }
+}
+
+// x rounded to nearest at tf32's precision (11 significant bits, 10 fraction bits below 2^-126), ties away from zero,
+// in float64: the cvt.rna.tf32.f32 result that tf32_operand's register must hold for the tensor cores.
+float tf32_rna_reference(float x) {
+  if (!std::isfinite(x)) return x;
+  const double ax = std::fabs(static_cast<double>(x));
+  if (ax == 0.0) return x;
+  int e = 0;
+  std::frexp(ax, &e);  // ax = m 2^e, m in [0.5, 1)
+  const double q = std::ldexp(1.0, std::max(e - 11, -136));
+  const double r = std::floor(ax / q + 0.5) * q;
+  const double tf32_max = std::ldexp(2.0 - std::ldexp(1.0, -10), 127);
+  const double rr = r > tf32_max ? HUGE_VAL : r;
+  return static_cast<float>(std::copysign(rr, static_cast<double>(x)));
+}
+
+uint32_t bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+// tf32_operand's register, as the tensor cores read it, is cvt.rna's value for every non-NaN float: random bit patterns
+// (every exponent, subnormals, infinities), values around each exponent step where the rounding carries into
+// the exponent, exact ties, and the largest finite floats (which round to infinity). split()'s two registers then
+// carry x - hi exactly rounded, so hi + lo is x to 2^-21 relative (or half tf32's subnormal quantum).
+TEST(MmaLayout, Tf32OperandRoundsAsCvtRna) {
+  std::mt19937 rng(7);
+  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, std::ldexp(1.0f, -149), std::ldexp(1.0f, -126),
+                           std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                           std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()};
+  for (int e = -149; e < 128; ++e) {
+    const float p = std::ldexp(1.0f, e);
+    xs.push_back(std::nextafter(p, 0.0f));                                       // rounds up into the next exponent
+    xs.push_back(p * (1.0f + std::ldexp(1.0f, -11)));                            // an exact tie (e > -136)
+    xs.push_back(-p * (1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)));  // just past a tie
+  }
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t b = rng();
+    float x;
+    std::memcpy(&x, &b, 4);
+    xs.push_back(x);
+  }
+  for (float x : xs) {
+    const float got = tf32_value(tf32_operand(x)), want = tf32_rna_reference(x);
+    if (std::isnan(x)) continue;  // finite x only (tf32_operand's comment); infinities stay infinite
+    ASSERT_EQ(bits_of(got), bits_of(want)) << "x = " << x << " bits " << std::hex << bits_of(x);
+    if (std::isfinite(x) && std::isfinite(want)) {
+      // split(): lo from x minus hi's value, rounded the same way.
+      const float hi = tf32_value(tf32_operand(x)), lo = tf32_value(tf32_operand(x - hi));
+      ASSERT_EQ(bits_of(lo), bits_of(tf32_rna_reference(x - hi))) << "x = " << x;
+      const double err = std::fabs(static_cast<double>(hi) + lo - x);
+      // 2^-21 relative, or half of tf32's subnormal quantum (2^-136)
+      ASSERT_LE(err, std::ldexp(std::fabs(static_cast<double>(x)), -21) + std::ldexp(1.0, -137)) << "x = " << x;
     }
   }
 }

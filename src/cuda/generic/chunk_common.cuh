@@ -1,6 +1,7 @@
 // chunk_common.cuh: device helpers of the two-phase chunked forward (chunk_prepare.cu, chunk_state.cu): tf32
-// mma.sync (m16n8k8) and its 3xTF32 split; bf16 mma.sync (m16n8k16), ldmatrix and the bf16x3 split into hi / lo
-// planes (fragment rules: mma_layout.h); exp2, cp.async, 16-byte bf16/fp16 unpacking, quad L2 norms.
+// mma.sync (m16n8k8) and its 3xTF32 split (operands rounded as mma_layout.h's tf32_operand); bf16 mma.sync
+// (m16n8k16), ldmatrix and the bf16x3 split into hi / lo planes (fragment rules: mma_layout.h); exp2, cp.async,
+// 16-byte bf16/fp16 unpacking, quad L2 norms.
 //
 // Fragment layout of mma.m16n8k8 (tf32, fp32 accumulate), lane = 4 grp + tig:
 //   A (16 x 8, row major): a0 (grp, tig), a1 (grp + 8, tig), a2 (grp, tig + 4), a3 (grp + 8, tig + 4)
@@ -17,23 +18,20 @@
 #include "common/math.h"
 #include "common/params.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/generic/mma_layout.h"
 
 namespace kda::cuda::chunk {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 
-__device__ __forceinline__ uint32_t tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// 3xTF32: x = hi + lo with hi = tf32(x) and lo = tf32(x - hi); a b ~ ah bh + ah bl + al bh keeps ~21 bits of the
-// operands (the dropped al bl is below 2^-22 relative), against 11 for one tf32 product.
+// 3xTF32: x = hi + lo with hi = tf32(x) and lo = tf32(x - hi), both rounded to nearest; a b ~ ah bh + ah bl + al bh
+// keeps ~21 bits of the operands (the dropped al bl is below 2^-22 relative), against 11 for one tf32 product. The
+// registers are mma_layout.h's operand form (rounded by one add, the low bits left for the tensor cores to ignore):
+// for finite x the products are cvt.rna's bit for bit, at 4 instructions a split instead of 7.
 __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32(x);
-  lo = tf32(x - __uint_as_float(hi));
+  hi = tf32_operand(x);
+  lo = tf32_operand(x - tf32_value(hi));
 }
 
 // The m16n8k8 tf32 A fragment of rows r0, r0 + 8 and columns c0, c0 + 4 (r0 = 16 m + grp, c0 = 8 ks + tig) of a
@@ -48,10 +46,10 @@ __device__ __forceinline__ void split_a(const float* A, int pitch, int r0, int c
 
 // The same fragment rounded once to tf32 (single-pass products, where the result's user tolerates 2^-11 relative).
 __device__ __forceinline__ void tf32_a(const float* A, int pitch, int r0, int c0, uint32_t (&a)[4]) {
-  a[0] = tf32(A[r0 * pitch + c0]);
-  a[1] = tf32(A[(r0 + 8) * pitch + c0]);
-  a[2] = tf32(A[r0 * pitch + c0 + 4]);
-  a[3] = tf32(A[(r0 + 8) * pitch + c0 + 4]);
+  a[0] = tf32_operand(A[r0 * pitch + c0]);
+  a[1] = tf32_operand(A[(r0 + 8) * pitch + c0]);
+  a[2] = tf32_operand(A[r0 * pitch + c0 + 4]);
+  a[3] = tf32_operand(A[(r0 + 8) * pitch + c0 + 4]);
 }
 
 __device__ __forceinline__ float ex2(float x) {

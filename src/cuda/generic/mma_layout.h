@@ -1,6 +1,7 @@
 // mma_layout.h: which shared-memory row each lane hands to ldmatrix (m8n8, b16, .x4) to build the operand
-// fragments of mma.sync.m16n8k16 (bf16 in, fp32 accumulate), for the four ways an operand can be stored. Host-callable,
-// so tests/cpu/test_mma_layout.cpp checks every rule by emulating a warp's ldmatrix and mma on the CPU.
+// fragments of mma.sync.m16n8k16 (bf16 in, fp32 accumulate), for the four ways an operand can be stored, and how an
+// fp32 value becomes a rounded .tf32 operand of mma.sync.m16n8k8. Host-callable, so tests/cpu/test_mma_layout.cpp
+// checks every rule by emulating a warp's ldmatrix and mma on the CPU, and the rounding against a float64 reference.
 //
 // mma.m16n8k16 fragments (lane = 4 grp + tig; each register holds two bf16, the lower-indexed one in the low half):
 //   A (16 x 16, m x k): r0 = A[grp][2tig, +1], r1 = A[grp + 8][2tig, +1], r2 = A[grp][2tig + 8, +9],
@@ -12,9 +13,34 @@
 // receives elements [2 (t % 4)][t / 4] and [2 (t % 4) + 1][t / 4] (the matrix transposed).
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
 #include "common/params.h"  // KDA_HOST_DEVICE
 
 namespace kda::cuda::chunk {
+
+// x rounded to nearest (ties away from zero) at tf32's 10 fraction bits, as an mma.sync .tf32 operand register. The
+// tensor cores read a .tf32 register's top 19 bits and ignore its low 13 (CUTLASS's 3xTF32 passes its small part
+// unmasked on that basis), so adding half a tf32 ulp to the bits is the whole rounding: one add where
+// cvt.rna.tf32.f32 compiles to a finiteness test, the add and a mask (3 instructions on sm_80 / sm_90a; with the
+// split's second rounding ~13% of phase 1's instructions, S3's above all). For finite x only: an infinity stays one,
+// but a NaN whose payload is all ones (the GPU's 0x7fffffff) carries into the sign and reads as -0. The chunked
+// kernels round their A-matrix operands this way; a non-finite q, k or g also reaches the outputs through Qg, W and
+// the state's products, so it is not hidden.
+KDA_HOST_DEVICE uint32_t tf32_operand(float x) {
+  uint32_t b;
+  memcpy(&b, &x, 4);
+  return b + 0x1000u;
+}
+// The value the tensor cores read from an operand register (its low 13 bits cleared): cvt.rna.tf32.f32's result.
+KDA_HOST_DEVICE float tf32_value(uint32_t r) {
+  r &= 0xffffe000u;
+  float f;
+  memcpy(&f, &r, 4);
+  return f;
+}
 
 // The row (of the stored matrix) and the element column where lane's 8-element ldmatrix row starts, relative to the
 // tile's origin in that stored matrix.
