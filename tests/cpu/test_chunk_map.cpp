@@ -9,7 +9,6 @@
 #include <map>
 #include <random>
 #include <set>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -249,43 +248,6 @@ TEST(ChunkMap, DiagPairTasksCoverBlocksWithOneReduceScatterEach) {
 // Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), each once, on warps 0 .. 3 - s (Xs has a
 // 16 x 16 slot for each of the at most three), and reads only blocks of smaller distance (earlier rounds) and the
 // diagonal ones (round 0).
-// S3's split: every (block, k-step) item to exactly one warp, contiguous per warp, at most two blocks and
-// ceil(n ks / P) items a warp, at most three contributors a block, whose orders are 0, 1, ... in warp order.
-TEST(ChunkMap, S3SegmentsCoverEveryBlockStepOnceInOrder) {
-  for (int ks : {8, 16})
-    for (int warps : {16, 12})
-      for (int n = 0; n <= 10; ++n) {
-        SCOPED_TRACE("ks " + std::to_string(ks) + " warps " + std::to_string(warps) + " n " + std::to_string(n));
-        std::vector<int> owner(n * ks, -1);
-        std::vector<std::vector<int>> contributors(n);
-        const int P = std::min(warps, 2 * n);
-        const int most = P ? (n * ks + P - 1) / P : 0;
-        for (int w = 0; w < warps; ++w) {
-          S3Segment seg[2];
-          const int c = s3_segments(w, warps, n, ks, seg);
-          ASSERT_LE(c, 2);
-          int items = 0;
-          for (int s = 0; s < c; ++s) {
-            ASSERT_GE(seg[s].block, 0);
-            ASSERT_LT(seg[s].block, n);
-            ASSERT_LT(seg[s].k0, seg[s].k1);
-            ASSERT_LE(seg[s].k1, ks);
-            if (s == 1) ASSERT_EQ(seg[1].block, seg[0].block + 1);
-            ASSERT_EQ(seg[s].order, static_cast<int>(contributors[seg[s].block].size()));
-            contributors[seg[s].block].push_back(w);
-            for (int k = seg[s].k0; k < seg[s].k1; ++k) {
-              ASSERT_EQ(owner[seg[s].block * ks + k], -1);
-              owner[seg[s].block * ks + k] = w;
-            }
-            items += seg[s].k1 - seg[s].k0;
-          }
-          ASSERT_LE(items, most);
-        }
-        for (int i = 0; i < n * ks; ++i) ASSERT_NE(owner[i], -1) << "item " << i;
-        for (int b = 0; b < n; ++b) ASSERT_LE(contributors[b].size(), 3u) << "block " << b;
-      }
-}
-
 TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {
   std::vector<int> round_of(kSubBlocks * kSubBlocks, -1);
   for (int I = 0; I < kSubBlocks; ++I) round_of[I * kSubBlocks + I] = 0;

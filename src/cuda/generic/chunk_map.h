@@ -147,31 +147,6 @@ KDA_HOST_DEVICE DiagEntry diag_zero_entry(const DiagPairTask& t, int lane) {
   return m <= t.p ? DiagEntry{false, m, t.c1} : DiagEntry{false, m - t.p - 1, t.c2};
 }
 
-// S3's work split (chunk_prepare.cu): the n blocks with products, ks k-steps of 8 channels each, in list order, are
-// n ks (block, k-step) items cut into P = min(warps, 2 n) contiguous ranges, warp w < P taking items
-// [w n ks / P, (w + 1) n ks / P). A range holds at most ceil(n ks / P) <= ks items (10 of 16 with all ten blocks at
-// K = 128, where one warp per block left the four diagonal warps 16 against the others' 8), so it touches at most
-// two blocks, the tail of one and the head of the next; and every range holds at least ks / 2 (ks even), so a
-// block's items meet at most three ranges. order: how many ranges before this one touch the same block: the partial
-// sums meet in that order, whatever the timing.
-struct S3Segment {
-  int block, k0, k1, order;
-};
-KDA_HOST_DEVICE int s3_segments(int w, int warps, int n, int ks, S3Segment (&seg)[2]) {
-  const int P = warps < 2 * n ? warps : 2 * n;
-  if (w >= P) return 0;
-  const int total = n * ks, a = w * total / P, b = (w + 1) * total / P;
-  int count = 0;
-  for (int i = a; i < b && count < 2;) {
-    const int blk = i / ks, end = b < (blk + 1) * ks ? b : (blk + 1) * ks;
-    int first = 0;  // the first range touching blk: the last one starting at or before its first item
-    while (first + 1 < P && (first + 1) * total / P <= blk * ks) ++first;
-    seg[count++] = S3Segment{blk, i - blk * ks, end - blk * ks, w - first};
-    i = end;
-  }
-  return count;
-}
-
 // S2's per-channel scans run one task per (channel d, sub-block blk): task = blk * K + d, so the 32 tasks of a warp
 // are 32 consecutive channels of one sub-block (coalesced global stores, conflict-free shared loads).
 struct ScanTask {

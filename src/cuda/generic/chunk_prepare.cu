@@ -16,18 +16,15 @@
 //
 // Exponent arrangement (that of the CPU backend and of docs/algorithm.md; nothing forms exp(-Gamma)): every factor
 // is exp2 of a sum of g over the tokens it spans, accumulated locally, so all are <= 1 and none is a difference of
-// two large sums. Diagonal pairs (r, c) use exp2(sum of g over c + 1 .. r) accumulated along the rows of column c
-// (S1), or, where every channel of the block decays <= 96 bits, S3's form with the block's total taken back out
-// (operands within 2^(+-96)); off-diagonal blocks (I > J) split at the end of block I - 1: exp2(Gloc_r)
-// [P_{J+1} .. P_{I-1}] exp2(sum over (c, end of J]), with P_b = exp2(block b's sum); exp(Gamma_t) = exp2(sum over
-// 0 .. t); exp(Gamma_L - Gamma_t) = exp2(sum over (t, L - 1]). A product of factors <= 1 underflows only where the
-// exact value is below ~1e-38.
+// two large sums. Diagonal pairs (r, c) use exp2(sum of g over c + 1 .. r) accumulated along the rows of column c;
+// off-diagonal blocks (I > J) split at the end of block I - 1: exp2(Gloc_r) * [P_{J+1} .. P_{I-1}] * exp2(sum over
+// (c, end of J]), with P_b = exp2(block b's sum); exp(Gamma_t) = exp2(sum over 0 .. t); exp(Gamma_L - Gamma_t) =
+// exp2(sum over (t, L - 1]). A product of factors <= 1 underflows only where the exact value is below ~1e-38.
 //
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
-// T amplifies keep both operands to ~16 bits or more: A_kk's blocks in 3xTF32 (three tf32 mma, ~21-bit operands) or
-// fp32 FMA (S1), [W | U] = T [.] in 3xTF32 for a backward and bf16x3 (~16-bit operands) otherwise (S5), T's
-// diagonal blocks in fp32 FMA and its other blocks in 3xTF32; A_qk, which a forward's output alone reads, in one
-// TF32 pass there (S3). With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta
+// T amplifies keep both operands to ~16 bits or more: A_kk / A_qk off-diagonal blocks in 3xTF32 (three tf32 mma,
+// ~21-bit operands), [W | U] = T [.] in 3xTF32 for a backward and bf16x3 (~16-bit operands) otherwise (S5), the
+// diagonal blocks and T's diagonal blocks in fp32 FMA, T's other blocks in 3xTF32. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta
 // near 1 or beta = 2 (negative eigenvalues) make T's entries large and the rounding grows past the tensor-core
 // bound (the old single-kernel path measured state errors 3.2e-3 and 3.9e-3 against 1.95e-3; the CPU model gives
 // 2.66e-3 for tf32 and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3: docs/numerics.md). W, Qg, Kd and A_qk go to
@@ -35,12 +32,11 @@
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
 // 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
-// the latency hiding: 16 warps (~110 registers), every stage spread over all of them where it can be,
+// the latency hiding: 16 warps (~110 registers), every stage spread over all of them where it can be (S3 over 12),
 // dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 5 k-steps of 16 per warp, S1 K / 32
 // independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
 // mma (S3; S5 for a backward), bf16x3 mma (S5 of a plain forward: its planes reuse the A_kk, Qr, Kr and Ksuf
-// buffers) and fp32 FMA (S1, S4's diagonal blocks). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are
-// 101 KB in fp32.)
+// buffers) and fp32 FMA (S1, S4's diagonal blocks). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
 #include <climits>
 #include <cstdint>
 
@@ -488,84 +484,87 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   }
   __syncthreads();
 
-  // ---- S3: off-diagonal blocks (I, J), I > J, and the factored diagonal ones: rows Kr / Qr of block I against
-  // Ksuf of block J times P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and
-  // near-identical keys amplify its error), A_qk in a forward in one TF32 pass (8 mma a k-step instead of 12):
-  // there it feeds only the output, o += A_qk V_new, where the CPU model measured 2^-11 products at the 3xTF32
-  // figures (two_phase.py's aqk=tf32, its default). A backward's recompute (kWide) keeps 3xTF32: dV_new takes
-  // A_qk^T dO, and one TF32 pass failed the backward-quick verifier's near-identical keys at beta = 2 (dv 1.16 of its
-  // bound; CPU model, chunk_backward_rounding.py --form kernels).
-  // The blocks with products: the off-diagonal (I, J) = (1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2) (items 0-5)
-  // and the diagonal blocks S2a lets S3 factor (items 6-9), those with rows inside the chunk (a block whose rows are
-  // all past L is exactly zero: its Kr / Qr rows are). A factored diagonal block B is A'[r][c] = sum_d Kr[r][d]
-  // Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r - Gl_c): S3's form with the block's own total taken back out per
-  // channel, every entry computed and those on / above the diagonal masked. chunk_map.h s3_segments cuts their
-  // (block, k-step) items into one contiguous range a warp (at most two blocks a warp, three warps a block): with
-  // all ten blocks each warp does 10 of K / 8 = 16 k-steps, where one warp per block (and per half of an off-diagonal
-  // one) had left the four diagonal warps 16 against the others' 8. The partial sums meet in the blocks' places of
-  // A_kk / A_qk in each block's warp order (order 0 stores, 1 and 2 add, a barrier apart: the same bits every run),
-  // then one pass over the CTA finishes every block (beta, the masks, the backward's unscaled copy).
-  auto s3_item = [&](int t, int& I, int& J) {
-    I = t < 6 ? (t < 1 ? 1 : t < 3 ? 2 : 3) : t - 6;
-    J = t < 6 ? (t < 1 ? 0 : t < 3 ? t - 1 : t - 3) : I;
-  };
-  auto has_products = [&](int t) {
-    int I, J;
-    s3_item(t, I, J);
-    return kSub * I < L && (t < 6 || !pairwise_s[I]);
-  };
-  int n_items = 0;
-#pragma unroll
-  for (int t = 0; t < 10; ++t) n_items += has_products(t);
-  S3Segment seg[2];
-  const int n_seg = s3_segments(warp, kThreads / 32, n_items, K / 8, seg);
-  int seg_item[2] = {0, 0};
-  float akk[2][2][4] = {}, aqk[2][2][4] = {};
-#pragma unroll
-  for (int sg = 0; sg < 2; ++sg) {
-    if (sg >= n_seg) break;
-    int t = 0;
-    for (int left = seg[sg].block;; ++t)  // the list's block-th item
-      if (has_products(t) && left-- == 0) break;
-    seg_item[sg] = t;
-    int I, J;
-    s3_item(t, I, J);
-    const float* const F = t >= 6 || I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
+  // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
+  // P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and near-identical keys amplify its
+  // error), A_qk in a forward in one TF32 pass (8 mma a k-step instead of 12): there it feeds only the output,
+  // o += A_qk V_new, where the CPU model measured 2^-11 products at the 3xTF32 figures (two_phase.py's aqk=tf32, its
+  // default). A backward's recompute (kWide) keeps 3xTF32: dV_new takes A_qk^T dO, and one TF32 pass failed the
+  // backward-quick verifier's near-identical keys at beta = 2 (dv 1.16 of its bound; CPU model,
+  // chunk_backward_rounding.py --form kernels).
+  // Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the dependent mma chain halves;
+  // splitting a block's two n-tiles instead re-splits the A fragments in both warps: ~60% more instructions): the
+  // second half stores its raw partial sums in the block's place, the first adds its own to them after a barrier and
+  // finishes the block (beta, the backward's copy).
+  // Warps 12-15 meanwhile factor diagonal block warp - 12 where S2a allows it (below).
+  float akk[2][4] = {}, aqk[2][4] = {};
+  const int s3 = warp % 6, half = warp / 6;
+  const int I = s3 < 1 ? 1 : s3 < 3 ? 2 : 3;
+  const int J = s3 < 1 ? 0 : s3 < 3 ? s3 - 1 : s3 - 3;
+  const int a0 = 16 * I + grp, a1 = a0 + 8;
+  if (warp < 12) {
+    const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
+    constexpr int kSteps = K / 16;  // k-steps of 8 channels per half
+    // A block whose rows are all past the chunk's length is exactly zero (its Kr / Qr rows are): no products, the
+    // zero accumulators stored as the computation would store them.
+    const int ks_end = kSub * I < L ? (half + 1) * kSteps : half * kSteps;
 #pragma unroll 2
-    for (int ks = seg[sg].k0; ks < seg[sg].k1; ++ks) {
+    for (int ks = half * kSteps; ks < ks_end; ++ks) {
       const int c0 = 8 * ks + tig;
-      const float f0 = t >= 6 ? ex2(-bsum_s[I * K + c0]) : F ? F[c0] : 1.0f;
-      const float f1 = t >= 6 ? ex2(-bsum_s[I * K + c0 + 4]) : F ? F[c0 + 4] : 1.0f;
-      s3_kstep<kWide, PK>(akk[sg], aqk[sg], Ks, Qs, Gs, 16 * I + grp, c0, 16 * J + grp, f0, f1);
+      s3_kstep<kWide, PK>(akk, aqk, Ks, Qs, Gs, a0, c0, 16 * J + grp, F ? F[c0] : 1.0f, F ? F[c0 + 4] : 1.0f);
     }
-  }
-#pragma unroll 1
-  for (int order = 0; order < 3; ++order) {
+    if (half == 1) {
 #pragma unroll
-    for (int sg = 0; sg < 2; ++sg) {
-      if (sg >= n_seg || seg[sg].order != order) continue;
-      int I, J;
-      s3_item(seg_item[sg], I, J);
-      for_each_tile_element<2>(grp, 0, tig, [&](int nt, int e, int r, int c) {
-        const int o = (16 * I + r) * PA + 16 * J + c;
-        Akk[o] = order ? Akk[o] + akk[sg][nt][e] : akk[sg][nt][e];
-        Aqk[o] = order ? Aqk[o] + aqk[sg][nt][e] : aqk[sg][nt][e];
-      });
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = 16 * J + 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(akk[nt][0], akk[nt][1]);
+        *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(akk[nt][2], akk[nt][3]);
+        *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0], aqk[nt][1]);
+        *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
+      }
     }
-    __syncthreads();
+  } else if (!pairwise_s[warp - 12]) {
+    // A factored diagonal block B (S2a): A'[r][c] = sum_d Kr[r][d] Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r -
+    // Gl_c), S3's form with the block's own total taken back out per channel; over all K channels (16 k-steps at
+    // K = 128, two of the off-diagonal warps' chains, which S1's ~4 K dependent pair steps a warp outweigh).
+    // Entries on and above the diagonal are computed and masked. Rows past L are zero in Kr / Qr, so a block
+    // entirely past L is stored as zeros without its products.
+    const int B = warp - 12, r0 = 16 * B + grp;
+    if (kSub * B < L) {
+#pragma unroll 2
+      for (int ks = 0; ks < K / 8; ++ks) {
+        const int c0 = 8 * ks + tig;
+        s3_kstep<kWide, PK>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+                            ex2(-bsum_s[B * K + c0 + 4]));
+      }
+    }
+    float* const save_b = akk_save ? akk_save + 16 * B * kC + 16 * B : nullptr;
+    for_each_tile_element<2>(grp, 0, tig, [&](int nt, int e, int r, int c) {
+      const int o = (16 * B + r) * PA + 16 * B + c;
+      Aqk[o] = r >= c ? aqk[nt][e] : 0.0f;
+      Akk[o] = r > c ? beta_s[16 * B + r] * akk[nt][e] : 0.0f;
+      if (save_b) save_b[r * kC + c] = r > c ? akk[nt][e] : 0.0f;  // A' unscaled, as S1 keeps it
+    });
   }
-  for (int e = tid; e < 10 * kSub * kSub; e += kThreads) {
-    const int t = e / (kSub * kSub), r = (e / kSub) % kSub, c = e % kSub;
-    int I, J;
-    s3_item(t, I, J);
-    if (t >= 6 && pairwise_s[I]) continue;  // S1's
-    const int o = (16 * I + r) * PA + 16 * J + c;
-    const bool live = kSub * I < L;  // a block past L has no contributions: its entries are zeros
-    const float kk = live ? Akk[o] : 0.0f, qk = live ? Aqk[o] : 0.0f;
-    const bool lower = t < 6 || r > c;  // A_kk strictly lower, A_qk with the diagonal
-    Aqk[o] = t < 6 || r >= c ? qk : 0.0f;
-    Akk[o] = lower ? beta_s[16 * I + r] * kk : 0.0f;
-    if (akk_save) akk_save[(16 * I + r) * kC + 16 * J + c] = lower ? kk : 0.0f;  // A' unscaled
+  __syncthreads();
+  if (warp < 6) {
+    const float be0 = beta_s[a0], be1 = beta_s[a1];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = 16 * J + 8 * nt + 2 * tig;
+      const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
+      const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
+      const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
+      const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
+      const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
+      *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
+      *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
+      *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
+      *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
+      if (akk_save) {
+        *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
+        *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
+      }
+    }
   }
   __syncthreads();
 
