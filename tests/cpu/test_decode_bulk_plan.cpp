@@ -1,11 +1,12 @@
-// test_decode_bulk_plan.cpp: the sm_90 decode kernel's work plan and pipeline protocol (src/cuda/hopper/
-// decode_bulk_plan.h) on the CPU. The units of a persistent grid cover every (sequence, value head, row block) once,
+// test_decode_bulk_plan.cpp: the decode kernels' work plans on the CPU: the sm_90 kernel's (src/cuda/hopper/
+// decode_bulk_plan.h), then the row-split kernel's (decode_rows_plan.h, at the end). The units of a persistent grid cover every (sequence, value head, row block) once,
 // in the same order for the producer and the consumers; and the producer / consumer handshake (a unit's copies, then
 // its staging), replayed with mbarriers modelled as PTX defines them (arrival count, transaction bytes, phase parity)
 // under random interleavings, never lets a consumer read a stage before its tile's bytes and staging are in, never
 // lets the producer refill a stage a consumer still reads, and never deadlocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -13,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/generic/decode_rows_plan.h"
 #include "cuda/hopper/decode_bulk_plan.h"
 
 namespace kda::cuda::bulk {
@@ -241,3 +243,49 @@ TEST(DecodeBulkPlan, ParityRules) {
 
 }  // namespace
 }  // namespace kda::cuda::bulk
+
+// The small-batch row-split kernel's split (src/cuda/generic/decode_rows_plan.h): every (sequence, value head, row)
+// belongs to exactly one warp's task, a task's rows stay inside V, and the dispatcher's preference falls as the batch
+// grows (a batch that prefers the bulk kernel never turns back at a larger one).
+namespace kda::cuda::rows {
+namespace {
+
+TEST(DecodeRowsPlan, WarpsCoverEveryRowOnce) {
+  // The kernel's grid is (grid_x(V), HV, N) of kWarps warps; a warp owns rows row0 .. row0 + kRows - 1 (those < V).
+  for (const auto& [N, HV, V] : {std::tuple<int64_t, int, int>{1, 32, 128}, {3, 12, 128}, {2, 5, 16}, {4, 3, 66},
+                                 {1, 1, 1}, {7, 2, 256}, {2, 4, 3}, {1, 2, 20}}) {
+    std::vector<int> seen(static_cast<size_t>(N * HV * V), 0);
+    int64_t busy = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int hv = 0; hv < HV; ++hv)
+        for (int bx = 0; bx < grid_x(V); ++bx)
+          for (int w = 0; w < kWarps; ++w) {
+            const int row0 = row0_of(bx, w);
+            if (row0 >= V) continue;  // idle warp
+            ++busy;
+            ASSERT_EQ(row0 % kRows, 0);
+            for (int r = row0; r < std::min(row0 + kRows, V); ++r) ++seen[static_cast<size_t>((n * HV + hv) * V + r)];
+          }
+    EXPECT_EQ(busy, warp_count(N, HV, V));
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "row " << i << " N " << N << " HV " << HV << " V " << V;
+  }
+}
+
+TEST(DecodeRowsPlan, PreferenceFallsWithTheBatch) {
+  for (const int sms : {1, 108, 132}) {
+    for (const int HV : {1, 12, 32, 64}) {
+      bool was = true;
+      for (int64_t N = 1; N <= 4096; N *= 2) {
+        const bool now = preferred(N, HV, 128, sms);
+        EXPECT_FALSE(now && !was) << "N " << N << " HV " << HV << " sms " << sms;
+        was = now;
+      }
+    }
+  }
+  EXPECT_TRUE(preferred(1, 32, 128, 132));     // serving B = 1: the chain, not the stream
+  EXPECT_FALSE(preferred(256, 32, 128, 132));  // B = 256: the bulk kernel's stream
+  EXPECT_FALSE(preferred(70000, 1, 1, 1 << 20));  // past the grid's z limit, however many SMs
+}
+
+}  // namespace
+}  // namespace kda::cuda::rows

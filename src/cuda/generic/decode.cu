@@ -1,6 +1,7 @@
 // decode.cu: owns the CUDA decode (kda::cuda::decode of cuda_backend.h): T tokens per sequence against an fp32
-// state pool read and written in place through slot indices. Its dispatcher hands decode of 1-4 tokens on sm_90 to the
-// bulk-copy kernel (hopper/decode_bulk.cu); the portable kernel below takes everything else, on any GPU.
+// state pool read and written in place through slot indices. Its dispatcher hands decode of 1-4 tokens at small batches
+// to the row-split kernel (generic/decode_rows.cu), at larger ones on sm_90 to the bulk-copy kernel
+// (hopper/decode_bulk.cu); the portable kernel below takes everything else, on any GPU.
 //
 // Decode is bound by streaming the state (V * K * 4 bytes per (sequence, value head) in, the same out), so the
 // design is about bytes in flight per SM, CTAs per SM and the dependent latency chain, not arithmetic.
@@ -88,6 +89,8 @@
 #include "cuda/decode_math.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/generic/decode_fusions.h"
+#include "cuda/generic/decode_rows.h"
+#include "cuda/generic/decode_rows_plan.h"
 #include "cuda/hopper/decode_bulk.h"
 #include "cuda/launch.h"
 
@@ -503,8 +506,9 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
                        need);
   if (io.N == 0 || io.T == 0) return Status::Ok();  // no token: nothing is read or written
 
-  // The path: the sm_90 bulk-copy kernel (hopper/decode_bulk.cu) where it applies, unless the portable kernel is
-  // asked for (KDA_BACKEND_CUDA_RECURRENT); KDA_BACKEND_CUDA_HOPPER insists on the former.
+  // The path: the row-split kernel at small batches (below), else the sm_90 bulk-copy kernel (hopper/decode_bulk.cu)
+  // where it applies, unless the portable kernel is asked for (KDA_BACKEND_CUDA_RECURRENT); KDA_BACKEND_CUDA_HOPPER
+  // insists on the bulk kernel.
   const DecodeParams inner = fusion_inner_params(p, workspace);
   bool hopper = false;
   if (io.backend != KDA_BACKEND_CUDA_RECURRENT) {
@@ -530,7 +534,12 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
       launch_decode_conv(p, workspace, sms, s);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    if (hopper) {
+    // Small batches (the warps fit one wave): the row-split kernel, unless a path is forced.
+    const bool rows = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
+                      rows_decode_supported(inner) && rows::preferred(io.N, io.HV, io.V, sms);
+    if (rows) {
+      rows_decode(inner, s);
+    } else if (hopper) {
       if ((e = hopper_decode(inner, sms, s)) != cudaSuccess) return e;
     } else {
       switch (io.K) {

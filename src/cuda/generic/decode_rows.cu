@@ -1,0 +1,241 @@
+// decode_rows.cu: owns the small-batch decode (kda::cuda::rows_decode, decode_rows.h): 1-4 tokens per sequence against
+// an fp32 value-first pool, one warp per (sequence, value head, rows::kRows rows), the state in registers.
+//
+// Why. At small batches a decode call is one dependent chain per CTA, not a stream: launch, the slot index, the state,
+// the update, the stores. The bulk-copy kernel (hopper/decode_bulk.cu) runs that chain through its producer warp:
+// index and input loads (one round trip), the bulk copy (a second), the producer's staging of the norms and gates into
+// shared memory, a barrier, then the consumers' update: 4.8 us at H = 12 and 5.1 us at H = 32, B = 1, against FLA's
+// fused_recurrent_kda at 3.9 / 5.1 us (bench/LEDGER.md, session 13). Here every warp issues its own loads: the slot's
+// index together with its q / k / g channels, v rows, beta and gate parameters (one round trip), then its state rows
+// straight into registers (the second); the norms, gates and beta are computed while the state is in flight, so after
+// it lands only the update and the stores remain. No shared memory, no barrier.
+//
+// Layout. Lane l owns channels l W .. l W + W - 1 (W = K / 32) of each of the warp's kRows rows: a row is one coalesced
+// 4 K-byte load and store per warp, and a row's two dot products are W-deep FMA chains plus one 5-step xor reduction,
+// the kRows rows' reductions independent (interleaved by the compiler). Every warp recomputes its head's q / k norms
+// (two interleaved reductions) and gates: the loads are L2 hits after the first warp of the head, and the arithmetic is
+// off the critical path.
+//
+// Budget: registers hold kRows * W state floats, and per token 3 W raw channels + kRows v + beta + a write index, for
+// up to kMaxT tokens at once (their loads all issued before the slot's is used). One token: __launch_bounds__(128, 4),
+// at most 128 registers (ptxas, sm_90a: 80 / 107 at K = 128 / 256, no spills); up to four: (128, 2), so that K = 256's
+// four tokens of raw inputs do not spill (bounded at 128 they spilled 572 bytes). The dispatcher takes this kernel only
+// at small batches (rows::preferred), where occupancy is not what limits it.
+//
+// The math is the other decode kernels' (decode_math.cuh: the same per-token formulas and roundings); only the order
+// of the terms of the sums (norms, row dot products) differs. In place: a warp reads its rows before it writes them,
+// and only it touches them (sequences own disjoint slots, validated).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/params.h"
+#include "cuda/decode_math.cuh"
+#include "cuda/device_common.cuh"
+#include "cuda/generic/decode_rows.h"
+#include "cuda/generic/decode_rows_plan.h"
+
+namespace kda::cuda {
+namespace {
+
+using rows::kRows;
+constexpr int kThreads = 32 * rows::kWarps;
+constexpr int kMaxTokens = 4;
+
+// W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible.
+template <int W>
+__device__ __forceinline__ void ld_row(const float* p, float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y;
+    }
+  }
+}
+template <int W>
+__device__ __forceinline__ void st_row(float* p, const float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4)
+      __stcs(reinterpret_cast<float4*>(p + i), make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]));
+    else
+      __stcs(reinterpret_cast<float2*>(p + i), make_float2(x[i], x[i + 1]));
+  }
+}
+
+// kMaxT: the most tokens per sequence this instance takes (1, or kMaxTokens for speculative verify); T <= kMaxT.
+template <int K, int kMaxT>
+__global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kernel(const DecodeParams p) {
+  constexpr int W = K / 32;
+  const ForwardParams& io = p.io;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  struct {
+    int64_t n;
+    int hv, row0;
+  } const tk = {blockIdx.z, static_cast<int>(blockIdx.y), rows::row0_of(static_cast<int>(blockIdx.x), warp)};
+  if (tk.row0 >= io.V) return;  // uniform over the warp; no barrier follows
+  const int h = tk.hv / io.group;
+  const int T = static_cast<int>(io.T);  // 1 .. kMaxT (rows_decode_supported)
+  const int nrows = min(kRows, io.V - tk.row0);
+
+  // Every global load before any loaded value is used (a value tested or converted where it is loaded holds back the
+  // loads behind it for a round trip): the slot's index first, it heads the chain; the rest is independent of it.
+  const int32_t slot_index = p.read_index(tk.n);
+  const bool has_a_log = io.has_A_log();
+  const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[tk.hv * io.A_log.stride[0]] : 0.0f;
+  float bias[W];
+#pragma unroll
+  for (int m = 0; m < W; ++m)
+    bias[m] = io.gate_mode != KDA_GATE_LOG_DECAY
+                  ? static_cast<const float*>(io.dt_bias.data)[tk.hv * io.dt_bias.stride[0] +
+                                                               (lane * W + m) * io.dt_bias.stride[1]]
+                  : 0.0f;
+  uint32_t rq[kMaxT][W], rk[kMaxT][W], rg[kMaxT][W], rv[kMaxT][kRows], rbeta[kMaxT];
+  int32_t rw[kMaxT];
+#pragma unroll
+  for (int t = 0; t < kMaxT; ++t) {
+    if (t >= T) break;
+    load_bits_strided<W>(rq[t], io.q.data, io.q.dtype,
+                         tk.n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + lane * W * io.q.stride[3],
+                         io.q.stride[3]);
+    load_bits_strided<W>(rk[t], io.k.data, io.k.dtype,
+                         tk.n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + lane * W * io.k.stride[3],
+                         io.k.stride[3]);
+    load_bits_strided<W>(rg[t], io.g.data, io.g.dtype,
+                         tk.n * io.g.stride[0] + t * io.g.stride[1] + tk.hv * io.g.stride[2] +
+                             lane * W * io.g.stride[3],
+                         io.g.stride[3]);
+    // Every lane reads the warp's kRows values of v (one broadcast access each); rows past V read row 0 (dropped).
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      rv[t][r] = load_bits(io.v.data, io.v.dtype,
+                           tk.n * io.v.stride[0] + t * io.v.stride[1] + tk.hv * io.v.stride[2] +
+                               (r < nrows ? tk.row0 + r : 0) * io.v.stride[3]);
+    rbeta[t] = load_bits(io.beta.data, io.beta.dtype,
+                         tk.n * io.beta.stride[0] + t * io.beta.stride[1] + tk.hv * io.beta.stride[2]);
+    rw[t] = p.write_index(tk.n, t);
+  }
+
+  // The state rows, as soon as the slot is known: straight into registers.
+  const int64_t slot = p.in_pool(slot_index);
+  float* const pool = static_cast<float*>(p.pool);
+  const int64_t out_base = tk.n * io.out_stride[0] + tk.hv * io.out_stride[2];
+  if (slot < 0) {  // padding (uniform over the warp): zero outputs, no slot touched
+    if (lane < nrows)
+      for (int t = 0; t < T; ++t)
+        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (tk.row0 + lane) * io.out_stride[3], 0.0f);
+    return;
+  }
+  float st[kRows][W];
+  const float* const src = pool + slot * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    if (r < nrows) {
+      ld_row<W>(src + r * K, st[r]);
+    } else {
+#pragma unroll
+      for (int m = 0; m < W; ++m) st[r][m] = 0.0f;
+    }
+  }
+
+  const float ea = io.gate_mode == KDA_GATE_BOUNDED && has_a_log ? expf(a_log) : 1.0f;
+#pragma unroll
+  for (int t = 0; t < kMaxT; ++t) {
+    if (t >= T) break;
+    // Token t's vectors (computed while the state is in flight, for the first token).
+    float q[W], k[W], a[W];
+    bits_to_float(q, rq[t], io.q.dtype);
+    bits_to_float(k, rk[t], io.k.dtype);
+    bits_to_float(a, rg[t], io.g.dtype);
+    if (io.use_qk_l2norm) {
+      float inv_q, inv_k;
+      inv_norm2<32, W>(q, k, inv_q, inv_k);
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        q[m] *= inv_q;
+        k[m] *= inv_k;
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+      a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, ea, bias[m], io.lower_bound));
+    const float beta = beta_activation_f(bits_to_float(rbeta[t], io.beta.dtype), io.beta_is_logits, io.allow_neg_eigval);
+
+    // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
+    float dot[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        st[r][m] *= a[m];
+        acc = fmaf(st[r][m], k[m], acc);
+      }
+      dot[r] = acc;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) dot[r] = group_sum<32>(dot[r]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float u = beta * (bits_to_float(rv[t][r], io.v.dtype) - dot[r]);
+      float acc = 0.0f;
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        st[r][m] = fmaf(u, k[m], st[r][m]);
+        acc = fmaf(st[r][m], q[m], acc);
+      }
+      dot[r] = acc;
+    }
+    const int64_t w = p.in_pool(rw[t]);
+    if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
+      float* const dst = pool + w * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        if (r < nrows) st_row<W>(dst + r * K, st[r]);
+    }
+    float mine = 0.0f;  // lane r keeps row r's output
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float o = group_sum<32>(dot[r]);
+      if (lane == r) mine = o;
+    }
+    if (lane < nrows)
+      store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (tk.row0 + lane) * io.out_stride[3],
+                io.scale * mine);
+  }
+}
+
+template <int K>
+void launch(const DecodeParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(rows::grid_x(p.io.V)), static_cast<unsigned>(p.io.HV),
+                  static_cast<unsigned>(p.io.N));  // N <= 65535 (rows::preferred)
+  if (p.io.T == 1)
+    decode_rows_kernel<K, 1><<<grid, kThreads, 0, stream>>>(p);
+  else
+    decode_rows_kernel<K, kMaxTokens><<<grid, kThreads, 0, stream>>>(p);
+}
+
+}  // namespace
+
+bool rows_decode_supported(const DecodeParams& p) {
+  const ForwardParams& io = p.io;
+  if (io.T < 1 || io.T > kMaxTokens || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
+  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
+  if (io.N > 65535 || io.HV > 65535) return false;  // the grid's y and z
+  return reinterpret_cast<uintptr_t>(p.pool) % 16 == 0;
+}
+
+void rows_decode(const DecodeParams& p, cudaStream_t stream) {
+  switch (p.io.K) {
+    case 64: launch<64>(p, stream); break;
+    case 128: launch<128>(p, stream); break;
+    default: launch<256>(p, stream); break;
+  }
+}
+
+}  // namespace kda::cuda
