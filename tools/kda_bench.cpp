@@ -47,7 +47,7 @@ uint64_t workload_seed(const Options& opt) { return opt.seed ? opt.seed : fresh_
 
 void usage() {
   std::printf(
-      "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked|cuda-recurrent]... [--iters N] [--warmup N]\n"
+      "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked|cuda-recurrent|cuda-hopper]... [--iters N] [--warmup N]\n"
       "                 [--rotate N] [--threads N] [--json PATH] [--commit SHA] [--no-verify] [--seed N]\n"
       "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n"
       "--seed N: the inputs of every workload from seed N (a run prints each workload's seed; 0 or none: fresh).\n");
@@ -80,6 +80,7 @@ kda_backend_t backend_of(const std::string& impl) {
   if (impl == "cuda-generic") return KDA_BACKEND_CUDA_GENERIC;
   if (impl == "cuda-chunked") return KDA_BACKEND_CUDA_CHUNKED;
   if (impl == "cuda-recurrent") return KDA_BACKEND_CUDA_RECURRENT;
+  if (impl == "cuda-hopper") return KDA_BACKEND_CUDA_HOPPER;
   if (impl == "reference") return KDA_BACKEND_REFERENCE;
   return KDA_BACKEND_AUTO;
 }
@@ -220,8 +221,9 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
   int failures = 0;
   for (const std::string& impl : opt.impls) {
     const kda_backend_t be = backend_of(impl);
-    const bool on_gpu =
-        be == KDA_BACKEND_CUDA_GENERIC || be == KDA_BACKEND_CUDA_CHUNKED || be == KDA_BACKEND_CUDA_RECURRENT;
+    // Every backend but the two CPU ones runs on the device (as the prefill loop below has it): cuda-hopper was missing
+    // here, so its decode ran on host copies and was timed by the wall clock (session 14: 110 us at B = 1).
+    const bool on_gpu = be != KDA_BACKEND_CPU && be != KDA_BACKEND_REFERENCE;
     Record r;
     r.workload = w.name;
     r.impl = impl;
@@ -337,6 +339,11 @@ int main(int argc, char** argv) {
   const bool gpu = cuda_device_count() > 0;
   if (opt.workloads.empty()) opt.workloads.push_back(gpu ? "h64-fixed" : "cpu-8k-h8");
   if (opt.impls.empty()) opt.impls.push_back(gpu ? "cuda-generic" : "cpu");
+  for (const std::string& impl : opt.impls)
+    if (backend_of(impl) == KDA_BACKEND_AUTO) {  // checked here, for decode and prefill alike
+      std::fprintf(stderr, "kda-bench: --impl: unknown implementation '%s'\n", impl.c_str());
+      return 2;
+    }
   const int threads = opt.threads > 0 ? opt.threads : omp_get_max_threads();
 
   std::printf("kda-bench  commit %s  device %s  threads %d\n", opt.commit.c_str(),
@@ -385,10 +392,6 @@ int main(int argc, char** argv) {
     }
     for (const std::string& impl : opt.impls) {
       const kda_backend_t be = backend_of(impl);
-      if (be == KDA_BACKEND_AUTO) {
-        std::fprintf(stderr, "kda-bench: unknown impl %s\n", impl.c_str());
-        return 2;
-      }
       Record r;
       r.workload = w->name;
       r.impl = impl;
