@@ -1,6 +1,6 @@
-// decode_math.cuh: the decode kernels' per-token preprocessing in fp32 (gate activation, beta, the q / k L2 norm over
-// a lane group), shared by the portable decode kernel (generic/decode.cu) and the sm_90 bulk-copy one
-// (hopper/decode_bulk.cu), so both round the same way.
+// decode_math.cuh: the decode kernels' per-token math in fp32 (gate activation, beta, the q / k L2 norm over a lane
+// group, a warp's row update), shared by the portable decode kernel (generic/decode.cu), the row-split one
+// (generic/decode_rows.cu) and the sm_90 bulk-copy one (hopper/decode_bulk.cu), so all round the same way.
 #pragma once
 
 #include <cstdint>
@@ -95,6 +95,87 @@ __device__ __forceinline__ void inv_norm2(const float (&x)[kN], const float (&y)
   }
   inv_x = inv_norm_rescaled<kLanes, kN>(x, sx);
   inv_y = inv_norm_rescaled<kLanes, kN>(y, sy);
+}
+
+// A token's vectors in a warp whose lane owns W channels of them: q and k scaled by their L2 norms (io.use_qk_l2norm;
+// q's and k's reductions interleaved), g_log turned into alpha = exp(gate) in place. bias: the lane's channels of
+// dt_bias; ea = exp(A_log), computed once per head by the caller.
+template <int W>
+__device__ __forceinline__ void token_vectors(const ForwardParams& io, float (&q)[W], float (&k)[W], float (&a)[W],
+                                              bool has_a_log, float a_log, float ea, const float (&bias)[W]) {
+  if (io.use_qk_l2norm) {
+    float inv_q, inv_k;
+    inv_norm2<32, W>(q, k, inv_q, inv_k);
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+      q[m] *= inv_q;
+      k[m] *= inv_k;
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
+    a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, ea, bias[m], io.lower_bound));
+}
+
+// W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible: a lane's
+// channels of a state row in the warp-per-row decode kernels (hopper/decode_bulk.cu, generic/decode_rows.cu).
+template <int W>
+__device__ __forceinline__ void ld_vec(const float* p, float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y;
+    }
+  }
+}
+// The same as streaming stores (st.global.cs: the pool is not re-read by the call).
+template <int W>
+__device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4)
+      __stcs(reinterpret_cast<float4*>(p + i), make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]));
+    else
+      __stcs(reinterpret_cast<float2*>(p + i), make_float2(x[i], x[i + 1]));
+  }
+}
+
+// One token's update of R state rows held by a warp, lane l owning W channels of each (alpha, k_hat, q_hat: the
+// lane's channels of the token's vectors): per row S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, the
+// reference's order; the row sums of S k_hat reduced over the warp with the R reductions interleaved. v_of(r) gives
+// row r's v where it is used (a caller converting raw bits there holds R fewer registers across the reductions).
+// Leaves in qdot[r] this lane's part of row r's S q_hat (the caller stores the state, then reduces them).
+template <int R, int W, typename VOf>
+__device__ __forceinline__ void update_rows(float (&st)[R][W], const float (&al)[W], const float (&kh)[W],
+                                            const float (&qh)[W], VOf&& v_of, float beta, float (&qdot)[R]) {
+  float dot[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+      st[r][m] *= al[m];
+      acc = fmaf(st[r][m], kh[m], acc);
+    }
+    dot[r] = acc;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) dot[r] = group_sum<32>(dot[r]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float u = beta * (v_of(r) - dot[r]);
+    float acc = 0.0f;
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+      st[r][m] = fmaf(u, kh[m], st[r][m]);
+      acc = fmaf(st[r][m], qh[m], acc);
+    }
+    qdot[r] = acc;
+  }
 }
 
 }  // namespace kda::cuda

@@ -43,31 +43,6 @@ using rows::kRows;
 constexpr int kThreads = 32 * rows::kWarps;
 constexpr int kMaxTokens = 4;
 
-// W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible.
-template <int W>
-__device__ __forceinline__ void ld_row(const float* p, float (&x)[W]) {
-#pragma unroll
-  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
-    if constexpr (W >= 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p + i);
-      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
-    } else {
-      const float2 v = *reinterpret_cast<const float2*>(p + i);
-      x[i] = v.x; x[i + 1] = v.y;
-    }
-  }
-}
-template <int W>
-__device__ __forceinline__ void st_row(float* p, const float (&x)[W]) {
-#pragma unroll
-  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
-    if constexpr (W >= 4)
-      __stcs(reinterpret_cast<float4*>(p + i), make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]));
-    else
-      __stcs(reinterpret_cast<float2*>(p + i), make_float2(x[i], x[i + 1]));
-  }
-}
-
 // kMaxT: the most tokens per sequence this instance takes (1, or kMaxTokens for speculative verify); T <= kMaxT.
 template <int K, int kMaxT>
 __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kernel(const DecodeParams p) {
@@ -136,7 +111,7 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     if (r < nrows) {
-      ld_row<W>(src + r * K, st[r]);
+      ld_vec<W>(src + r * K, st[r]);
     } else {
 #pragma unroll
       for (int m = 0; m < W; ++m) st[r][m] = 0.0f;
@@ -152,51 +127,18 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
     bits_to_float(q, rq[t], io.q.dtype);
     bits_to_float(k, rk[t], io.k.dtype);
     bits_to_float(a, rg[t], io.g.dtype);
-    if (io.use_qk_l2norm) {
-      float inv_q, inv_k;
-      inv_norm2<32, W>(q, k, inv_q, inv_k);
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        q[m] *= inv_q;
-        k[m] *= inv_k;
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
-      a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, ea, bias[m], io.lower_bound));
+    token_vectors<W>(io, q, k, a, has_a_log, a_log, ea, bias);
     const float beta = beta_activation_f(bits_to_float(rbeta[t], io.beta.dtype), io.beta_is_logits, io.allow_neg_eigval);
 
     // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
     float dot[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        st[r][m] *= a[m];
-        acc = fmaf(st[r][m], k[m], acc);
-      }
-      dot[r] = acc;
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) dot[r] = group_sum<32>(dot[r]);
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float u = beta * (bits_to_float(rv[t][r], io.v.dtype) - dot[r]);
-      float acc = 0.0f;
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        st[r][m] = fmaf(u, k[m], st[r][m]);
-        acc = fmaf(st[r][m], q[m], acc);
-      }
-      dot[r] = acc;
-    }
+    update_rows<kRows, W>(st, a, k, q, [&](int r) { return bits_to_float(rv[t][r], io.v.dtype); }, beta, dot);
     const int64_t w = p.in_pool(rw[t]);
     if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
       float* const dst = pool + w * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
-        if (r < nrows) st_row<W>(dst + r * K, st[r]);
+        if (r < nrows) st_vec_streaming<W>(dst + r * K, st[r]);
     }
     float mine = 0.0f;  // lane r keeps row r's output
 #pragma unroll

@@ -147,31 +147,6 @@ __device__ __forceinline__ uint32_t load_raw(const char* a, bool f32) {
 }
 __device__ __forceinline__ uint32_t load_raw(const RawRun& r, int m) { return load_raw(r.p + m * r.step, r.f32); }
 
-// W consecutive floats (16-byte aligned for W >= 4, 8-byte for W = 2) in as few accesses as possible.
-template <int W>
-__device__ __forceinline__ void ld_vec(const float* p, float (&x)[W]) {
-#pragma unroll
-  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
-    if constexpr (W >= 4) {
-      const float4 v = *reinterpret_cast<const float4*>(p + i);
-      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
-    } else {
-      const float2 v = *reinterpret_cast<const float2*>(p + i);
-      x[i] = v.x; x[i + 1] = v.y;
-    }
-  }
-}
-template <int W>
-__device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) {
-#pragma unroll
-  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
-    if constexpr (W >= 4)
-      __stcs(reinterpret_cast<float4*>(p + i), make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]));
-    else
-      __stcs(reinterpret_cast<float2*>(p + i), make_float2(x[i], x[i + 1]));
-  }
-}
-
 #endif
 
 template <int K>
@@ -291,18 +266,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
         const int64_t w = p.in_pool(rw);
         // Staging (q_hat, k_hat, alpha, v, beta, write slot), once per unit, into each of its stages; every lane
         // takes part in the norms' shuffles, q's and k's interleaved.
-        if (io.use_qk_l2norm) {
-          float inv_q, inv_k;
-          inv_norm2<32, W>(q, k, inv_q, inv_k);
-#pragma unroll
-          for (int m = 0; m < W; ++m) {
-            q[m] *= inv_q;
-            k[m] *= inv_k;
-          }
-        }
-#pragma unroll
-        for (int m = 0; m < W; ++m)  // exp of a g_log <= 0 lies in [0, 1]: a gate of any depth gives 0, never NaN.
-          a[m] = expf(gate_log_decay_f(io.gate_mode, a[m], has_a_log, a_log, ea, bias[m], io.lower_bound));
+        token_vectors<W>(io, q, k, a, has_a_log, a_log, ea, bias);
         const float beta = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
 #pragma unroll
         for (int j = 0; j < kMaxUnit; ++j) {
@@ -374,29 +338,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       }
       // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
       float dot[kRowsPerWarp];
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        float acc = 0.0f;
-#pragma unroll
-        for (int m = 0; m < W; ++m) {
-          st[r][m] *= al[m];
-          acc = fmaf(st[r][m], kh[m], acc);
-        }
-        dot[r] = acc;
-      }
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) dot[r] = group_sum<32>(dot[r]);
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const float u = beta * (v[r] - dot[r]);
-        float acc = 0.0f;
-#pragma unroll
-        for (int m = 0; m < W; ++m) {
-          st[r][m] = fmaf(u, kh[m], st[r][m]);
-          acc = fmaf(st[r][m], qh[m], acc);
-        }
-        dot[r] = acc;
-      }
+      update_rows<kRowsPerWarp, W>(st, al, kh, qh, [&](int r) { return v[r]; }, beta, dot);
       if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
         float* const dst = pool + w * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
 #pragma unroll
