@@ -39,8 +39,8 @@ COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
 # Triton's cache (FLA's compiled kernels and, FLA asking cache_results, its autotuning picks): carried in as
-# .carry/triton.tar.xz when a lease left one, handed back as $OUT/triton.tar.xz, so FLA's autotuning (230 s for one
-# training workload) is paid once, not per lease.
+# .carry/triton.tar.xz when a lease left one, handed back as $OUT/triton.tar.xz after each step that ran FLA, so
+# FLA's autotuning (230 s for one training workload) is paid once, not per lease.
 export TRITON_CACHE_DIR=/tmp/kda-triton-cache
 mkdir -p "$TRITON_CACHE_DIR"
 [ -f .carry/triton.tar.xz ] && tar -xJf .carry/triton.tar.xz -C "$TRITON_CACHE_DIR"
@@ -49,9 +49,16 @@ steps=("$@")
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 rc=0
 t_step=$(date +%s)
+save_triton() {  # the cache as it is now, renamed into place whole: a call cut off mid-write keeps the previous one
+  [ -n "$(ls -A "$TRITON_CACHE_DIR")" ] || return 0
+  tar -cJf "$OUT/triton.tar.xz.part" -C "$TRITON_CACHE_DIR" . && mv "$OUT/triton.tar.xz.part" "$OUT/triton.tar.xz"
+}
 done_step() {  # done_step NAME FILES...: archive a finished step's files and print its wall time
   local name=$1; shift
   (cd "$W" && tar -rf "$OUT/results.tar" "$@" 2>/dev/null)
+  # After a step that ran FLA, its compiled kernels and autotuning picks (session 14: a cache written only at the end
+  # of a call that hit the time limit came back truncated).
+  case "$name" in fla|train|flaverify*|python) save_triton ;; esac
   echo "-- $name: $(( $(date +%s) - t_step )) s"
   t_step=$(date +%s)
 }
@@ -192,6 +199,5 @@ if want profile; then
     "$W/ncu_chunked.log" "$W/ncu_decode.log" | cut -c1-150
   done_step profile ncu_chunked.log ncu_decode.log
 fi
-[ -n "$(ls -A "$TRITON_CACHE_DIR")" ] && tar -cJf "$OUT/triton.tar.xz" -C "$TRITON_CACHE_DIR" .
 echo "gpu_check exit code: $rc"
 exit "$rc"
