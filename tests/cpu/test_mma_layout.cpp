@@ -172,6 +172,38 @@ TEST(MmaLayout, SwizzledPlanesArePermutationsWithoutBankConflicts) {
   }
 }
 
+// chunk_prepare.cu's split_to_planes: with 512 threads over a [64][cols] matrix, every element goes to its swizzled
+// place exactly once (the thread's offset r cols + sw is swizzled(r, c + j, cols) - j for each of its rows), and a
+// half-warp's 8-byte stores of one row fill 128 distinct bytes (no bank conflict).
+TEST(MmaLayout, PlaneSplitWritesEveryElementOnceInPlace) {
+  constexpr int kRows = 64, kThreads = 512;
+  for (int cols : {64, 128}) {
+    std::vector<int> seen(static_cast<size_t>(kRows * cols), 0);
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const PlaneSplit ps = plane_split(tid, cols, kThreads);
+      ASSERT_EQ(ps.step % 8, 0);
+      ASSERT_EQ(kRows % ps.step, 0);
+      ASSERT_LT(ps.r0, ps.step);
+      for (int r = ps.r0; r < kRows; r += ps.step)
+        for (int j = 0; j < 4; ++j) {
+          ASSERT_EQ(r * cols + ps.sw + j, swizzled(r, ps.c + j, cols)) << "cols " << cols << " tid " << tid << " row " << r;
+          ++seen[static_cast<size_t>(r * cols + ps.c + j)];
+        }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "cols " << cols << " element " << i;
+    for (int half = 0; half < kThreads / 16; ++half) {  // 16 threads' 8-byte stores: one wavefront if distinct banks
+      std::vector<int> bank_words(32, 0);
+      for (int t = 16 * half; t < 16 * half + 16; ++t) {
+        const PlaneSplit ps = plane_split(t, cols, kThreads);
+        const int byte = (ps.r0 * cols + ps.sw) * 2;  // bf16 elements
+        ++bank_words[static_cast<size_t>((byte / 4) % 32)];
+        ++bank_words[static_cast<size_t>((byte / 4 + 1) % 32)];
+      }
+      for (int b : bank_words) ASSERT_EQ(b, 1) << "cols " << cols << " half-warp " << half;
+    }
+  }
+}
+
 // chunk_products.cu's block_gemm, one 16-step k-slice, emulated: 256 threads stage A [64][16] and B [N][16] pairs
 // into planes of pitch 24 by slice_pair (every element written exactly once, for both kinds of source), then each of
 // the 8 warps loads its fragments with ldsm_a_rowmajor / ldsm_b_nmajor at its tile (rows 16 (w % 4), columns

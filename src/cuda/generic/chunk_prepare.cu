@@ -55,18 +55,44 @@ constexpr int kC = kChunk;
 constexpr float kFactorBits = 96.0f;
 using bf16 = __nv_bfloat16;
 
-// N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2) in one load.
+// N consecutive floats of shared memory (16-byte aligned for N a multiple of 4, 8-byte for N = 2) in N / 4 loads
+// (one for N = 2).
 template <int N>
 __device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
-  if constexpr (N == 4) {
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + i);
+      x[i] = v.x; x[i + 1] = v.y; x[i + 2] = v.z; x[i + 3] = v.w;
+    }
   } else if constexpr (N == 2) {
     const float2 v = *reinterpret_cast<const float2*>(p);
     x[0] = v.x; x[1] = v.y;
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) x[i] = p[i];
+  }
+}
+
+// Rows 0 .. kC - 1 of an fp32 [kC][kCols] shared-memory matrix (row pitch `pitch` floats, rows 16-byte aligned) into
+// swizzled bf16 hi / lo planes (mma_layout.h swizzled(), the lo plane kC kCols elements after the hi one), by all
+// kThreads threads, four columns each: one 16-byte load (consecutive threads, consecutive bytes: no bank conflict)
+// and one 8-byte store per plane (half of a 16-byte chunk, which the swizzle keeps whole). A thread keeps its column
+// and steps kStep rows, a multiple of 8, so its swizzled column never changes: the index math is done once. f(r, c, x)
+// may scale the four values before the split. S5a's splits cost ~13 instructions an element two columns at a time
+// (SASS, session 14), ~6 this way.
+template <int kCols, typename F>
+__device__ __forceinline__ void split_to_planes(const float* src, int pitch, bf16* hi_plane, int tid, F&& f) {
+  constexpr int kStep = kThreads / (kCols / 4);
+  static_assert(kCols % 64 == 0 && kThreads % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "split_to_planes");
+  const PlaneSplit ps = plane_split(tid, kCols, kThreads);  // ps.step == kStep; tests/cpu/test_mma_layout.cpp
+#pragma unroll
+  for (int i = 0; i < kC / kStep; ++i) {
+    const int r = ps.r0 + i * kStep;
+    float x[4];
+    lds_vec<4>(src + r * pitch + ps.c, x);
+    f(r, ps.c, x);
+    store_split4(hi_plane, kC * kCols, r * kCols + ps.sw, x);
   }
 }
 
@@ -727,21 +753,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     bf16* const Tp = reinterpret_cast<bf16*>(Akk);
     bf16* const XKp = reinterpret_cast<bf16*>(Qs);
     bf16* const XVp = reinterpret_cast<bf16*>(Ks);
-    for (int e = tid; e < kC * kC / 2; e += kThreads) {
-      const int r = e / (kC / 2), c = 2 * (e % (kC / 2));
-      store_split2(Tp, kC * kC, swizzled(r, c, kC), Tm[r * PA + c], Tm[r * PA + c + 1]);
-    }
-    for (int e = tid; e < kC * K / 2; e += kThreads) {
-      const int r = e / (K / 2), c = 2 * (e % (K / 2));
-      const float* pre = pre_s + (r >> 4) * K;
+    split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});
+    split_to_planes<K>(Ks, PK, XKp, tid, [&](int r, int c, float (&x)[4]) {
+      float pre[4];
+      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
       const float bt = beta_s[r];
-      store_split2(XKp, kC * K, swizzled(r, c, K), Ks[r * PK + c] * pre[c] * bt, Ks[r * PK + c + 1] * pre[c + 1] * bt);
-    }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
+    });
     __syncthreads();  // Kr read: its buffer takes X_V
-    for (int e = tid; e < kC * V / 2; e += kThreads) {
-      const int r = e / (V / 2), c = 2 * (e % (V / 2));
-      store_split2(XVp, kC * V, swizzled(r, c, V), Vb[r * PV + c], Vb[r * PV + c + 1]);
-    }
+    split_to_planes<V>(Vb, PV, XVp, tid, [](int, int, float (&)[4]) {});
     __syncthreads();
     constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
     const int pair = warp & 1, nq = warp >> 1;

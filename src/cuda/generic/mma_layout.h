@@ -78,6 +78,18 @@ KDA_HOST_DEVICE int swizzled(int row, int col, int cols) {
   return row * cols + ((((col >> 3) ^ (row & 7)) << 3) | (col & 7));
 }
 
+// A CTA of `threads` threads splitting an fp32 [rows][cols] matrix into swizzled planes four columns a thread
+// (chunk_prepare.cu split_to_planes): thread tid takes columns c .. c + 3 of rows r0, r0 + step, ... (step =
+// threads / (cols / 4), a multiple of 8), whose four elements sit at row r's offset r cols + sw in the plane: rows a
+// multiple of 8 apart share r & 7, hence their swizzled column.
+struct PlaneSplit {
+  int c, r0, step, sw;
+};
+KDA_HOST_DEVICE PlaneSplit plane_split(int tid, int cols, int threads) {
+  const int per = cols / 4, c = 4 * (tid % per), r0 = tid / per;
+  return {c, r0, threads / per, swizzled(r0, c, cols) - r0 * cols};
+}
+
 // Staging of a GEMM operand stored [rows][k] (k contiguous) as bf16 hi / lo planes, one k-slice of 2 kpairs columns
 // at a time (chunk_products.cu block_gemm): element pair e (0 <= e < rows kpairs) is (row, 2 kp) and (row, 2 kp + 1).
 // A source contiguous in k gives consecutive pairs of one row to consecutive e, any other source consecutive rows of
