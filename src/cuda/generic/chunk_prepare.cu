@@ -74,26 +74,32 @@ __device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
   }
 }
 
-// Rows 0 .. kC - 1 of an fp32 [kC][kCols] shared-memory matrix (row pitch `pitch` floats, rows 16-byte aligned) into
-// swizzled bf16 hi / lo planes (mma_layout.h swizzled(), the lo plane kC kCols elements after the hi one), by all
-// kThreads threads, four columns each: one 16-byte load (consecutive threads, consecutive bytes: no bank conflict)
-// and one 8-byte store per plane (half of a 16-byte chunk, which the swizzle keeps whole). A thread keeps its column
-// and steps kStep rows, a multiple of 8, so its swizzled column never changes: the index math is done once. f(r, c, x)
-// may scale the four values before the split. S5a's splits cost ~13 instructions an element two columns at a time
-// (SASS, session 14), ~6 this way.
+// f(r, c, sw) for rows r = 0 .. kC - 1 of a [kC][kCols] matrix, four columns c .. c + 3 a thread, by all kThreads
+// threads (mma_layout.h plane_split, checked on the CPU): a thread keeps its column and steps kStep rows, a multiple
+// of 8, so the index math, the swizzled column sw included, is done once, and the loop is straight-line (the
+// two-columns-a-thread loops it replaces, with trip counts the compiler could not see, spent ~13 instructions an
+// element on S5a's splits; ~6 this way, SASS, session 14). Consecutive threads take consecutive 16-byte quads.
+template <int kCols, typename F>
+__device__ __forceinline__ void for_row_quads(int tid, F&& f) {
+  constexpr int kStep = kThreads / (kCols / 4);
+  static_assert(kCols % 64 == 0 && kThreads % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "row quads");
+  const PlaneSplit ps = plane_split(tid, kCols, kThreads);  // ps.step == kStep
+#pragma unroll
+  for (int i = 0; i < kC / kStep; ++i) f(ps.r0 + i * kStep, ps.c, ps.sw);
+}
+
+// An fp32 [kC][kCols] shared-memory matrix (row pitch `pitch` floats, rows 16-byte aligned) into swizzled bf16 hi / lo
+// planes (mma_layout.h swizzled(), the lo plane kC kCols elements after the hi one): per quad one 16-byte load (no
+// bank conflict) and one 8-byte store a plane (half of a 16-byte chunk, which the swizzle keeps whole). f(r, c, x)
+// may scale the four values before the split.
 template <int kCols, typename F>
 __device__ __forceinline__ void split_to_planes(const float* src, int pitch, bf16* hi_plane, int tid, F&& f) {
-  constexpr int kStep = kThreads / (kCols / 4);
-  static_assert(kCols % 64 == 0 && kThreads % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "split_to_planes");
-  const PlaneSplit ps = plane_split(tid, kCols, kThreads);  // ps.step == kStep; tests/cpu/test_mma_layout.cpp
-#pragma unroll
-  for (int i = 0; i < kC / kStep; ++i) {
-    const int r = ps.r0 + i * kStep;
+  for_row_quads<kCols>(tid, [&](int r, int c, int sw) {
     float x[4];
-    lds_vec<4>(src + r * pitch + ps.c, x);
-    f(r, ps.c, x);
-    store_split4(hi_plane, kC * kCols, r * kCols + ps.sw, x);
-  }
+    lds_vec<4>(src + r * pitch + c, x);
+    f(r, c, x);
+    store_split4(hi_plane, kC * kCols, r * kCols + sw, x);
+  });
 }
 
 // One k-step of S3's block products (8 channels from c0 = 8 ks + tig): rows r0, r0 + 8 of Kr / Qr (Ks / Qs) against
@@ -694,15 +700,20 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // lower triangular: 2 m + 2 k-steps of 8 for row block m), 16-column groups nq, nq + 8, ... of [W | U] (a group
     // lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, stored straight from the accumulators. Bank use: T (pitch
     // 68) and X_V (pitch V + 8) fragments are conflict-free, X_K (pitch K + 4) 2-way.
-    for (int e = tid; e < kC * K; e += kThreads) {
-      const int r = e / K, c = e % K;
-      Ks[r * PK + c] *= pre_s[(r >> 4) * K + c] * beta_s[r];
-    }
+    for_row_quads<K>(tid, [&](int r, int c, int) {
+      float x[4], pre[4];
+      lds_vec<4>(Ks + r * PK + c, x);
+      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
+      const float bt = beta_s[r];
+      *reinterpret_cast<float4*>(Ks + r * PK + c) =
+          make_float4(x[0] * (pre[0] * bt), x[1] * (pre[1] * bt), x[2] * (pre[2] * bt), x[3] * (pre[3] * bt));
+    });
     if (tinv_save) {
-      for (int e = tid; e < kC * kC / 2; e += kThreads) {
-        const int r = e / (kC / 2), c = 2 * (e % (kC / 2));
-        *reinterpret_cast<float2*>(tinv_save + r * kC + c) = make_float2(Tm[r * PA + c], Tm[r * PA + c + 1]);
-      }
+      for_row_quads<kC>(tid, [&](int r, int c, int) {
+        float x[4];
+        lds_vec<4>(Tm + r * PA + c, x);
+        *reinterpret_cast<float4*>(tinv_save + r * kC + c) = make_float4(x[0], x[1], x[2], x[3]);
+      });
     }
     __syncthreads();
     constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
