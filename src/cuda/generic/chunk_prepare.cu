@@ -617,8 +617,17 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
     for (int r = cb; r < cb + kSub; ++r) {
+      // The lane's terms j = cb + part + 4 m < r, m < 4, in ascending j (the order of the loop this replaces, whose
+      // trip count varied by lane and row: ptxas peeled it into branchy single steps, ~54 instructions a row by the
+      // static SASS reading): straight-line, the loads unconditional (rows below 64; a not-yet-written T entry is read
+      // but not used), the FMA predicated.
       float s = 0.0f;
-      for (int j = cb + part; j < r; j += 4) s = fmaf(Akk[r * PA + j], Tm[j * PA + c], s);
+#pragma unroll
+      for (int m = 0; m < kSub / 4; ++m) {
+        const int j = cb + part + 4 * m;
+        const float a = Akk[r * PA + j], t = Tm[j * PA + c];
+        if (j < r) s = fmaf(a, t, s);
+      }
       s = quad_sum(s);
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
