@@ -79,6 +79,27 @@ def test_decode_state_pool(seed, rng, mode, dtype, state_v_first, T):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_decode_bf16_state_pool(seed, rng, mode):
+    """A bf16 pool: the result is a bf16 pool, its written states within bf16's rounding of the fp64 reference from
+    the same bf16 values, the outputs as with an fp32 pool; padding and untouched slots as always."""
+    N, slots, T = 6, 9, 1
+    t, kw, pool = pool_case(rng, N, T, slots, state_v_first=True)
+    before = np.asarray(jnp.asarray(pool, jnp.bfloat16))
+    idx = jnp.asarray([3, -1, 0, 7, -5, 5], jnp.int32)
+    o, new = decode(mode, t, kw, before, idx)
+    assert new.dtype == jnp.bfloat16 and new.shape == before.shape
+    start = before.astype(np.float32)
+    for n, i in enumerate(np.asarray(idx).tolist()):
+        if i < 0:
+            assert not np.asarray(o[n]).any(), f"o[{n}]: padding outputs must be zero (seed {seed})"
+            continue
+        ro, rh = reference_of({name: x[n: n + 1] for name, x in t.items()}, dict(kw, initial_state=start[i: i + 1]))
+        assert_close(f"o[{n}]", o[n: n + 1], ro, *tol(jnp.float32), seed)
+        assert_close(f"pool[{i}]", np.asarray(new[i: i + 1]).astype(np.float32), rh, 1e-4, 2.0 ** -8 + 1e-3, seed)
+    check_untouched(new, before, {i for i in np.asarray(idx).tolist() if i >= 0})
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("state_v_first", [False, True])
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 def test_decode_speculative(seed, rng, mode, state_v_first, dtype):

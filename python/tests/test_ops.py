@@ -184,6 +184,34 @@ def test_fused_recurrent_state_pool(seed, device, state_v_first, packed):
     assert torch.equal(pool[untouched], before[untouched]), "slots not named by ssm_state_indices changed"
 
 
+def test_fused_recurrent_bf16_state_pool(seed, device):
+    """A bf16 state pool (vLLM's and SGLang's mamba_ssm_cache_dtype option): read as is, updated in fp32, each
+    written state rounded once to bf16. Against the float64 reference from the same bf16 values: outputs as for an
+    fp32 pool, states within bf16's rounding (2^-8 relative) plus the fp32 allowance; padding rows zero; slots no
+    index names bitwise unchanged. K = 64: a form the CUDA row-split kernel takes."""
+    N, slots = 5, 8
+    t, kw = make_case(B=N, T=1, K=64, V=32, device=device, with_h0=False, state_v_first=True)
+    kw.pop("safe_gate", None)
+    kw.pop("initial_state")
+    HV, K, V = t["v"].shape[2], t["q"].shape[3], t["v"].shape[3]
+    pool = torch.randn(slots, HV, V, K).to(torch.bfloat16).to(device)
+    idx = torch.tensor([6, 0, -1, 3, 2], dtype=torch.int32, device=device)
+    before = pool.clone()
+    o, st = kda.fused_recurrent_kda(**t, **kw, initial_state=pool, ssm_state_indices=idx)
+    assert st is pool and pool.dtype == torch.bfloat16
+    for n in range(N):
+        i = int(idx[n])
+        if i < 0:
+            assert torch.all(o[n] == 0), "padding rows must be zero"
+            continue
+        tn = {name: x[n: n + 1] for name, x in t.items()}
+        ro, rh = reference_of(tn, dict(kw, initial_state=before[i: i + 1].float()))
+        assert_close(f"o[{n}]", o[n: n + 1], ro, 1e-4, 1e-3, seed)
+        assert_close(f"pool[{i}]", pool[i: i + 1].float(), rh, 1e-4, 2.0 ** -8 + 1e-3, seed)
+    untouched = [s for s in range(slots) if s not in {int(i) for i in idx if i >= 0}]
+    assert torch.equal(pool[untouched], before[untouched]), "slots not named by ssm_state_indices changed"
+
+
 @pytest.mark.parametrize("activation", ["sigmoid", "silu"])
 @pytest.mark.parametrize("packed", [False, True])
 def test_fused_recurrent_conv_and_norm(seed, device, activation, packed):

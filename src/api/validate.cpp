@@ -371,7 +371,7 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
     return invalid("state_pool: expected shape [slots, " + std::to_string(HV) + ", " + std::to_string(r2) + ", " +
                    std::to_string(r3) + "] (" + (io.state_v_first ? "[slots, HV, V, K], state_v_first = 1" :
                    "[slots, HV, K, V], state_v_first = 0") + "), got " + shape_str(a.state_pool));
-  KDA_RETURN_IF_ERROR(check_dtype("state_pool", a.state_pool, {KDA_DTYPE_FLOAT32}));
+  KDA_RETURN_IF_ERROR(check_dtype("state_pool", a.state_pool, {KDA_DTYPE_FLOAT32, KDA_DTYPE_BFLOAT16}));
   KDA_RETURN_IF_ERROR(check_same_device("state_pool", a.state_pool, a.q));
 
   if (!present(a.state_indices)) return invalid("state_indices: required tensor is absent");
@@ -448,6 +448,7 @@ Status validate_decode(const kda_decode_args_t* args, DecodeParams* p) {
   }
 
   p->pool = a.state_pool.data;
+  p->pool_dtype = a.state_pool.dtype;
   for (int i = 0; i < 4; ++i) p->pool_stride[i] = a.state_pool.strides[i];
   p->slots = a.state_pool.shape[0];
   p->indices = static_cast<const int32_t*>(a.state_indices.data);

@@ -83,7 +83,8 @@ void host_decode(const DecodeParams& p) {
   const ForwardParams& io = p.io;
   const int K = io.K, V = io.V, HV = io.HV;
   const int64_t tasks = io.N * HV;
-  float* pool = static_cast<float*>(p.pool);
+  float* pool = static_cast<float*>(p.pool);  // fp32 pools; a bf16 one goes through load_element / store_element
+  const bool bf16_pool = p.pool_dtype == KDA_DTYPE_BFLOAT16;
   std::vector<T> xc;  // conv outputs, [N][T][q H*K | k H*K | v HV*V]
   if (p.conv) host_decode_conv<T>(p, xc);
   const int64_t qk_dim = int64_t{io.H} * K, per_tok = 2 * qk_dim + int64_t{HV} * V;
@@ -103,7 +104,10 @@ void host_decode(const DecodeParams& p) {
         continue;
       }
       for (int vi = 0; vi < V; ++vi)
-        for (int ki = 0; ki < K; ++ki) S[vi * K + ki] = pool[io.state_offset(p.pool_stride, slot, hv, vi, ki)];
+        for (int ki = 0; ki < K; ++ki)
+          S[vi * K + ki] = bf16_pool ? static_cast<T>(load_element(p.pool, p.pool_dtype,
+                                                                   io.state_offset(p.pool_stride, slot, hv, vi, ki)))
+                                     : pool[io.state_offset(p.pool_stride, slot, hv, vi, ki)];
       for (int64_t t = 0; t < io.T; ++t) {
         T beta;
         if (p.conv) {  // conv'd q/k/v, then the token's own preprocessing (q/k L2 norm) as without the conv
@@ -144,8 +148,13 @@ void host_decode(const DecodeParams& p) {
         const int64_t w = p.write_slot(n, t);
         if (w >= 0)
           for (int vi = 0; vi < V; ++vi)
-            for (int ki = 0; ki < K; ++ki)
-              pool[io.state_offset(p.pool_stride, w, hv, vi, ki)] = static_cast<float>(S[vi * K + ki]);
+            for (int ki = 0; ki < K; ++ki) {
+              const int64_t off = io.state_offset(p.pool_stride, w, hv, vi, ki);
+              if (bf16_pool)  // one rounding from the compute type (fp32 for the CPU backend: as the GPU kernels)
+                store_element(p.pool, p.pool_dtype, off, static_cast<double>(static_cast<float>(S[vi * K + ki])));
+              else
+                pool[off] = static_cast<float>(S[vi * K + ki]);
+            }
       }
     }
   }

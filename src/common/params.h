@@ -95,7 +95,8 @@ struct ForwardParams {
 // each, no cu_seqlens, no initial/final state); the state lives in the pool.
 struct DecodeParams {
   ForwardParams io;
-  void* pool = nullptr;           // [slots, HV, V, K] or [slots, HV, K, V] fp32 (io.state_v_first)
+  void* pool = nullptr;           // [slots, HV, V, K] or [slots, HV, K, V] (io.state_v_first)
+  kda_dtype_t pool_dtype = KDA_DTYPE_FLOAT32;  // fp32, or bf16 (the state rounded once to bf16 when written)
   int64_t pool_stride[4] = {0, 0, 0, 0};
   int64_t slots = 0;
   const int32_t* indices = nullptr;  // [N] or [N, T]

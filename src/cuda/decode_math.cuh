@@ -144,6 +144,44 @@ __device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) 
   }
 }
 
+// The same for a bf16 pool: W consecutive bf16 (W * 2 bytes, aligned to that) widened to fp32 (exact), and fp32
+// rounded once to bf16 (to nearest even, as the host's store_element) for the store.
+template <int W>
+__device__ __forceinline__ void ld_vec(const __nv_bfloat16* p, float (&x)[W]) {
+  static_assert(W == 2 || W == 4 || W == 8, "a lane's channels of a bf16 row");
+  uint32_t w[W / 2];
+  if constexpr (W == 8) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  } else if constexpr (W == 4) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x; w[1] = v.y;
+  } else {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  }
+#pragma unroll
+  for (int i = 0; i < W / 2; ++i) {
+    x[2 * i] = __uint_as_float(w[i] << 16);
+    x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+template <int W>
+__device__ __forceinline__ void st_vec_streaming(__nv_bfloat16* p, const float (&x)[W]) {
+  static_assert(W == 2 || W == 4 || W == 8, "a lane's channels of a bf16 row");
+  uint32_t w[W / 2];
+#pragma unroll
+  for (int i = 0; i < W / 2; ++i) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);  // .x = x[2 i], the low half
+    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  if constexpr (W == 8)
+    __stcs(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));
+  else if constexpr (W == 4)
+    __stcs(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
+  else
+    __stcs(reinterpret_cast<unsigned int*>(p), w[0]);
+}
+
 // One token's update of R state rows held by a warp, lane l owning W channels of each (alpha, k_hat, q_hat: the
 // lane's channels of the token's vectors): per row S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, the
 // reference's order; the row sums of S k_hat reduced over the warp with the R reductions interleaved. v_of(r) gives

@@ -162,7 +162,7 @@ void expect_decode_error(void (*mutate)(DecodeFixture&), const std::string& arg,
 TEST(DecodeValidation, Errors) {
   expect_decode_error([](DecodeFixture& f) { f.a.state_pool = kda_tensor_none(); }, "state_pool", "required");
   expect_decode_error([](DecodeFixture& f) { f.a.state_pool.shape[2] = 8; }, "state_pool", "expected shape");
-  expect_decode_error([](DecodeFixture& f) { f.a.state_pool.dtype = KDA_DTYPE_BFLOAT16; }, "state_pool",
+  expect_decode_error([](DecodeFixture& f) { f.a.state_pool.dtype = KDA_DTYPE_FLOAT16; }, "state_pool",
                       "expected float32");
   expect_decode_error([](DecodeFixture& f) { f.a.state_indices.dtype = KDA_DTYPE_INT64; }, "state_indices",
                       "expected int32");

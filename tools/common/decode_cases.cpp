@@ -23,14 +23,16 @@ DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed) {
   const int64_t N = io.B, T = io.T;
   std::mt19937_64 rng(seed ^ 0xdec0de);
   std::normal_distribution<double> normal(0.0, 1.0);
-  d.pool = make_tensor(KDA_DTYPE_FLOAT32, io.v_first ? std::vector<int64_t>{s.slots, io.HV, io.V, io.K}
-                                                     : std::vector<int64_t>{s.slots, io.HV, io.K, io.V});
+  d.pool = make_tensor(s.pool_dtype, io.v_first ? std::vector<int64_t>{s.slots, io.HV, io.V, io.K}
+                                                : std::vector<int64_t>{s.slots, io.HV, io.K, io.V});
   {
     // The pool (273 M floats at H = 32, B = 512): blocks of 2^20 values, each from a generator of its own seeded by
     // (seed, block), filled in parallel. One generator draws them in 6-10 s on one core of the development machine,
     // a large part of the ~27 s each such case took in the H200's test runs.
     constexpr int64_t kBlock = int64_t{1} << 20;
-    float* const pool = static_cast<float*>(d.pool.data());
+    const bool f32 = s.pool_dtype == KDA_DTYPE_FLOAT32;
+    float* const pool = f32 ? static_cast<float*>(d.pool.data()) : nullptr;
+    HostTensor& pool_t = d.pool;
     const int64_t numel = d.pool.numel(), blocks = (numel + kBlock - 1) / kBlock;
     const double h0_std = io.recipe.h0_std;
 #pragma omp parallel for schedule(dynamic)
@@ -38,7 +40,13 @@ DecodeCase make_decode_case(const DecodeSpec& s, uint64_t seed) {
       std::mt19937_64 r(seed ^ 0xdec0de ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(b + 1)));
       std::normal_distribution<double> nd(0.0, 1.0);
       const int64_t end = std::min(numel, (b + 1) * kBlock);
-      for (int64_t i = b * kBlock; i < end; ++i) pool[i] = static_cast<float>(h0_std * nd(r));
+      for (int64_t i = b * kBlock; i < end; ++i) {
+        const float x = static_cast<float>(h0_std * nd(r));
+        if (f32)
+          pool[i] = x;
+        else
+          pool_t.set(i, x);  // rounded to the pool's dtype
+      }
     }
   }
   // Distinct slots for every (sequence, token) from a shuffled pool, some sequences padding.
@@ -137,10 +145,10 @@ int64_t token_slot(const DecodeCase& d, int64_t n, int64_t t) {
 // written yet.
 void copy_pool(const DecodeCase& d, DecodeOracle& o) {
   const int64_t numel = d.pool.numel();
-  const float* const src = static_cast<const float*>(d.pool.data());
+  const float* const src = d.pool.dtype == KDA_DTYPE_FLOAT32 ? static_cast<const float*>(d.pool.data()) : nullptr;
   o.pool.resize(static_cast<size_t>(numel));
 #pragma omp parallel for
-  for (int64_t i = 0; i < numel; ++i) o.pool[i] = src[i];
+  for (int64_t i = 0; i < numel; ++i) o.pool[i] = src ? src[i] : d.pool.at(i);
   o.written.assign(o.pool.size(), false);
 }
 }  // namespace
@@ -211,20 +219,22 @@ DecodeVerdict judge_decode(const DecodeCase& d, const DecodeOracle& o, const Hos
   v.out = compare_out(out, o.out, tol);
   // Written slots against the oracle (state rules); the rest must be the given bits.
   const int64_t per = pool.numel() / d.spec.slots;
-  HostTensor got = make_tensor(KDA_DTYPE_FLOAT32, {pool.numel()});
+  // got keeps the pool's dtype, so compare_state allows a bf16 pool its one rounding of each written state.
+  HostTensor got = make_tensor(pool.dtype, {pool.numel()});
   Oracle ref;
   ref.final_state = make_tensor(KDA_DTYPE_FLOAT64, {pool.numel()});
-  const float* const now = static_cast<const float*>(pool.data());
-  const float* const before = static_cast<const float*>(d.pool.data());
-  float* const got_f = static_cast<float*>(got.data());
+  const size_t esize = pool.bytes.size() / static_cast<size_t>(pool.numel());
+  const uint8_t* const now = static_cast<const uint8_t*>(pool.data());
+  const uint8_t* const before = static_cast<const uint8_t*>(d.pool.data());
+  uint8_t* const got_b = static_cast<uint8_t*>(got.data());
   double* const ref_f = static_cast<double*>(ref.final_state.data());
   int64_t changed = 0;
 #pragma omp parallel for reduction(+ : changed)
   for (int64_t i = 0; i < pool.numel(); ++i) {
     if (o.written[i]) {  // reads of a vector<bool> from many threads: safe (no thread writes it here)
-      got_f[i] = now[i];
+      std::memcpy(got_b + i * esize, now + i * esize, esize);
       ref_f[i] = o.pool[i];
-    } else if (std::memcmp(now + i, before + i, 4) != 0) {
+    } else if (std::memcmp(now + i * esize, before + i * esize, esize) != 0) {
       ++changed;
     }
   }
@@ -397,6 +407,7 @@ std::vector<DecodeSpec> fused_decode_cases() {
   { DecodeSpec s = base("fused_both_three_tokens_1d"); s.conv = s.norm = true; s.io.T = 3; v.push_back(s); }
   { DecodeSpec s = base("fused_both_spec_verify_accepted"); s.conv = s.norm = true; s.io.T = 5; s.per_token = true; s.with_accepted = true; s.slots = 40; v.push_back(s); }
   { DecodeSpec s = base("fused_conv_spec_verify_10_tokens"); s.conv = true; s.io.T = 10; s.per_token = true; s.slots = 70; v.push_back(s); }
+  { DecodeSpec s = base("fused_both_bf16_pool"); s.conv = s.norm = true; s.pool_dtype = KDA_DTYPE_BFLOAT16; v.push_back(s); }
   { DecodeSpec s = base("fused_both_fp32_log_decay"); s.conv = s.norm = true; s.io.gate = KDA_GATE_LOG_DECAY; s.io.in_dtype = s.io.g_dtype = s.io.beta_dtype = KDA_DTYPE_FLOAT32; v.push_back(s); }
   return v;
 }
@@ -436,6 +447,19 @@ std::vector<DecodeSpec> decode_cases() {
     v.push_back(s);
   }
   { DecodeSpec s = base("all_padding"); s.padding = 1.0; v.push_back(s); }
+  // bf16 pools (value-first, the form CUDA takes): one token at K = 64 and 256, a speculative verify at K = 128.
+  { DecodeSpec s = base("bf16_pool"); s.pool_dtype = KDA_DTYPE_BFLOAT16; v.push_back(s); }
+  { DecodeSpec s = base("bf16_pool_k256"); s.pool_dtype = KDA_DTYPE_BFLOAT16; s.io.K = s.io.V = 256; s.io.H = s.io.HV = 1; v.push_back(s); }
+  {
+    DecodeSpec s = base("bf16_pool_k128_spec_verify_num_accepted");
+    s.pool_dtype = KDA_DTYPE_BFLOAT16;
+    s.io.K = s.io.V = 128;
+    s.io.T = 4;
+    s.per_token = true;
+    s.with_accepted = true;
+    s.slots = 32;
+    v.push_back(s);
+  }
   { DecodeSpec s = base("h0_up_to_1e4_beta_2"); s.io.recipe.h0_std = 3000; s.io.neg_eigval = true; s.io.recipe.beta_mean = 12; v.push_back(s); }
   return v;
 }

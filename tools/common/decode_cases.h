@@ -22,12 +22,13 @@ struct DecodeSpec {
   bool norm = false;      // fused gated RMSNorm of the output
   kda_out_gate_activation_t norm_act = KDA_OUT_GATE_SIGMOID;
   float norm_eps = 1e-5f;
+  kda_dtype_t pool_dtype = KDA_DTYPE_FLOAT32;  // the state pool: fp32, or bf16 (its states rounded once when written)
 };
 
 struct DecodeCase {
   DecodeSpec spec;
   Case c;                  // q .. beta, gates (its h0 is unused)
-  HostTensor pool;         // [slots, HV, V, K] or [slots, HV, K, V] fp32
+  HostTensor pool;         // [slots, HV, V, K] or [slots, HV, K, V], spec.pool_dtype
   HostTensor indices;      // int32 [N] or [N, T]
   HostTensor num_accepted; // int32 [N] or absent
   HostTensor conv_w[3];    // q, k: [H*K, 4], v: [HV*V, 4] fp32 (spec.conv)

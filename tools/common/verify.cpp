@@ -622,6 +622,7 @@ std::vector<DecodeSpec> verify_decode_suite(const std::string& suite) {
     v.push_back(s);
   }
   { DecodeSpec s = serving("decode_all_padding_h32_b64", 32, 64); s.padding = 1.0; v.push_back(s); }
+  { DecodeSpec s = serving("decode_bf16_pool_h32_b256", 32, 256); s.pool_dtype = KDA_DTYPE_BFLOAT16; v.push_back(s); }
   return v;
 }
 

@@ -112,6 +112,15 @@ const std::vector<DecodeWorkload>& decode_workloads() {
         d.spec.slots = B + B / 2 + 1;
         v.push_back(d);
       }
+    // bf16 pools (half the state bytes): -bf16, at H = 32, B = 1, 32 and 256; compare with the fp32 workload.
+    for (int64_t B : {1, 32, 256}) {
+      DecodeWorkload d = v[B == 1 ? 0 : B == 32 ? 2 : 4];
+      d.name += "-bf16";
+      d.description = "decode, H=32, batch " + std::to_string(B) + ", bf16 value-first pool";
+      d.spec.name = d.spec.io.name = d.name;
+      d.spec.pool_dtype = KDA_DTYPE_BFLOAT16;
+      v.push_back(d);
+    }
     // Fusions (same state bytes): -conv the causal short conv of q/k/v with its conv state, -norm the gated RMSNorm
     // of the output, -fused both; compare with the plain workload of the same size (plus the separate kernels).
     for (int64_t B : {1, 32, 256})
@@ -143,7 +152,7 @@ double decode_min_bytes(const DecodeCase& d) {
   const double in = bytes_of(s.in_dtype);
   const double per_token = 2.0 * s.H * s.K * in + s.HV * s.V * in + s.HV * s.K * bytes_of(s.g_dtype) +
                            s.HV * bytes_of(s.beta_dtype) + s.HV * s.V * in;
-  return tokens * per_token + 2.0 * static_cast<double>(s.B) * s.HV * s.K * s.V * 4.0;
+  return tokens * per_token + 2.0 * static_cast<double>(s.B) * s.HV * s.K * s.V * bytes_of(d.spec.pool_dtype);
 }
 
 }  // namespace kda::testing

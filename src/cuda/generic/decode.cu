@@ -519,6 +519,17 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
     }
     (void)cudaGetLastError();
   }
+  // A bf16 pool: the row-split kernel only (the bulk and portable kernels stage fp32 tiles), at every batch.
+  const bool bf16_pool = p.pool_dtype == KDA_DTYPE_BFLOAT16;
+  if (bf16_pool && (io.backend == KDA_BACKEND_CUDA_RECURRENT || io.backend == KDA_BACKEND_CUDA_HOPPER))
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "state_pool: a bfloat16 pool is decoded by the row-split kernel only, which KDA_BACKEND_CUDA_GENERIC "
+                  "and AUTO take; KDA_BACKEND_CUDA_RECURRENT and KDA_BACKEND_CUDA_HOPPER need a float32 pool"};
+  if (bf16_pool && !rows_decode_supported(inner))
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "state_pool: a bfloat16 pool needs 1-4 tokens per sequence, K in {64, 128, 256} and a value-first "
+                  "pool of contiguous rows with 16-byte aligned slots and heads (and N, HV <= 65535) on CUDA; use a "
+                  "float32 pool otherwise"};
   if (io.backend == KDA_BACKEND_CUDA_HOPPER && !hopper)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "backend: KDA_BACKEND_CUDA_HOPPER decodes 1-4 tokens per sequence with K in {64, 128, 256} "
@@ -534,9 +545,10 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
       launch_decode_conv(p, workspace, sms, s);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    // Small batches (the warps fit one wave): the row-split kernel, unless a path is forced.
-    const bool rows = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
-                      rows_decode_supported(inner) && rows::preferred(io.N, io.HV, io.V, sms);
+    // Small batches (up to rows::kMaxWarpsPerSm warps per SM): the row-split kernel, unless a path is forced; a bf16
+    // pool at every batch.
+    const bool rows = bf16_pool || (io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
+                                    rows_decode_supported(inner) && rows::preferred(io.N, io.HV, io.V, sms));
     if (rows) {
       rows_decode(inner, s);
     } else if (hopper) {

@@ -26,6 +26,7 @@
 // of the terms of the sums (norms, row dot products) differs. In place: a warp reads its rows before it writes them,
 // and only it touches them (sequences own disjoint slots, validated).
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -44,7 +45,8 @@ constexpr int kThreads = 32 * rows::kWarps;
 constexpr int kMaxTokens = 4;
 
 // kMaxT: the most tokens per sequence this instance takes (1, or kMaxTokens for speculative verify); T <= kMaxT.
-template <int K, int kMaxT>
+// P: the pool's element, float or __nv_bfloat16 (the state widened to fp32 when loaded, rounded once when stored).
+template <int K, int kMaxT, typename P>
 __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kernel(const DecodeParams p) {
   constexpr int W = K / 32;
   const ForwardParams& io = p.io;
@@ -98,7 +100,7 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
 
   // The state rows, as soon as the slot is known: straight into registers.
   const int64_t slot = p.in_pool(slot_index);
-  float* const pool = static_cast<float*>(p.pool);
+  P* const pool = static_cast<P*>(p.pool);
   const int64_t out_base = tk.n * io.out_stride[0] + tk.hv * io.out_stride[2];
   if (slot < 0) {  // padding (uniform over the warp): zero outputs, no slot touched
     if (lane < nrows)
@@ -107,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
     return;
   }
   float st[kRows][W];
-  const float* const src = pool + slot * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
+  const P* const src = pool + slot * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     if (r < nrows) {
@@ -135,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
     update_rows<kRows, W>(st, a, k, q, [&](int r) { return bits_to_float(rv[t][r], io.v.dtype); }, beta, dot);
     const int64_t w = p.in_pool(rw[t]);
     if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
-      float* const dst = pool + w * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
+      P* const dst = pool + w * p.pool_stride[0] + tk.hv * p.pool_stride[1] + tk.row0 * int64_t{K} + lane * W;
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
         if (r < nrows) st_vec_streaming<W>(dst + r * K, st[r]);
@@ -152,14 +154,23 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
   }
 }
 
-template <int K>
+template <int K, typename P>
 void launch(const DecodeParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(rows::grid_x(p.io.V)), static_cast<unsigned>(p.io.HV),
-                  static_cast<unsigned>(p.io.N));  // N <= 65535 (rows::preferred)
+                  static_cast<unsigned>(p.io.N));  // N, HV <= 65535 (rows_decode_supported)
   if (p.io.T == 1)
-    decode_rows_kernel<K, 1><<<grid, kThreads, 0, stream>>>(p);
+    decode_rows_kernel<K, 1, P><<<grid, kThreads, 0, stream>>>(p);
   else
-    decode_rows_kernel<K, kMaxTokens><<<grid, kThreads, 0, stream>>>(p);
+    decode_rows_kernel<K, kMaxTokens, P><<<grid, kThreads, 0, stream>>>(p);
+}
+
+template <typename P>
+void launch_pool(const DecodeParams& p, cudaStream_t stream) {
+  switch (p.io.K) {
+    case 64: launch<64, P>(p, stream); break;
+    case 128: launch<128, P>(p, stream); break;
+    default: launch<256, P>(p, stream); break;
+  }
 }
 
 }  // namespace
@@ -173,11 +184,10 @@ bool rows_decode_supported(const DecodeParams& p) {
 }
 
 void rows_decode(const DecodeParams& p, cudaStream_t stream) {
-  switch (p.io.K) {
-    case 64: launch<64>(p, stream); break;
-    case 128: launch<128>(p, stream); break;
-    default: launch<256>(p, stream); break;
-  }
+  if (p.pool_dtype == KDA_DTYPE_BFLOAT16)
+    launch_pool<__nv_bfloat16>(p, stream);
+  else
+    launch_pool<float>(p, stream);
 }
 
 }  // namespace kda::cuda

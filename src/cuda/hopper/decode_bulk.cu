@@ -400,6 +400,7 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
 bool hopper_decode_supported(const DecodeParams& p) {
   const ForwardParams& io = p.io;
   if (io.T < 1 || io.T > kMaxTokens || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
+  if (p.pool_dtype != KDA_DTYPE_FLOAT32) return false;  // fp32 tiles (a bf16 pool takes the row-split kernel)
   if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
   if (reinterpret_cast<uintptr_t>(p.pool) % 16 != 0) return false;
   int major = 0;
