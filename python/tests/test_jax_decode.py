@@ -216,7 +216,7 @@ def test_decode_errors_name_the_argument(seed, rng):
 
     expect(ValueError, r"initial_state: the state pool is required", initial_state=None)
     expect(ValueError, r"initial_state \(the state pool\): expected shape", initial_state=pool[:, :, :8])
-    expect(ValueError, r"initial_state \(the state pool\)", initial_state=pool.astype(jnp.bfloat16))
+    expect(ValueError, r"initial_state \(the state pool\)", initial_state=pool.astype(jnp.float16))
     expect(ValueError, r"ssm_state_indices: expected shape", ssm_state_indices=jnp.zeros(N + 1, jnp.int32))
     expect(ValueError, r"ssm_state_indices", ssm_state_indices=idx1.astype(jnp.float32))
     expect(ValueError, r"num_accepted_tokens: needs 2-D", num_accepted_tokens=jnp.ones(N, jnp.int32))
