@@ -12,7 +12,8 @@ tensor-core product is modelled at its rounding points: a tf32 mma as tf32(a) @ 
 (products of two tf32 values are exact in fp32, so a float32 matmul of the rounded operands is the mma up to the
 unspecified fp32 summation order), 3xTF32 as al bh + ah bl + ah bh. ex2.approx is modelled by a float32 exp2.
 
-Products a b (--precision NAME=MODE,...; MODE in tf32, 3xtf32, fp32, fp64 = exact then rounded to fp32, and the
+Products a b (--precision NAME=MODE,...; MODE in tf32, 3xtf32, 3xtf32t (3xTF32 with each small part truncated, not
+rounded: a .tf32 register passed as is), fp32, fp64 = exact then rounded to fp32, and the
 two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand to ~21 bits, the other to 11;
 and the bf16 modes a Hopper wgmma path would use (bf16 runs at twice tf32's rate and takes transposed operands):
 bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf16(a), al = bf16(a - ah)):
@@ -53,7 +54,7 @@ DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "diag": "s3", "tinv"
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
 FACTORED = [0, 0]  # diagonal blocks factored / all (diag = a product mode), reported on stderr
-MODES = ("tf32", "3xtf32", "tf32a", "tf32b", "bf16", "bf16x3", "fp32", "fp64")
+MODES = ("tf32", "3xtf32", "3xtf32t", "tf32a", "tf32b", "bf16", "bf16x3", "fp32", "fp64")
 
 
 def tf32(x):
@@ -79,6 +80,19 @@ def split3(x):
     return hi, tf32(x - hi)
 
 
+def trunc_tf32(x):
+    """An fp32 register read as a .tf32 operand unrounded: the tensor cores ignore its low 13 bits (truncation)."""
+    u = np.ascontiguousarray(x, dtype=F32).view(np.uint32)
+    return (u & np.uint32(0xFFFFE000)).view(F32)
+
+
+def split3t(x):
+    """split() with the small part passed unrounded (CUTLASS's 3xTF32 big + small): hi = tf32(x), lo truncated."""
+    x = np.asarray(x, dtype=F32)
+    hi = tf32(x)
+    return hi, trunc_tf32(x - hi)
+
+
 def prod(a, b, mode):
     """a @ b (batched, float32 inputs) as the kernel's product of the given precision, fp32 result."""
     a = np.asarray(a, dtype=F32)
@@ -88,6 +102,13 @@ def prod(a, b, mode):
     if mode == "3xtf32":  # mma3: c += al bh; c += ah bl; c += ah bh
         ah, al = split3(a)
         bh, bl = split3(b)
+        c = np.matmul(al, bh)
+        c += np.matmul(ah, bl)
+        c += np.matmul(ah, bh)
+        return c
+    if mode == "3xtf32t":  # the same with each small part truncated, not rounded
+        ah, al = split3t(a)
+        bh, bl = split3t(b)
         c = np.matmul(al, bh)
         c += np.matmul(ah, bl)
         c += np.matmul(ah, bh)

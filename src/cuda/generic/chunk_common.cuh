@@ -25,13 +25,15 @@ namespace kda::cuda::chunk {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr unsigned kFull = 0xffffffffu;
 
-// 3xTF32: x = hi + lo with hi = tf32(x) and lo = tf32(x - hi), both rounded to nearest; a b ~ ah bh + ah bl + al bh
-// keeps ~21 bits of the operands (the dropped al bl is below 2^-22 relative), against 11 for one tf32 product. The
-// registers are mma_layout.h's operand form (rounded by one add, the low bits left for the tensor cores to ignore):
-// for finite x the products are cvt.rna's bit for bit, at 4 instructions a split instead of 7.
+// 3xTF32: x = hi + lo with hi = tf32(x) rounded to nearest and lo = x - hi passed as it is (the tensor cores read its
+// top 19 bits: truncation, as CUTLASS's 3xTF32 passes its small part); a b ~ ah bh + ah bl + al bh keeps ~21 bits of
+// the operands (the dropped al bl, and lo's truncation, are ~2^-21 relative), against 11 for one tf32 product. hi is
+// mma_layout.h's operand form (rounded by one add): 3 instructions a split (7 with two cvt.rna). Rounding lo too
+// (4 instructions, session 13) gave the same verifier figures to three digits in the CPU model of the forward and the
+// backward (scripts/models two_phase.py / chunk_backward_rounding.py, mode 3xtf32t, session 14).
 __device__ __forceinline__ void split(float x, uint32_t& hi, uint32_t& lo) {
   hi = tf32_operand(x);
-  lo = tf32_operand(x - tf32_value(hi));
+  lo = __float_as_uint(x - tf32_value(hi));
 }
 
 // The m16n8k8 tf32 A fragment of rows r0, r0 + 8 and columns c0, c0 + 4 (r0 = 16 m + grp, c0 = 8 ks + tig) of a
