@@ -33,7 +33,7 @@ grep -hE 'FAIL|Failure' "$W"/*.log | head -20
 (cd "$W" && tar -cf "$OUT/checks.tar" .)
 date -u
 OUT=$OUT timeout 300 bash scripts/gpu_ab.sh --builds base,cuts,main --impl cuda-generic --rounds 1 \
-  --workload h64-fixed --workload h96-fixed --workload serve-256x32 --workload train-h64-fixed \
+  --workload h64-fixed --workload h96-fixed --workload train-h64-fixed \
   --workload decode-h32-b1 --workload decode-h32-b256
 echo "gpu_ab rc=$?"
 # bf16 pools exist in main only (base's kda-bench does not know the workloads): fp32 and bf16 side by side there.
