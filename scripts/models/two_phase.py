@@ -99,16 +99,10 @@ def prod(a, b, mode):
     b = np.asarray(b, dtype=F32)
     if mode == "tf32":
         return np.matmul(tf32(a), tf32(b))
-    if mode == "3xtf32":  # mma3: c += al bh; c += ah bl; c += ah bh
-        ah, al = split3(a)
-        bh, bl = split3(b)
-        c = np.matmul(al, bh)
-        c += np.matmul(ah, bl)
-        c += np.matmul(ah, bh)
-        return c
-    if mode == "3xtf32t":  # the same with each small part truncated, not rounded
-        ah, al = split3t(a)
-        bh, bl = split3t(b)
+    if mode in ("3xtf32", "3xtf32t"):  # mma3: c += al bh; c += ah bl; c += ah bh (3xtf32t: small parts truncated)
+        sp = split3 if mode == "3xtf32" else split3t
+        ah, al = sp(a)
+        bh, bl = sp(b)
         c = np.matmul(al, bh)
         c += np.matmul(ah, bl)
         c += np.matmul(ah, bh)
