@@ -1,5 +1,5 @@
-// decode.cu: owns the CUDA decode (kda::cuda::decode of cuda_backend.h): T tokens per sequence against an fp32
-// state pool read and written in place through slot indices. Its dispatcher hands decode of 1-4 tokens at small batches
+// decode.cu: owns the CUDA decode (kda::cuda::decode of cuda_backend.h): T tokens per sequence against a state pool
+// (fp32; bf16 goes to the row-split kernel only) read and written in place through slot indices. Its dispatcher hands decode of 1-4 tokens at small batches
 // to the row-split kernel (generic/decode_rows.cu), at larger ones on sm_90 to the bulk-copy kernel
 // (hopper/decode_bulk.cu); the portable kernel below takes everything else, on any GPU.
 //

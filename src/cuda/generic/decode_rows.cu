@@ -1,5 +1,6 @@
 // decode_rows.cu: owns the small-batch decode (kda::cuda::rows_decode, decode_rows.h): 1-4 tokens per sequence against
-// an fp32 value-first pool, one warp per (sequence, value head, rows::kRows rows), the state in registers.
+// a value-first pool (fp32, or bf16 at every batch), one warp per (sequence, value head, rows::kRows rows), the state
+// in registers.
 //
 // Why. At small batches a decode call is one dependent chain per CTA, not a stream: launch, the slot index, the state,
 // the update, the stores. The bulk-copy kernel (hopper/decode_bulk.cu) runs that chain through its producer warp:
@@ -18,8 +19,8 @@
 //
 // Budget: registers hold kRows * W state floats, and per token 3 W raw channels + kRows v + beta + a write index, for
 // up to kMaxT tokens at once (their loads all issued before the slot's is used). One token: __launch_bounds__(128, 4),
-// at most 128 registers (ptxas, sm_90a: 80 / 107 at K = 128 / 256, no spills); up to four: (128, 2), so that K = 256's
-// four tokens of raw inputs do not spill (bounded at 128 they spilled 572 bytes). The dispatcher takes this kernel only
+// at most 128 registers (ptxas, sm_90a, fp32 pool: 80 / 100 at K = 128 / 256, no spills); up to four: (128, 2), so
+// that K = 256's four tokens of raw inputs do not spill (bounded at 128 they spilled 572 bytes; now 200-208). The dispatcher takes this kernel only
 // at small batches (rows::preferred), where occupancy is not what limits it.
 //
 // The math is the other decode kernels' (decode_math.cuh: the same per-token formulas and roundings); only the order
@@ -178,7 +179,10 @@ void launch_pool(const DecodeParams& p, cudaStream_t stream) {
 bool rows_decode_supported(const DecodeParams& p) {
   const ForwardParams& io = p.io;
   if (io.T < 1 || io.T > kMaxTokens || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
-  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
+  // Slot and head starts 16-byte aligned (a lane's loads are up to 16 bytes: 4 fp32, or 8 bf16 at K = 256).
+  const int64_t per16 = p.pool_dtype == KDA_DTYPE_BFLOAT16 ? 8 : 4;  // elements in 16 bytes
+  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % per16 || p.pool_stride[0] % per16)
+    return false;
   if (io.N > 65535 || io.HV > 65535) return false;  // the grid's y and z
   return reinterpret_cast<uintptr_t>(p.pool) % 16 == 0;
 }

@@ -9,7 +9,8 @@
 namespace kda::cuda {
 
 // One warp per (sequence, value head, rows::kRows rows), the state in registers. supported(): 1 <= T <= 4, K in
-// {64, 128, 256}, a value-first fp32 pool of contiguous 16-byte aligned rows (any GPU the library runs on).
+// {64, 128, 256}, a value-first fp32 or bf16 pool of contiguous rows, 16-byte aligned slot and head starts (any GPU
+// the library runs on).
 bool rows_decode_supported(const DecodeParams& p);
 // Launches on stream (the current device); the launch's error is cudaGetLastError's.
 void rows_decode(const DecodeParams& p, cudaStream_t stream);
