@@ -178,8 +178,9 @@ typedef struct kda_forward_args {
  *   state_pool  [slots, HV, V, K] (state_v_first) or [slots, HV, K, V], fp32 or bf16, read and written in place;
  *               the update runs in fp32 (fp64 for the reference) from the stored values, and a bf16 pool gets
  *               each written state rounded once to bf16 (half the bytes a token moves: decode is bound by them).
- *               CUDA takes a bf16 pool with the row-split kernel only (1-4 tokens per sequence, K in {64, 128,
- *               256}, value-first rows of K contiguous bf16, 16-byte aligned slots / heads): NOT_SUPPORTED else
+ *               CUDA takes a bf16 pool with 1-4 tokens per sequence, K in {64, 128, 256}, value-first rows of
+ *               K contiguous bf16 and 16-byte aligned slots / heads (not on KDA_BACKEND_CUDA_RECURRENT):
+ *               NOT_SUPPORTED else
  *   state_indices int32, one of:
  *       [N]     sequence n starts from pool[idx[n]] and its state after its last token goes back there;
  *       [N, T]  sequence n starts from pool[idx[n, a - 1]], a = num_accepted_tokens[n] (1 without it), and the

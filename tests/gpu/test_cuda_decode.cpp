@@ -26,7 +26,15 @@ std::vector<DecodeSpec> gpu_decode_cases() {
       s.padding = 0.1;
       v.push_back(s);
     }
-  DecodeSpec one = v.back();  // serving_h12_b512: spec decoding's 2-D indices with one token each
+  {  // a bf16 pool past the row-split kernel's batches: the bulk kernel takes it on sm_90, many tiles per CTA
+    DecodeSpec s = v.back();  // serving_h12_b512
+    s.name = "serving_h32_b512_bf16_pool";
+    s.io.name = s.name;
+    s.io.H = s.io.HV = 32;
+    s.pool_dtype = KDA_DTYPE_BFLOAT16;
+    v.push_back(s);
+  }
+  DecodeSpec one = v[v.size() - 2];  // serving_h12_b512: spec decoding's 2-D indices with one token each
   one.name = "serving_h12_b512_2d_indices_one_token";
   one.io.name = one.name;
   one.per_token = true;
@@ -77,14 +85,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaDecode, ::testing::ValuesIn(gpu_decode_cases
 
 // Each CUDA decode path on its own, on every case: the portable kernel (KDA_BACKEND_CUDA_RECURRENT) for every fp32
 // pool; the sm_90 bulk-copy kernel (KDA_BACKEND_CUDA_HOPPER, hopper/decode_bulk.cu) where it applies (1-4 tokens per
-// sequence, K in {64, 128, 256}, a value-first fp32 pool, an sm_90 device); else NOT_SUPPORTED with the pool untouched
-// (a bf16 pool: both; the row-split kernel that takes it runs under CudaDecode). The serving
-// cases run many tiles per persistent CTA, so the bulk kernel's stages are reused many times over.
+// sequence, K in {64, 128, 256}, a value-first fp32 or bf16 pool, an sm_90 device); else NOT_SUPPORTED with the pool
+// untouched (the portable kernel refuses a bf16 pool; the row-split kernel, which takes small batches, runs under
+// CudaDecode). The serving cases run many tiles per persistent CTA, so the bulk kernel's stages are reused many times
+// over.
 class CudaDecodePaths : public CudaDecode {};
 
 bool bulk_path_applies(const DecodeSpec& s) {
   return cuda_device_cc_major() == 9 && s.io.T >= 1 && s.io.T <= 4 && (s.io.K == 64 || s.io.K == 128 || s.io.K == 256) &&
-         s.io.v_first && s.pool_dtype == KDA_DTYPE_FLOAT32;
+         s.io.v_first;
 }
 
 TEST_P(CudaDecodePaths, EachPathMatchesReference) {
@@ -100,11 +109,10 @@ TEST_P(CudaDecodePaths, EachPathMatchesReference) {
     const kda_status_t st = dp.run();
     HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
     HostTensor pool = d.pool;
-    // A bf16 pool takes the row-split kernel only (AUTO / GENERIC, the CudaDecode suite): both forced paths refuse it.
-    if (s.pool_dtype != KDA_DTYPE_FLOAT32 || (backend == KDA_BACKEND_CUDA_HOPPER && !bulk_path_applies(s))) {
+    const bool bf16_portable = backend == KDA_BACKEND_CUDA_RECURRENT && s.pool_dtype != KDA_DTYPE_FLOAT32;
+    if (bf16_portable || (backend == KDA_BACKEND_CUDA_HOPPER && !bulk_path_applies(s))) {
       EXPECT_EQ(st, KDA_STATUS_NOT_SUPPORTED) << kda_last_error();
-      EXPECT_NE(std::string(kda_last_error()).find(s.pool_dtype != KDA_DTYPE_FLOAT32 ? "state_pool"
-                                                                                     : "KDA_BACKEND_CUDA_HOPPER"),
+      EXPECT_NE(std::string(kda_last_error()).find(bf16_portable ? "state_pool" : "KDA_BACKEND_CUDA_HOPPER"),
                 std::string::npos)
           << kda_last_error();
       dp.download(out, pool);

@@ -519,13 +519,16 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
     }
     (void)cudaGetLastError();
   }
-  // A bf16 pool: the row-split kernel only (the bulk and portable kernels stage fp32 tiles), at every batch.
+  // A bf16 pool: the row-split and bulk kernels (the portable kernel stages fp32 tiles).
   const bool bf16_pool = p.pool_dtype == KDA_DTYPE_BFLOAT16;
-  if (bf16_pool && (io.backend == KDA_BACKEND_CUDA_RECURRENT || io.backend == KDA_BACKEND_CUDA_HOPPER))
+  if (bf16_pool && io.backend == KDA_BACKEND_CUDA_RECURRENT)
     return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "state_pool: a bfloat16 pool is decoded by the row-split kernel only, which KDA_BACKEND_CUDA_GENERIC "
-                  "and AUTO take; KDA_BACKEND_CUDA_RECURRENT and KDA_BACKEND_CUDA_HOPPER need a float32 pool"};
-  if (bf16_pool && !rows_decode_supported(inner))
+                  "state_pool: a bfloat16 pool is decoded by the row-split and sm_90 bulk kernels, which "
+                  "KDA_BACKEND_CUDA_GENERIC, AUTO and KDA_BACKEND_CUDA_HOPPER take; KDA_BACKEND_CUDA_RECURRENT needs a "
+                  "float32 pool"};
+  const bool rows_ok = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
+                       rows_decode_supported(inner);
+  if (bf16_pool && !rows_ok && !hopper)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "state_pool: a bfloat16 pool needs 1-4 tokens per sequence, K in {64, 128, 256} and a value-first "
                   "pool of contiguous rows with 16-byte aligned slots and heads (and N, HV <= 65535) on CUDA; use a "
@@ -533,8 +536,8 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
   if (io.backend == KDA_BACKEND_CUDA_HOPPER && !hopper)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "backend: KDA_BACKEND_CUDA_HOPPER decodes 1-4 tokens per sequence with K in {64, 128, 256} "
-                  "against a value-first fp32 pool of contiguous 16-byte aligned rows, on an sm_90 device; use "
-                  "KDA_BACKEND_AUTO for everything else"};
+                  "against a value-first fp32 or bf16 pool of contiguous 16-byte aligned rows, on an sm_90 device; "
+                  "use KDA_BACKEND_AUTO for everything else"};
 
   return launch_on_device(io.device_id, "kda decode kernel launch", [&] {
     int sms = 0;
@@ -546,9 +549,8 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     // Small batches (up to rows::kMaxWarpsPerSm warps per SM): the row-split kernel, unless a path is forced; a bf16
-    // pool at every batch.
-    const bool rows = bf16_pool || (io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
-                                    rows_decode_supported(inner) && rows::preferred(io.N, io.HV, io.V, sms));
+    // pool also at larger batches where the bulk kernel does not apply (not sm_90).
+    const bool rows = rows_ok && (rows::preferred(io.N, io.HV, io.V, sms) || (bf16_pool && !hopper));
     if (rows) {
       rows_decode(inner, s);
     } else if (hopper) {

@@ -1,5 +1,6 @@
 // decode_bulk.cu: owns the sm_90 decode (kda::cuda::hopper_decode, decode_bulk.h): 1-4 tokens per sequence against
-// an fp32 value-first state pool, the state tiles streamed by the bulk-copy engine through a shared-memory pipeline.
+// a value-first state pool of fp32 or bf16, the state tiles streamed by the bulk-copy engine through a shared-memory
+// pipeline.
 //
 // Why. The portable kernel (generic/decode.cu, one CTA per tile) reaches 71-75% of the copy rate at B >= 128 on the
 // H200 and 47-60% at B = 8-32 (bench/LEDGER.md, session 10), against #7's 90%: each CTA's reads are in flight only
@@ -25,8 +26,8 @@
 // path per 16 KB tile (a global round trip plus a few hundred dependent instructions of norms, gate activation and
 // stores, ~4.8 us a tile) paced the CTA. A unit of 4 tiles (K = V = 128) pays that path once per 64 KB.
 //
-// Tile = 32 rows x K of one (sequence, value head): contiguous in a value-first pool (rows of K floats), one bulk
-// copy of 32 K * 4 bytes (16 KB at K = 128). Consumer warp w owns rows 8 w .. 8 w + 7; lane l owns columns
+// Tile = 32 rows x K of one (sequence, value head): contiguous in a value-first pool (rows of K elements), one bulk
+// copy of 32 K * sizeof(pool element) bytes (16 KB at K = 128 in fp32, 8 KB in bf16). Consumer warp w owns rows 8 w .. 8 w + 7; lane l owns columns
 // l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is one contiguous 4 W * 32-byte line
 // (no bank conflicts) and its global row store is coalesced. Row sums: 8 independent full-warp xor reductions.
 //
@@ -43,8 +44,16 @@
 // Supported (hopper_decode_supported): 1 to kMaxTokens = 4 tokens per sequence (decode, and speculative verify of up
 // to 3 draft tokens with 2-D indices and num_accepted_tokens: the state stays in the consumers' registers across the
 // tokens, each token's state going to its write slot; the producer stages every token's vectors, 6.7 KB per token at
-// K = 128), K in {64, 128, 256}, a value-first fp32 pool with rows of K contiguous floats and 16-byte aligned slot /
-// head / row starts, an sm_90 device and a binary with sm_90 code. Everything else takes the portable kernel. The math
+// K = 128), K in {64, 128, 256}, a value-first fp32 or bf16 pool with rows of K contiguous elements and 16-byte
+// aligned slot / head / row starts, an sm_90 device and a binary with sm_90 code.
+//
+// A bf16 pool (templated on the pool element P): the same tiles at half the bytes, the same stage count (so half the
+// shared memory; the register bound still allows 3 CTAs per SM, 96 KB of state reads in flight per SM at K = 128,
+// 3x Little's law). The consumers widen their lanes' W bf16 of a row exactly (ld_vec) and round each written state
+// once to nearest even (st_vec_streaming), as the row-split kernel does; the producer's per-unit staging is that of an
+// fp32 pool, now paid per 32 KB instead of 64 KB. Why here and not only the row-split kernel: past one wave the
+// row-split kernel is bound by its per-warp fixed work (each warp re-derives its head's norms and gates for 4 rows),
+// which a bf16 pool does not halve (session 15: 318 us at H32 B256 bf16, slower than this kernel's 294 in fp32). Everything else takes the portable kernel. The math
 // is the portable kernel's (decode_math.cuh: the same per-token formulas and roundings); only the order of the terms of
 // the sums (norms, row dot products) differs.
 //
@@ -74,19 +83,20 @@ constexpr int kMinCtas = 3;
 
 constexpr int kMaxTokens = 4;  // tokens per sequence the kernel takes (decode, speculative verify of up to 3 drafts)
 
-template <int K>
+template <int K, typename P>
 struct BulkTile {
   static constexpr int W = K / 32;                              // columns per lane
-  static constexpr int kTileFloats = kRows * K;
+  static constexpr int kTileElems = kRows * K;                  // pool elements of a tile
   static constexpr int kStages = K >= 256 ? 2 : K >= 128 ? 4 : 8;  // ~64 KB of tiles per CTA
   static constexpr int kTokFloats = 3 * K + kRows + 4;          // per token: q_hat, k_hat, alpha, v, beta (+ pad)
-  // Shared memory: [kStages][kTileFloats] tiles, [kStages][T][kTokFloats] vectors, [kStages][1 + kMaxTokens] slots
+  static constexpr size_t kTileBytes = sizeof(P) * kTileElems;
+  // Shared memory: [kStages][kTileElems] tiles, [kStages][T][kTokFloats] vectors, [kStages][1 + kMaxTokens] slots
   // (int64: the read slot, then each token's write slot), then the full and empty barriers [kStages] each.
   static constexpr size_t smem_bytes(int T) {
-    return sizeof(float) * kStages * (kTileFloats + static_cast<size_t>(T) * kTokFloats) +
+    return kStages * kTileBytes + sizeof(float) * kStages * static_cast<size_t>(T) * kTokFloats +
            sizeof(int64_t) * (1 + kMaxTokens) * kStages + sizeof(uint64_t) * 2 * kStages;
   }
-  static_assert(K % 32 == 0 && W <= 8 && (kTileFloats * 4) % 16 == 0 && (kTokFloats * 4) % 16 == 0, "bulk tile");
+  static_assert(K % 32 == 0 && W <= 8 && kTileBytes % 16 == 0 && (kTokFloats * 4) % 16 == 0, "bulk tile");
 };
 
 // The device side exists in the sm_90 pass only (and the host pass, which needs the kernel's declaration).
@@ -149,19 +159,19 @@ __device__ __forceinline__ uint32_t load_raw(const RawRun& r, int m) { return lo
 
 #endif
 
-template <int K>
+template <int K, typename P>
 __global__ void __launch_bounds__(kThreads, kMinCtas)
     decode_bulk_kernel(const DecodeParams p, int per_unit, int64_t units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Tl = BulkTile<K>;
+  using Tl = BulkTile<K, P>;
   constexpr int W = Tl::W, S = Tl::kStages;
   constexpr int kMaxUnit = S;  // tiles per unit: per_unit <= S (bulk::tiles_per_unit)
   const ForwardParams& io = p.io;
   constexpr int kTok = Tl::kTokFloats, kSlots = 1 + kMaxTokens;
   const int T = static_cast<int>(io.T);                      // 1 .. kMaxTokens (hopper_decode_supported)
-  extern __shared__ __align__(128) float smem[];
-  float* const tiles_s = smem;                               // [S][kTileFloats]
-  float* const vec_s = tiles_s + S * Tl::kTileFloats;        // [S][T][kTok]
+  extern __shared__ __align__(128) unsigned char smem[];
+  P* const tiles_s = reinterpret_cast<P*>(smem);                              // [S][kTileElems]
+  float* const vec_s = reinterpret_cast<float*>(smem + S * Tl::kTileBytes);  // [S][T][kTok]
   int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * T * kTok);  // [S][kSlots]: read, write per token
   uint64_t* const full = reinterpret_cast<uint64_t*>(slot_s + kSlots * S);
   uint64_t* const empty = full + S;
@@ -176,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   }
   __syncthreads();
 
-  float* const pool = static_cast<float*>(p.pool);
+  P* const pool = static_cast<P*>(p.pool);
   if (warp == kConsumerWarps) {
     // ---------------------------------------------------------------- producer
     const bool has_a_log = io.has_A_log();
@@ -243,9 +253,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
               const int64_t slot = p.in_pool(opaque(slot_index));
               if (slot >= 0) {
                 const int row0 = u.row0 + j * kRows;
-                const uint32_t bytes = static_cast<uint32_t>(min(kRows, io.V - row0)) * K * sizeof(float);
+                const uint32_t bytes = static_cast<uint32_t>(min(kRows, io.V - row0)) * K * sizeof(P);
                 mbar_arrive_expect_tx(&full[s], bytes);
-                bulk_copy_g2s(tiles_s + s * Tl::kTileFloats,
+                bulk_copy_g2s(tiles_s + s * Tl::kTileElems,
                               pool + slot * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K}, bytes,
                               &full[s]);
               } else {
@@ -320,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     }
     float st[kRowsPerWarp][W];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) ld_vec<W>(tiles_s + s * Tl::kTileFloats + (r0 + r) * K + lane * W, st[r]);
+    for (int r = 0; r < kRowsPerWarp; ++r) ld_vec<W>(tiles_s + s * Tl::kTileElems + (r0 + r) * K + lane * W, st[r]);
 #pragma unroll 1
     for (int t = 0; t < T; ++t) {
       const float* const vt = vs + t * kTok;
@@ -340,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       float dot[kRowsPerWarp];
       update_rows<kRowsPerWarp, W>(st, al, kh, qh, [&](int r) { return v[r]; }, beta, dot);
       if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
-        float* const dst = pool + w * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
+        P* const dst = pool + w * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r)
           if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
@@ -365,34 +375,43 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 template <int K>
 bool binary_has_sm90() {
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, decode_bulk_kernel<K>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, decode_bulk_kernel<K, float>) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
   return attr.binaryVersion >= 90;
 }
 
-template <int K>
+template <int K, typename P>
 cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
-  using Tl = BulkTile<K>;
+  using Tl = BulkTile<K, P>;
+  const auto kernel = decode_bulk_kernel<K, P>;
   const size_t smem = Tl::smem_bytes(static_cast<int>(p.io.T));
-  cudaError_t e = cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem));
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
   // Shared memory over L1: three CTAs of ~71 KB (K = 128) need 213 of the SM's 228 KB. A preference; an error here
   // changes nothing.
-  if (cudaFuncSetAttribute(decode_bulk_kernel<K>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared) != cudaSuccess)
     (void)cudaGetLastError();
   int per_sm = 0;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_bulk_kernel<K>, kThreads, smem);
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem);
   if (e != cudaSuccess) return e;
   const int64_t resident = int64_t{sms} * std::max(per_sm, 1);
   const int per_unit = bulk::tiles_per_unit(p.io.N, p.io.HV, p.io.V, Tl::kStages, resident);
   const int64_t units = bulk::unit_count(p.io.N, p.io.HV, p.io.V, per_unit);
   const int64_t ctas = std::min<int64_t>(units, resident);
-  decode_bulk_kernel<K><<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p, per_unit, units);
+  kernel<<<static_cast<unsigned>(ctas), kThreads, smem, stream>>>(p, per_unit, units);
   return cudaSuccess;
+}
+
+template <typename P>
+cudaError_t launch_pool(const DecodeParams& p, int sms, cudaStream_t stream) {
+  switch (p.io.K) {
+    case 64: return launch<64, P>(p, sms, stream);
+    case 128: return launch<128, P>(p, sms, stream);
+    default: return launch<256, P>(p, sms, stream);
+  }
 }
 
 }  // namespace
@@ -400,8 +419,10 @@ cudaError_t launch(const DecodeParams& p, int sms, cudaStream_t stream) {
 bool hopper_decode_supported(const DecodeParams& p) {
   const ForwardParams& io = p.io;
   if (io.T < 1 || io.T > kMaxTokens || (io.K != 64 && io.K != 128 && io.K != 256) || !io.state_v_first) return false;
-  if (p.pool_dtype != KDA_DTYPE_FLOAT32) return false;  // fp32 tiles (a bf16 pool takes the row-split kernel)
-  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % 4 || p.pool_stride[0] % 4) return false;
+  if (p.pool_dtype != KDA_DTYPE_FLOAT32 && p.pool_dtype != KDA_DTYPE_BFLOAT16) return false;
+  const int64_t per16 = p.pool_dtype == KDA_DTYPE_BFLOAT16 ? 8 : 4;  // elements in 16 bytes: slot / head starts
+  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % per16 || p.pool_stride[0] % per16)
+    return false;
   if (reinterpret_cast<uintptr_t>(p.pool) % 16 != 0) return false;
   int major = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, io.device_id) != cudaSuccess) {
@@ -417,11 +438,8 @@ bool hopper_decode_supported(const DecodeParams& p) {
 }
 
 cudaError_t hopper_decode(const DecodeParams& p, int sms, cudaStream_t stream) {
-  switch (p.io.K) {
-    case 64: return launch<64>(p, sms, stream);
-    case 128: return launch<128>(p, sms, stream);
-    default: return launch<256>(p, sms, stream);
-  }
+  return p.pool_dtype == KDA_DTYPE_BFLOAT16 ? launch_pool<__nv_bfloat16>(p, sms, stream)
+                                            : launch_pool<float>(p, sms, stream);
 }
 
 }  // namespace kda::cuda
