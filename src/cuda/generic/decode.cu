@@ -89,6 +89,7 @@
 #include "cuda/decode_math.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/generic/decode_fusions.h"
+#include "cuda/generic/decode_head.h"
 #include "cuda/generic/decode_rows.h"
 #include "cuda/generic/decode_rows_plan.h"
 #include "cuda/hopper/decode_bulk.h"
@@ -506,9 +507,11 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
                        need);
   if (io.N == 0 || io.T == 0) return Status::Ok();  // no token: nothing is read or written
 
-  // The path: the row-split kernel at small batches (below), else the sm_90 bulk-copy kernel (hopper/decode_bulk.cu)
-  // where it applies, unless the portable kernel is asked for (KDA_BACKEND_CUDA_RECURRENT); KDA_BACKEND_CUDA_HOPPER
-  // insists on the bulk kernel.
+  // The path: a call with the conv or the norm and ungrouped heads runs them in one kernel (decode_head.cu). Else the
+  // row-split kernel at small batches (below), else the sm_90 bulk-copy kernel (hopper/decode_bulk.cu) where it
+  // applies, unless the portable kernel is asked for (KDA_BACKEND_CUDA_RECURRENT); KDA_BACKEND_CUDA_HOPPER insists on
+  // the bulk kernel. Both forced paths run the fusions as their own kernels around the decode kernel, so the tests
+  // that force them check that form too. The workspace stays the three-kernel form's size whichever path runs.
   const DecodeParams inner = fusion_inner_params(p, workspace);
   bool hopper = false;
   if (io.backend != KDA_BACKEND_CUDA_RECURRENT) {
@@ -528,7 +531,10 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
                   "float32 pool"};
   const bool rows_ok = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
                        rows_decode_supported(inner);
-  if (bf16_pool && !rows_ok && !hopper)
+  // The fusions in one kernel (decode_head.cu) where the value heads are not grouped; else three kernels below.
+  const bool head = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
+                    head_decode_supported(p);
+  if (bf16_pool && !rows_ok && !hopper && !head)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "state_pool: a bfloat16 pool needs 1-4 tokens per sequence, K in {64, 128, 256} and a value-first "
                   "pool of contiguous rows with 16-byte aligned slots and heads (and N, HV <= 65535) on CUDA; use a "
@@ -544,6 +550,10 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
     if (e != cudaSuccess) return e;
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    if (head) {
+      head_decode(p, s);
+      return cudaSuccess;
+    }
     if (p.conv) {
       launch_decode_conv(p, workspace, sms, s);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;

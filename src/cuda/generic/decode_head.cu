@@ -1,0 +1,246 @@
+// decode_head.cu: owns the one-kernel fused decode (kda::cuda::head_decode, decode_head.h): the causal short
+// convolution of q / k / v with its conv-state pool, the decode update and the gated RMSNorm of the output in one
+// kernel, one CTA per (sequence, head), where the value heads are not grouped (HV = H, Kimi-Linear's case).
+//
+// Why. Run as three kernels (decode_fusions.cu's conv, a decode kernel, its norm) the fusions cost two more launches
+// in the chain and a round trip of q / k / v and the output through fp32 workspace: H32 B1 12.5 us against 5.1 plain,
+// B256 +18.5% (bench/LEDGER.md, session 12, bulk kernel). They were separate because a head's q / k conv state is
+// read by every CTA that holds rows of the head (and written in place once), and the norm needs all V outputs of a
+// (token, head). Here one CTA holds all V rows of the head, so both are CTA-local.
+//
+// Phases. Warp w owns state rows w R .. w R + R - 1 (R = V / 16), lane l channels l W .. l W + W - 1 (W = K / 32), the
+// state in registers, as in the row-split kernel (decode_rows.cu).
+//   1  The slot's index, then the warp's state rows straight into registers as soon as the slot is known.
+//   2  Conv (p.conv), while the state is in flight: thread c < 2 K + V owns channel c of [q | k | v] of the head. It
+//      reads the channel's 3 stored inputs from the read slot's conv state and its 4 taps, writes every token's
+//      conv'd input to shared memory xs[t][c], and the state after each token to that token's write slot (the CPU
+//      backend's order, as decode_fusions.cu's conv_kernel). One owner per channel, every read before its writes:
+//      in place is race-free. A barrier, then every warp reads its token vectors from xs.
+//   3  Per token: token vectors (norms, gate) and the update (decode_math.cuh: the other kernels' formulas), the state
+//      to the token's write slot, the warp's R outputs by row reductions. Norm (p.out_norm): each warp's sum of
+//      squares of its R outputs into shared memory, a barrier, every warp sums the 16 partials in warp order (the same
+//      bits in every warp, and from run to run), out = o rsqrt(mean(o^2) + eps) weight act(gate), rounded once.
+//
+// Budget (K = V = 128): 512 threads, 8 rows x 4 channels = 32 state floats a lane, at most 128 registers (one CTA per
+// SM by registers); shared memory 6.3 KB (xs for up to 4 tokens, the partials). One CTA holds a head's whole 64 KB
+// fp32 state (32 KB bf16), so at large batches each SM streams one head at a time with its load, update and store
+// phases serialized (the bulk kernel pipelines them across tiles); measured against the three-kernel form at B256,
+// not assumed.
+//
+// Supported (head_decode_supported): conv or norm asked for, HV = H, K in {64, 128}, V in {64, 128}, 1-4 tokens per
+// sequence, the row-split kernel's pool forms (value-first, contiguous rows, fp32 or bf16, 16-byte aligned slots and
+// heads). Grouped heads and other shapes keep the three kernels.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/params.h"
+#include "cuda/decode_math.cuh"
+#include "cuda/device_common.cuh"
+#include "cuda/generic/decode_head.h"
+
+namespace kda::cuda {
+namespace {
+
+constexpr int kWarps = 16;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kMaxTokens = 4;
+constexpr int kMaxChannels = 2 * 128 + 128;  // 2 K + V at K = V = 128
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }  // decode_fusions.cu's
+
+// K: head dim of q / k; R: state rows per warp (V = 16 R); P: the pool's element (float or __nv_bfloat16).
+template <int K, int R, typename P>
+__global__ void __launch_bounds__(kThreads, 1) decode_head_kernel(const DecodeParams p) {
+  constexpr int W = K / 32, V = kWarps * R, kCh = 2 * K + V;
+  static_assert(kCh <= kMaxChannels && R <= 32, "head tile");
+  __shared__ float xs[kMaxTokens][kMaxChannels];  // conv'd q | k | v per token (p.conv)
+  __shared__ float partial[kMaxTokens][kWarps];   // each warp's sum of squares of its outputs (p.out_norm)
+  const ForwardParams& io = p.io;
+  const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  const int64_t n = blockIdx.x;
+  const int h = static_cast<int>(blockIdx.y);  // = the value head (HV = H)
+  const int T = static_cast<int>(io.T);        // 1 .. kMaxTokens
+  const int r0 = warp * R;
+
+  const int32_t slot_index = p.read_index(n);
+  const bool has_a_log = io.has_A_log();
+  const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[h * io.A_log.stride[0]] : 0.0f;
+  float bias[W];
+#pragma unroll
+  for (int m = 0; m < W; ++m)
+    bias[m] = io.gate_mode != KDA_GATE_LOG_DECAY
+                  ? static_cast<const float*>(io.dt_bias.data)[h * io.dt_bias.stride[0] +
+                                                               (lane * W + m) * io.dt_bias.stride[1]]
+                  : 0.0f;
+  const int64_t slot = p.in_pool(slot_index);
+  const int64_t out_base = n * io.out_stride[0] + h * io.out_stride[2];
+  if (slot < 0) {  // padding (uniform over the CTA, before any barrier): zero outputs, no slot or conv state touched
+    if (lane < R)
+      for (int t = 0; t < T; ++t)
+        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (r0 + lane) * io.out_stride[3], 0.0f);
+    return;
+  }
+  P* const pool = static_cast<P*>(p.pool);
+  float st[R][W];
+  {
+    const P* const src = pool + slot * p.pool_stride[0] + h * p.pool_stride[1] + r0 * int64_t{K} + lane * W;
+#pragma unroll
+    for (int r = 0; r < R; ++r) ld_vec<W>(src + r * K, st[r]);
+  }
+
+  if (p.conv) {
+    constexpr int CW = DecodeParams::kConvWidth;
+    for (int c = tid; c < kCh; c += kThreads) {
+      const int i = c < K ? 0 : c < 2 * K ? 1 : 2;  // q, k, v
+      const int col = c - (i == 0 ? 0 : i == 1 ? K : 2 * K);
+      const int64_t ch = int64_t{h} * (i < 2 ? K : V) + col;  // channel of the [dim] conv tensors
+      const TensorView& x = i == 0 ? io.q : i == 1 ? io.k : io.v;
+      const TensorView& w = p.conv_w[i];
+      const TensorView& cs = p.conv_state[i];
+      float s[CW - 1], wc[CW];
+#pragma unroll
+      for (int j = 0; j < CW - 1; ++j) s[j] = load_f(cs, slot * cs.stride[0] + ch * cs.stride[1] + j * cs.stride[2]);
+#pragma unroll
+      for (int j = 0; j < CW; ++j) wc[j] = load_f(w, ch * w.stride[0] + j * w.stride[1]);
+      for (int t = 0; t < T; ++t) {
+        const float xt = load_f(x, n * x.stride[0] + t * x.stride[1] + h * x.stride[2] + col * x.stride[3]);
+        float acc = 0.0f;  // the CPU backend's order: oldest input first
+#pragma unroll
+        for (int j = 0; j < CW - 1; ++j) acc = fmaf(wc[j], s[j], acc);
+        acc = fmaf(wc[CW - 1], xt, acc);
+        xs[t][c] = silu_f(acc);
+#pragma unroll
+        for (int j = 0; j < CW - 2; ++j) s[j] = s[j + 1];
+        s[CW - 2] = xt;
+        const int64_t ws = p.write_slot(n, t);
+        if (ws < 0) continue;
+#pragma unroll
+        for (int j = 0; j < CW - 1; ++j)
+          store_out(const_cast<void*>(cs.data), cs.dtype, ws * cs.stride[0] + ch * cs.stride[1] + j * cs.stride[2],
+                    s[j]);
+      }
+    }
+    __syncthreads();
+  }
+
+  const float ea = io.gate_mode == KDA_GATE_BOUNDED && has_a_log ? expf(a_log) : 1.0f;
+  for (int t = 0; t < T; ++t) {
+    float q[W], k[W], a[W], v[R];
+    {
+      uint32_t rg[W];
+      load_bits_strided<W>(rg, io.g.data, io.g.dtype,
+                           n * io.g.stride[0] + t * io.g.stride[1] + h * io.g.stride[2] + lane * W * io.g.stride[3],
+                           io.g.stride[3]);
+      if (p.conv) {
+#pragma unroll
+        for (int m = 0; m < W; ++m) {
+          q[m] = xs[t][lane * W + m];
+          k[m] = xs[t][K + lane * W + m];
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) v[r] = xs[t][2 * K + r0 + r];
+      } else {
+        uint32_t rq[W], rk[W], rv[R];
+        load_bits_strided<W>(rq, io.q.data, io.q.dtype,
+                             n * io.q.stride[0] + t * io.q.stride[1] + h * io.q.stride[2] + lane * W * io.q.stride[3],
+                             io.q.stride[3]);
+        load_bits_strided<W>(rk, io.k.data, io.k.dtype,
+                             n * io.k.stride[0] + t * io.k.stride[1] + h * io.k.stride[2] + lane * W * io.k.stride[3],
+                             io.k.stride[3]);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          rv[r] = load_bits(io.v.data, io.v.dtype,
+                            n * io.v.stride[0] + t * io.v.stride[1] + h * io.v.stride[2] + (r0 + r) * io.v.stride[3]);
+        bits_to_float(q, rq, io.q.dtype);
+        bits_to_float(k, rk, io.k.dtype);
+        bits_to_float(v, rv, io.v.dtype);
+      }
+      bits_to_float(a, rg, io.g.dtype);
+    }
+    const float beta_raw = load_f(io.beta, n * io.beta.stride[0] + t * io.beta.stride[1] + h * io.beta.stride[2]);
+    token_vectors<W>(io, q, k, a, has_a_log, a_log, ea, bias);
+    const float beta = beta_activation_f(beta_raw, io.beta_is_logits, io.allow_neg_eigval);
+
+    float dot[R];
+    update_rows<R, W>(st, a, k, q, [&](int r) { return v[r]; }, beta, dot);
+    const int64_t w = p.write_slot(n, t);
+    if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
+      P* const dst = pool + w * p.pool_stride[0] + h * p.pool_stride[1] + r0 * int64_t{K} + lane * W;
+#pragma unroll
+      for (int r = 0; r < R; ++r) st_vec_streaming<W>(dst + r * K, st[r]);
+    }
+    float mine = 0.0f;  // lane r keeps row r's output
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float o = group_sum<32>(dot[r]);
+      if (lane == r) mine = o;
+    }
+    mine *= io.scale;
+    const int64_t ob = out_base + t * io.out_stride[1] + (r0 + lane) * io.out_stride[3];
+    if (!p.out_norm) {
+      if (lane < R) store_out(io.out, io.out_dtype, ob, mine);
+      continue;
+    }
+    // The gated RMSNorm over the head's V outputs (decode_fusions.cu's norm_kernel formula).
+    const float ss = group_sum<32>(lane < R ? mine * mine : 0.0f);
+    if (lane == 0) partial[t][warp] = ss;
+    __syncthreads();
+    float total = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kWarps; ++j) total += partial[t][j];
+    if (lane < R) {
+      const float rs = 1.0f / sqrtf(total / static_cast<float>(V) + p.norm_eps);
+      const int row = r0 + lane;
+      const float wt = load_f(p.norm_weight, row * p.norm_weight.stride[0]);
+      const float g = load_f(p.out_gate, n * p.out_gate.stride[0] + t * p.out_gate.stride[1] +
+                                             h * p.out_gate.stride[2] + row * p.out_gate.stride[3]);
+      const float sg = 1.0f / (1.0f + expf(-g));
+      const float act = p.norm_act == KDA_OUT_GATE_SIGMOID ? sg : g * sg;
+      store_out(io.out, io.out_dtype, ob, mine * rs * wt * act);
+    }
+  }
+}
+
+template <int K, typename P>
+void launch(const DecodeParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.io.N), static_cast<unsigned>(p.io.HV));
+  if (p.io.V == 128)
+    decode_head_kernel<K, 8, P><<<grid, kThreads, 0, stream>>>(p);
+  else
+    decode_head_kernel<K, 4, P><<<grid, kThreads, 0, stream>>>(p);
+}
+
+template <typename P>
+void launch_pool(const DecodeParams& p, cudaStream_t stream) {
+  if (p.io.K == 128)
+    launch<128, P>(p, stream);
+  else
+    launch<64, P>(p, stream);
+}
+
+}  // namespace
+
+bool head_decode_supported(const DecodeParams& p) {
+  const ForwardParams& io = p.io;
+  if (!p.conv && !p.out_norm) return false;
+  if (io.HV != io.H || io.T < 1 || io.T > kMaxTokens || !io.state_v_first) return false;
+  if ((io.K != 64 && io.K != 128) || (io.V != 64 && io.V != 128)) return false;
+  if (p.pool_dtype != KDA_DTYPE_FLOAT32 && p.pool_dtype != KDA_DTYPE_BFLOAT16) return false;
+  const int64_t per16 = p.pool_dtype == KDA_DTYPE_BFLOAT16 ? 8 : 4;  // elements in 16 bytes
+  if (p.pool_stride[3] != 1 || p.pool_stride[2] != io.K || p.pool_stride[1] % per16 || p.pool_stride[0] % per16)
+    return false;
+  if (io.N > INT32_MAX || io.HV > 65535) return false;  // the grid's x and y
+  return reinterpret_cast<uintptr_t>(p.pool) % 16 == 0;
+}
+
+void head_decode(const DecodeParams& p, cudaStream_t stream) {
+  if (p.pool_dtype == KDA_DTYPE_BFLOAT16)
+    launch_pool<__nv_bfloat16>(p, stream);
+  else
+    launch_pool<float>(p, stream);
+}
+
+}  // namespace kda::cuda
