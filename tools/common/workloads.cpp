@@ -123,10 +123,10 @@ const std::vector<DecodeWorkload>& decode_workloads() {
     }
     // Fusions (same state bytes): -conv the causal short conv of q/k/v with its conv state, -norm the gated RMSNorm
     // of the output, -fused both; compare with the plain workload of the same size (plus the separate kernels).
-    for (int64_t B : {1, 32, 256})
+    for (int64_t B : {1, 8, 32, 256})
       for (const char* f : {"conv", "norm", "fused"}) {
         if (B != 256 && std::string(f) != "fused") continue;
-        DecodeWorkload d = v[B == 1 ? 0 : B == 32 ? 2 : 4];
+        DecodeWorkload d = v[B == 1 ? 0 : B == 8 ? 1 : B == 32 ? 2 : 4];
         d.name += std::string("-") + f;
         d.description += std::string(", fused ") + (std::string(f) == "conv" ? "short conv" :
                                                     std::string(f) == "norm" ? "gated RMSNorm" : "short conv + gated RMSNorm");

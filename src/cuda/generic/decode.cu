@@ -531,10 +531,11 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
                   "float32 pool"};
   const bool rows_ok = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
                        rows_decode_supported(inner);
-  // The fusions in one kernel (decode_head.cu) where the value heads are not grouped; else three kernels below.
-  const bool head = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
-                    head_decode_supported(p);
-  if (bf16_pool && !rows_ok && !hopper && !head)
+  // The fusions in one kernel (decode_head.cu) where the value heads are not grouped and its CTAs fit in one wave
+  // (head_decode_preferred, below); else three kernels.
+  const bool head_ok = io.backend != KDA_BACKEND_CUDA_RECURRENT && io.backend != KDA_BACKEND_CUDA_HOPPER &&
+                       head_decode_supported(p);
+  if (bf16_pool && !rows_ok && !hopper)
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "state_pool: a bfloat16 pool needs 1-4 tokens per sequence, K in {64, 128, 256} and a value-first "
                   "pool of contiguous rows with 16-byte aligned slots and heads (and N, HV <= 65535) on CUDA; use a "
@@ -550,7 +551,7 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, io.device_id);
     if (e != cudaSuccess) return e;
     const cudaStream_t s = static_cast<cudaStream_t>(stream);
-    if (head) {
+    if (head_ok && head_decode_preferred(io.N, io.HV, sms)) {
       head_decode(p, s);
       return cudaSuccess;
     }
