@@ -62,7 +62,7 @@ struct TokenBits {
 template <int K, int R, typename P>
 __global__ void __launch_bounds__(kThreads, 1) decode_head_kernel(const DecodeParams p) {
   constexpr int W = K / 32, V = kWarps * R, kCh = 2 * K + V;
-  static_assert(kCh <= kMaxChannels && R <= 32, "head tile");
+  static_assert(kCh <= kMaxChannels && kCh <= kThreads && R <= 32, "head tile");  // one conv channel a thread
   __shared__ float xs[kMaxTokens][kMaxChannels];  // conv'd q | k | v per token (p.conv)
   __shared__ float partial[kMaxTokens][kWarps];   // each warp's sum of squares of its outputs (p.out_norm)
   const ForwardParams& io = p.io;
@@ -103,6 +103,23 @@ __global__ void __launch_bounds__(kThreads, 1) decode_head_kernel(const DecodePa
   const int32_t slot_index = p.read_index(n);
   TokenBits<W, R> tb;
   load_token(0, tb);
+  // This thread's conv channel: tid of [q | k | v] of the head. Its taps and token 0's input go out now, its stored
+  // inputs once the slot is known; all as raw bits, converted after (load_f converts where it loads: the first
+  // version's eight dependent conv loads were ~4 us of B1's chain).
+  constexpr int CW = DecodeParams::kConvWidth;
+  const bool conv_lane = p.conv && tid < kCh;
+  const int ci = tid < K ? 0 : tid < 2 * K ? 1 : 2;  // q, k, v
+  const int col = tid - (ci == 0 ? 0 : ci == 1 ? K : 2 * K);
+  const int64_t ch = int64_t{h} * (ci < 2 ? K : V) + col;  // channel of the [dim] conv tensors
+  const TensorView& cx = ci == 0 ? io.q : ci == 1 ? io.k : io.v;
+  const TensorView& cw = p.conv_w[ci];
+  const TensorView& cs = p.conv_state[ci];
+  auto x_offset = [&](int t) { return n * cx.stride[0] + t * cx.stride[1] + h * cx.stride[2] + col * cx.stride[3]; };
+  uint32_t rtap[CW], rx0 = 0;
+  if (conv_lane) {
+    load_bits_strided<CW>(rtap, cw.data, cw.dtype, ch * cw.stride[0], cw.stride[1]);
+    rx0 = load_bits(cx.data, cx.dtype, x_offset(0));
+  }
   const bool has_a_log = io.has_A_log();
   const float a_log = has_a_log ? static_cast<const float*>(io.A_log.data)[h * io.A_log.stride[0]] : 0.0f;
   float bias[W];
@@ -129,26 +146,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_head_kernel(const DecodePa
   }
 
   if (p.conv) {
-    constexpr int CW = DecodeParams::kConvWidth;
-    for (int c = tid; c < kCh; c += kThreads) {
-      const int i = c < K ? 0 : c < 2 * K ? 1 : 2;  // q, k, v
-      const int col = c - (i == 0 ? 0 : i == 1 ? K : 2 * K);
-      const int64_t ch = int64_t{h} * (i < 2 ? K : V) + col;  // channel of the [dim] conv tensors
-      const TensorView& x = i == 0 ? io.q : i == 1 ? io.k : io.v;
-      const TensorView& w = p.conv_w[i];
-      const TensorView& cs = p.conv_state[i];
+    if (conv_lane) {
+      uint32_t rst[CW - 1];
+      load_bits_strided<CW - 1>(rst, cs.data, cs.dtype, slot * cs.stride[0] + ch * cs.stride[1], cs.stride[2]);
       float s[CW - 1], wc[CW];
-#pragma unroll
-      for (int j = 0; j < CW - 1; ++j) s[j] = load_f(cs, slot * cs.stride[0] + ch * cs.stride[1] + j * cs.stride[2]);
-#pragma unroll
-      for (int j = 0; j < CW; ++j) wc[j] = load_f(w, ch * w.stride[0] + j * w.stride[1]);
+      bits_to_float(s, rst, cs.dtype);
+      bits_to_float(wc, rtap, cw.dtype);
       for (int t = 0; t < T; ++t) {
-        const float xt = load_f(x, n * x.stride[0] + t * x.stride[1] + h * x.stride[2] + col * x.stride[3]);
+        const float xt = t == 0 ? bits_to_float(rx0, cx.dtype) : load_f(cx, x_offset(t));
         float acc = 0.0f;  // the CPU backend's order: oldest input first
 #pragma unroll
         for (int j = 0; j < CW - 1; ++j) acc = fmaf(wc[j], s[j], acc);
         acc = fmaf(wc[CW - 1], xt, acc);
-        xs[t][c] = silu_f(acc);
+        xs[t][tid] = silu_f(acc);
 #pragma unroll
         for (int j = 0; j < CW - 2; ++j) s[j] = s[j + 1];
         s[CW - 2] = xt;
