@@ -5,9 +5,10 @@
 //   conv'd q, k [N, T, H, K] and v [N, T, HV, V] in fp32 (the decode kernel reads them instead of q, k, v), and
 //   o [N, T, HV, V] in fp32 before the norm (the decode kernel writes it instead of out).
 // The intermediates stay fp32 so the result is the CPU backend's (host_decode.h): one rounding, to out's dtype,
-// after the norm. Not fused into the decode kernel's own loads and stores yet: the norm of a row needs all V
-// outputs of a (token, value head), which the decode kernel spreads over several CTAs, and the conv-state write of
-// a q/k channel would race with the other value heads' CTAs reading it in place.
+// after the norm. This three-kernel form serves what decode_head.cu's one kernel does not take (grouped heads, K-first
+// pools, K = 256, T > 4, batches past one wave, forced paths): there the norm of a row needs all V outputs of a
+// (token, value head), which the decode kernel spreads over several CTAs, and the conv-state write of a q/k channel
+// would race with the other value heads' CTAs reading it in place.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
