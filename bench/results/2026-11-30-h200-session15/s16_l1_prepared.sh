@@ -1,25 +1,38 @@
 #!/usr/bin/env bash
-# Prepared in session 15 for session 16's first device call (not yet run; session 15's device time ran out): branch
-# statesplit (4c492f7) against main. statesplit runs the last wave of equal-length chains of the forward's state pass
-# and the backward's reverse pass in 32-column tiles as a second launch (chunk_map.h plan_state_pass): predicted
-# h96-fixed -100 to -200 us (the second wave's 60 CTAs of 64 columns left 72 SMs idle ~780 us; cost model 224
-# against 256 of a wave's 128), train-h96-fixed's backward -100 to -300 us, h64-fixed unchanged (one wave: same plan).
+# Prepared in session 15 for session 16's first device call (not yet run; session 15's device time ran out). Two
+# branches against main, both changing no value (their verifier figures must equal main's line for line):
+#   split = statesplit (4c492f7): the last wave of equal-length chains of the forward's state pass and the backward's
+#           reverse pass in 32-column tiles, as a second launch (chunk_map.h plan_state_pass). Predicted: h96-fixed
+#           -100 to -200 us (its second wave's 60 CTAs of 64 columns left 72 SMs idle ~780 us; cost model 224
+#           against 256), train-h96-fixed's backward -100 to -300 us; h64-fixed and h96-mixed unchanged (same plan).
+#   s4ov  = s4overlap (ff7687b): phase 1's X_K / X_V plane splits on warps 8-15 during S4's rounds 1-3 (warps 0-2
+#           under a named barrier). Predicted: -40 to -120 us at h64-fixed, -60 to -180 at h96-fixed (~8.5 K of
+#           ~74 K warp instructions per (chunk, head) move into rounds where 13-15 warps idled); backward unchanged.
 # Archives in .carry/ab (scripts/gpu_build.sh in each checkout; copy .carry/bin.tar.xz to .carry/ab/NAME.tar.xz):
-#   main  = main's kernels (6e8a480 in session 15; rebuild at main's head if .carry is gone)
-#   split = statesplit (git worktree add /tmp/wt-split statesplit)
+#   main = main's kernels (6e8a480 in session 15; rebuild at main's head if .carry is gone), split, s4ov.
 # Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
-# Expected: the h96 verifier lines equal session 15's l1/verify-full-main.log line for line (the split changes no
-# value: every tile's sums run in the same order at any width); train-h96-fixed's gradients verified by kda-bench.
+# Expected: verify-full-s4ov.log equal to session 15's l1/verify-full-main.log, verify-bwdq-s4ov.log to
+# l1/verify-bwdq-main.log, and verify-h96-split.log to verify-full-main.log's workload_h96 lines (times aside).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-mkdir -p /tmp/ab/split && tar -xJf .carry/ab/split.tar.xz -C /tmp/ab/split
-(cd /tmp/ab/split && LD_LIBRARY_PATH=. timeout 120 ./kda-verify --suite full --impl cuda-generic \
-  --seed 14035002217949444255 --filter workload_h96 > "$OUT/verify-h96-split.log" 2>&1; echo "verify rc=$?")
-cat "$OUT/verify-h96-split.log"
+for b in split s4ov; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+W=$(mktemp -d)
+run() {  # name build timeout cmd...
+  local n=$1 b=$2 t=$3; shift 3
+  ( cd /tmp/ab/$b && OMP_NUM_THREADS=5 LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1; echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
+}
+SF=14035002217949444255 SB=15368221980386543344
+pids=()
+run verify-h96-split split 200 ./kda-verify --suite full --impl cuda-generic --seed $SF --filter workload_h96 & pids+=($!)
+run verify-full-s4ov s4ov 260 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+run verify-bwdq-s4ov s4ov 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+wait "${pids[@]}"  # never a bare wait: it would also wait for the tee above
+grep -hE "FAIL|Failure" "$W"/*.log | head -20
+(cd "$W" && tar -cf "$OUT/checks.tar" .)
 date -u
-OUT=$OUT timeout 400 bash scripts/gpu_ab.sh --builds main,split --impl cuda-generic --rounds 1 \
+OUT=$OUT timeout 300 bash scripts/gpu_ab.sh --builds main,split,s4ov --impl cuda-generic --rounds 1 \
   --workload h96-fixed --workload h64-fixed --workload h96-mixed --workload train-h96-fixed
 echo "gpu_ab rc=$?"
 date -u
