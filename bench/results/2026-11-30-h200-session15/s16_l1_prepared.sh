@@ -5,9 +5,10 @@
 #           reverse pass in 32-column tiles, as a second launch (chunk_map.h plan_state_pass). Predicted: h96-fixed
 #           -100 to -200 us (its second wave's 60 CTAs of 64 columns left 72 SMs idle ~780 us; cost model 224
 #           against 256), train-h96-fixed's backward -100 to -300 us; h64-fixed and h96-mixed unchanged (same plan).
-#   s4ov  = s4overlap (ff7687b): phase 1's X_K / X_V plane splits on warps 8-15 during S4's rounds 1-3 (warps 0-2
-#           under a named barrier). Predicted: -40 to -120 us at h64-fixed, -60 to -180 at h96-fixed (~8.5 K of
-#           ~74 K warp instructions per (chunk, head) move into rounds where 13-15 warps idled); backward unchanged.
+#   s4ov  = s4overlap (e39e420): phase 1's X_K / X_V plane splits on warps 8-15 (after their A_qk stores) during S4's
+#           rounds (round 0 on warps 0-7, rounds 1-3 on warps 0-2, each ordered by a named barrier). Predicted: -40 to
+#           -120 us at h64-fixed, -60 to -180 at h96-fixed (~8.5 K of ~74 K warp instructions per (chunk, head) move
+#           into rounds where 8-15 warps idled); the backward's recompute unchanged (kWide: no splits there).
 # Archives in .carry/ab (scripts/gpu_build.sh in each checkout; copy .carry/bin.tar.xz to .carry/ab/NAME.tar.xz):
 #   main = main's kernels (6e8a480 in session 15; rebuild at main's head if .carry is gone), split, s4ov.
 # Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
