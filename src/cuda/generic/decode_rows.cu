@@ -1,6 +1,6 @@
 // decode_rows.cu: owns the small-batch decode (kda::cuda::rows_decode, decode_rows.h): 1-4 tokens per sequence against
-// a value-first pool (fp32 or bf16; bf16 at every batch off sm_90), one warp per (sequence, value head, rows::kRows rows), the state
-// in registers.
+// a value-first pool (fp32 or bf16; bf16 at every batch off sm_90), one warp per (sequence, value head, rows::kRows
+// rows), the state in registers.
 //
 // Why. At small batches a decode call is one dependent chain per CTA, not a stream: launch, the slot index, the state,
 // the update, the stores. The bulk-copy kernel (hopper/decode_bulk.cu) runs that chain through its producer warp:
