@@ -182,6 +182,30 @@ __device__ __forceinline__ void st_vec_streaming(__nv_bfloat16* p, const float (
     __stcs(reinterpret_cast<unsigned int*>(p), w[0]);
 }
 
+// The fused short convolution of one channel for one token (decode_fusions.cu's conv kernel, decode_head.cu's
+// one-kernel form): acc = sum_j w[j] s[j] + w[3] x in the CPU backend's order (oldest input first), the channel's
+// state s (its last 3 inputs) shifted to take x; returns SiLU(acc) = acc / (1 + exp(-acc)).
+__device__ __forceinline__ float conv_token(const float (&w)[DecodeParams::kConvWidth],
+                                            float (&s)[DecodeParams::kConvWidth - 1], float x) {
+  constexpr int CW = DecodeParams::kConvWidth;
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < CW - 1; ++j) acc = fmaf(w[j], s[j], acc);
+  acc = fmaf(w[CW - 1], x, acc);
+#pragma unroll
+  for (int j = 0; j < CW - 2; ++j) s[j] = s[j + 1];
+  s[CW - 2] = x;
+  return acc / (1.0f + expf(-acc));
+}
+
+// A channel's conv state (3 inputs, exact in the state's dtype: fp32 or the inputs' own) to the pool at slot `ws`.
+__device__ __forceinline__ void store_conv_state(const TensorView& cs, int64_t ws, int64_t ch,
+                                                 const float (&s)[DecodeParams::kConvWidth - 1]) {
+#pragma unroll
+  for (int j = 0; j < DecodeParams::kConvWidth - 1; ++j)
+    store_out(const_cast<void*>(cs.data), cs.dtype, ws * cs.stride[0] + ch * cs.stride[1] + j * cs.stride[2], s[j]);
+}
+
 // One token's update of R state rows held by a warp, lane l owning W channels of each (alpha, k_hat, q_hat: the
 // lane's channels of the token's vectors): per row S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, the
 // reference's order; the row sums of S k_hat reduced over the warp with the R reductions interleaved. v_of(r) gives

@@ -18,6 +18,7 @@
 
 #include "common/math.h"
 #include "common/params.h"
+#include "cuda/decode_math.cuh"
 #include "cuda/device_common.cuh"
 #include "cuda/generic/decode_fusions.h"
 
@@ -26,8 +27,6 @@ namespace {
 
 constexpr int kConvThreads = 256;
 constexpr int kNormThreads = 128;  // 4 warps, a (token, value head) row per warp
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
 
 // One thread per (sequence, channel of q | k | v): the conv state (3 inputs) and the 4 taps in registers, the
 // tokens in order. Every read of a channel's old state precedes its writes (possibly to the start slot), and
@@ -58,21 +57,10 @@ __global__ void __launch_bounds__(kConvThreads) conv_kernel(const DecodeParams p
 #pragma unroll
     for (int j = 0; j < W; ++j) wc[j] = load_f(w, c * w.stride[0] + j * w.stride[1]);
     for (int64_t t = 0; t < io.T; ++t) {
-      const float xt = load_f(x, n * x.stride[0] + t * x.stride[1] + head * x.stride[2] + col * x.stride[3]);
-      float acc = 0.0f;  // the CPU backend's order: oldest input first
-#pragma unroll
-      for (int j = 0; j < W - 1; ++j) acc = fmaf(wc[j], s[j], acc);
-      acc = fmaf(wc[W - 1], xt, acc);
-      out[t * per_tok] = silu(acc);
-#pragma unroll
-      for (int j = 0; j < W - 2; ++j) s[j] = s[j + 1];
-      s[W - 2] = xt;
+      out[t * per_tok] =
+          conv_token(wc, s, load_f(x, n * x.stride[0] + t * x.stride[1] + head * x.stride[2] + col * x.stride[3]));
       const int64_t ws = p.write_slot(n, t);
-      if (ws < 0) continue;
-      // The state holds inputs, which are exact in the state's dtype (fp32 or the inputs' own).
-#pragma unroll
-      for (int j = 0; j < W - 1; ++j)
-        store_out(const_cast<void*>(cs.data), cs.dtype, ws * cs.stride[0] + c * cs.stride[1] + j * cs.stride[2], s[j]);
+      if (ws >= 0) store_conv_state(cs, ws, c, s);
     }
   }
 }

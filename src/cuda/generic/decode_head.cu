@@ -49,8 +49,6 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kMaxTokens = 4;
 constexpr int kMaxChannels = 2 * 128 + 128;  // 2 K + V at K = V = 128
 
-__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }  // decode_fusions.cu's
-
 // A token's inputs for one warp as raw bits: its lanes' channels of q / k (read only without the conv) and g, its R
 // rows of v (without the conv), beta, and for the norm lane r's row of the output gate and the norm weight.
 template <int W, int R>
@@ -153,21 +151,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_head_kernel(const DecodePa
       bits_to_float(s, rst, cs.dtype);
       bits_to_float(wc, rtap, cw.dtype);
       for (int t = 0; t < T; ++t) {
-        const float xt = t == 0 ? bits_to_float(rx0, cx.dtype) : load_f(cx, x_offset(t));
-        float acc = 0.0f;  // the CPU backend's order: oldest input first
-#pragma unroll
-        for (int j = 0; j < CW - 1; ++j) acc = fmaf(wc[j], s[j], acc);
-        acc = fmaf(wc[CW - 1], xt, acc);
-        xs[t][tid] = silu_f(acc);
-#pragma unroll
-        for (int j = 0; j < CW - 2; ++j) s[j] = s[j + 1];
-        s[CW - 2] = xt;
+        xs[t][tid] = conv_token(wc, s, t == 0 ? bits_to_float(rx0, cx.dtype) : load_f(cx, x_offset(t)));
         const int64_t ws = p.write_slot(n, t);
-        if (ws < 0) continue;
-#pragma unroll
-        for (int j = 0; j < CW - 1; ++j)
-          store_out(const_cast<void*>(cs.data), cs.dtype, ws * cs.stride[0] + ch * cs.stride[1] + j * cs.stride[2],
-                    s[j]);
+        if (ws >= 0) store_conv_state(cs, ws, ch, s);
       }
     }
     __syncthreads();
