@@ -12,7 +12,8 @@
 #   s3ov  = branch s4overlap's tip (c7bc23e): + S3's off-diagonal blocks finished behind a named barrier of warps
 #           0-11, not after the diagonal warps' 16 k-steps. Predicted: a further -10 to -40 us at h64-fixed.
 # Archives in .carry/ab (scripts/gpu_build.sh in each checkout; copy .carry/bin.tar.xz to .carry/ab/NAME.tar.xz):
-#   main = main's kernels (6e8a480 in session 15; rebuild at main's head if .carry is gone), split, s4ov, s3ov.
+#   main = main (52f6ce3 in session 15, built with --torch-wheel; rebuild at main's head if .carry is gone), split,
+#          s4ov, s3ov. main's fused decode (52f6ce3 shares the conv step between its two forms) is checked here too.
 # Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"] (~300 s).
 # Expected: verify-full-s3ov.log equal to session 15's l1/verify-full-main.log line for line (times aside),
 # verify-bwdq-s3ov.log to l1/verify-bwdq-main.log, verify-h96-split.log to verify-full-main.log's workload_h96 lines.
@@ -22,7 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-for b in split s3ov; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+for b in main split s3ov; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
 W=$(mktemp -d)
 run() {  # name build timeout cmd...
   local n=$1 b=$2 t=$3; shift 3
@@ -33,6 +34,7 @@ pids=()
 run verify-h96-split split 200 ./kda-verify --suite full --impl cuda-generic --seed $SF --filter workload_h96 & pids+=($!)
 run verify-full-s3ov s3ov 260 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
 run verify-bwdq-s3ov s3ov 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run tests-fused-main main 150 ./kda_gpu_tests --gtest_filter='*CudaFusedDecode*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait: it would also wait for the tee above
 grep -hE "FAIL|Failure" "$W"/*.log | head -20
 (cd "$W" && tar -cf "$OUT/checks.tar" .)
