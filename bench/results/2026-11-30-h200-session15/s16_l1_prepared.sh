@@ -11,10 +11,12 @@
 #           (chunk, head) move into rounds where 8-15 warps idled); the backward's recompute (kWide) unchanged.
 #   s3ov  = branch s4overlap's tip (c7bc23e): + S3's off-diagonal blocks finished behind a named barrier of warps
 #           0-11, not after the diagonal warps' 16 k-steps. Predicted: a further -10 to -40 us at h64-fixed.
+#   combo = branch combo15 (7bb4221): s3ov merged with split, what main gets if both win (their gains add: they
+#           change different kernels).
 # Archives in .carry/ab (scripts/gpu_build.sh in each checkout; copy .carry/bin.tar.xz to .carry/ab/NAME.tar.xz):
 #   main = main (52f6ce3 in session 15, built with --torch-wheel; rebuild at main's head if .carry is gone), split,
-#          s4ov, s3ov. main's fused decode (52f6ce3 shares the conv step between its two forms) is checked here too.
-# Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"] (~300 s).
+#          s4ov, s3ov, combo. main's fused decode (52f6ce3 shares the conv step between its two forms) is checked here too.
+# Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"] (~340 s).
 # Expected: verify-full-s3ov.log equal to session 15's l1/verify-full-main.log line for line (times aside),
 # verify-bwdq-s3ov.log to l1/verify-bwdq-main.log, verify-h96-split.log to verify-full-main.log's workload_h96 lines.
 # A second call then: gpu_ab --builds main,split --workload train-h96-fixed (the reverse pass's split), and
@@ -39,7 +41,7 @@ wait "${pids[@]}"  # never a bare wait: it would also wait for the tee above
 grep -hE "FAIL|Failure" "$W"/*.log | head -20
 (cd "$W" && tar -cf "$OUT/checks.tar" .)
 date -u
-OUT=$OUT timeout 280 bash scripts/gpu_ab.sh --builds main,split,s4ov,s3ov --impl cuda-generic --rounds 1 \
+OUT=$OUT timeout 300 bash scripts/gpu_ab.sh --builds main,split,s4ov,s3ov,combo --impl cuda-generic --rounds 1 \
   --workload h64-fixed --workload h96-fixed
 echo "gpu_ab rc=$?"
 date -u
