@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "common/decode_cases.h"
 #include "common/host_access.h"
 #include "common/verify.h"
 
@@ -259,6 +260,73 @@ TEST(Verifier, RejectsJointQkNorm) {
     }
     return cpu(c, o);
   }), "workload_standard_recipe_h4");
+}
+
+// Decode: the CPU backend passes decode-quick (the fused conv / norm cases included), and a decode that skips a fusion's
+// part is caught by the case built for it.
+std::vector<std::string> decode_failures(const Implementation& impl, uint64_t seed) {
+  std::vector<std::string> failed;
+  for (const DecodeSpec& s : verify_decode_suite("decode-quick")) {
+    const VerifyResult r = verify_decode_case(s, impl, seed ^ std::hash<std::string>{}(s.name));
+    if (!r.pass) failed.push_back(r.name);
+  }
+  return failed;
+}
+
+kda_status_t cpu_decode(DecodeCase& d, HostTensor& out, HostTensor& pool, HostTensor* conv) {
+  kda_decode_args_t a = decode_host_args(d, out, pool, KDA_BACKEND_CPU);
+  if (conv) {
+    a.q_conv_state = conv[0].view();
+    a.k_conv_state = conv[1].view();
+    a.v_conv_state = conv[2].view();
+  }
+  return kda_decode(&a, nullptr, 0, nullptr);
+}
+
+void expect_decode_rejected(const std::string& name,
+                            std::function<kda_status_t(DecodeCase&, HostTensor&, HostTensor&, HostTensor*)> decode,
+                            const std::string& must_catch) {
+  Implementation impl;
+  impl.name = name;
+  impl.decode_cls = ComputeClass::kTensorCore;  // the loosest bounds
+  impl.decode = std::move(decode);
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("cheat " + name + " seed " + std::to_string(seed));
+  const std::vector<std::string> failed = decode_failures(impl, seed);
+  std::string list;
+  for (const std::string& n : failed) list += " " + n;
+  std::printf("  %-28s rejected by %zu cases:%s\n", name.c_str(), failed.size(), list.c_str());
+  EXPECT_NE(std::find(failed.begin(), failed.end(), must_catch), failed.end()) << name << " was not caught by " << must_catch;
+}
+
+TEST(Verifier, CpuBackendPassesDecodeQuickSuite) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<std::string> failed = decode_failures(implementation_by_name("cpu"), seed);
+  std::string list;
+  for (const std::string& n : failed) list += " " + n;
+  EXPECT_TRUE(failed.empty()) << "failed:" << list;
+}
+
+// A fused conv that computes the right outputs but never writes its conv states back (the next token would convolve
+// stale inputs).
+TEST(Verifier, RejectsConvStatesNotWritten) {
+  expect_decode_rejected("conv_states_not_written", [](DecodeCase& d, HostTensor& out, HostTensor& pool, HostTensor* conv) {
+    const kda_status_t st = cpu_decode(d, out, pool, conv);
+    if (conv)
+      for (int i = 0; i < 3; ++i) conv[i] = d.conv_state[i];
+    return st;
+  }, "fused_conv");
+}
+
+// A gated RMSNorm that applies the sigmoid gate whatever activation was asked for.
+TEST(Verifier, RejectsNormGateActivationIgnored) {
+  expect_decode_rejected("norm_gate_always_sigmoid", [](DecodeCase& d0, HostTensor& out, HostTensor& pool,
+                                                        HostTensor* conv) {
+    DecodeCase d = d0;
+    d.spec.norm_act = KDA_OUT_GATE_SIGMOID;
+    return cpu_decode(d, out, pool, conv);
+  }, "fused_norm_silu_eps0");
 }
 
 }  // namespace

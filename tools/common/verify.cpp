@@ -42,15 +42,23 @@ kda_status_t replay_device(Case& first, Case& second, Outputs& o, kda_backend_t 
   return KDA_STATUS_SUCCESS;
 }
 
-kda_status_t decode_host(DecodeCase& d, HostTensor& out, HostTensor& pool, kda_backend_t be) {
+kda_status_t decode_host(DecodeCase& d, HostTensor& out, HostTensor& pool, HostTensor* conv, kda_backend_t be) {
   kda_decode_args_t a = decode_host_args(d, out, pool, be);
+  if (conv) {  // the call updates the copies, so d keeps the given conv states for the judge
+    a.q_conv_state = conv[0].view();
+    a.k_conv_state = conv[1].view();
+    a.v_conv_state = conv[2].view();
+  }
   return kda_decode(&a, nullptr, 0, nullptr);
 }
 
-kda_status_t decode_device(DecodeCase& d, HostTensor& out, HostTensor& pool, kda_backend_t be) {
+kda_status_t decode_device(DecodeCase& d, HostTensor& out, HostTensor& pool, HostTensor* conv, kda_backend_t be) {
   DeviceDecodeProblem dp(d, be);
   const kda_status_t st = dp.run();
-  if (st == KDA_STATUS_SUCCESS) dp.download(out, pool);
+  if (st == KDA_STATUS_SUCCESS) {
+    dp.download(out, pool);
+    if (conv) dp.download_conv(conv);
+  }
   return st;
 }
 
@@ -201,22 +209,24 @@ Implementation implementation_by_name(const std::string& name) {
   if (name == "cpu") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_CPU); };
     impl.backward = [](Case& c, const Upstream& up, Grads& g) { return run_backward_host(c, up, KDA_BACKEND_CPU, &g); };
-    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) { return decode_host(d, o, p, KDA_BACKEND_CPU); };
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p, HostTensor* cv) {
+      return decode_host(d, o, p, cv, KDA_BACKEND_CPU);
+    };
   } else if (name == "reference") {
     impl.run = [](Case& c, Outputs& o) { return run_host(c, o, KDA_BACKEND_REFERENCE); };
     impl.backward = [](Case& c, const Upstream& up, Grads& g) {
       return run_backward_host(c, up, KDA_BACKEND_REFERENCE, &g);
     };
-    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
-      return decode_host(d, o, p, KDA_BACKEND_REFERENCE);
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p, HostTensor* cv) {
+      return decode_host(d, o, p, cv, KDA_BACKEND_REFERENCE);
     };
   } else if (name == "cuda-generic") {
     // GENERIC's forward is the chunked path with tensor-core products wherever it applies (the recurrent kernel
     // elsewhere): judged as tensor-core code. Its decode is fp32 code.
     impl.cls = forward_class(KDA_BACKEND_CUDA_GENERIC, true);
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_GENERIC); };
-    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
-      return decode_device(d, o, p, KDA_BACKEND_CUDA_GENERIC);
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p, HostTensor* cv) {
+      return decode_device(d, o, p, cv, KDA_BACKEND_CUDA_GENERIC);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_GENERIC); };
     // GENERIC's backward is the chunked one wherever it applies (the token-recurrent reverse elsewhere): judged as
@@ -227,8 +237,8 @@ Implementation implementation_by_name(const std::string& name) {
     };
   } else if (name == "cuda-recurrent") {  // the exact token-recurrent kernel: fp32 class
     impl.run = [](Case& c, Outputs& o) { return run_device(c, o, KDA_BACKEND_CUDA_RECURRENT); };
-    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p) {
-      return decode_device(d, o, p, KDA_BACKEND_CUDA_RECURRENT);
+    impl.decode = [](DecodeCase& d, HostTensor& o, HostTensor& p, HostTensor* cv) {
+      return decode_device(d, o, p, cv, KDA_BACKEND_CUDA_RECURRENT);
     };
     impl.replay = [](Case& a, Case& b, Outputs& o) { return replay_device(a, b, o, KDA_BACKEND_CUDA_RECURRENT); };
     // The exact token-recurrent reverse in fp32: fp32 class with the sqrt(L) growth.
@@ -578,7 +588,11 @@ VerifyResult verify_backward_case(const BackwardCase& bc, const Implementation& 
 }
 
 std::vector<DecodeSpec> verify_decode_suite(const std::string& suite) {
-  if (suite == "decode-quick") return decode_cases();
+  if (suite == "decode-quick") {  // the small cases, then the fused ones (conv, norm, both)
+    std::vector<DecodeSpec> v = decode_cases();
+    for (const DecodeSpec& s : fused_decode_cases()) v.push_back(s);
+    return v;
+  }
   if (suite != "decode-full") return {};
   std::vector<DecodeSpec> v;
   auto serving = [](const std::string& name, int H, int64_t B) {
@@ -623,6 +637,31 @@ std::vector<DecodeSpec> verify_decode_suite(const std::string& suite) {
   }
   { DecodeSpec s = serving("decode_all_padding_h32_b64", 32, 64); s.padding = 1.0; v.push_back(s); }
   { DecodeSpec s = serving("decode_bf16_pool_h32_b256", 32, 256); s.pool_dtype = KDA_DTYPE_BFLOAT16; v.push_back(s); }
+  // The fusions at serving sizes (Kimi-Linear's short conv and gated RMSNorm; judged with the conv states): small
+  // batches (CUDA: one kernel a (sequence, head)) and large ones (three kernels), a bf16 pool, a speculative verify.
+  auto fused = [&](const std::string& name, int64_t B, bool conv, bool norm) {
+    DecodeSpec s = serving(name, 32, B);
+    s.conv = conv;
+    s.norm = norm;
+    return s;
+  };
+  v.push_back(fused("decode_fused_conv_norm_h32_b1", 1, true, true));
+  v.push_back(fused("decode_fused_conv_norm_h32_b256", 256, true, true));
+  v.push_back(fused("decode_fused_conv_h32_b64", 64, true, false));
+  {
+    DecodeSpec s = fused("decode_fused_norm_silu_h32_b4_bf16_pool", 4, false, true);
+    s.norm_act = KDA_OUT_GATE_SILU;
+    s.pool_dtype = KDA_DTYPE_BFLOAT16;
+    v.push_back(s);
+  }
+  {
+    DecodeSpec s = fused("decode_fused_spec_verify_h32_b4_3_tokens", 4, true, true);
+    s.io.T = 3;
+    s.per_token = true;
+    s.with_accepted = true;
+    s.slots = 4 * 3 + 5;
+    v.push_back(s);
+  }
   return v;
 }
 
@@ -641,15 +680,21 @@ VerifyResult verify_decode_case(const DecodeSpec& s, const Implementation& impl,
   HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
   for (int64_t i = 0; i < out.numel(); ++i) out.set(i, std::numeric_limits<double>::quiet_NaN());
   HostTensor pool = d.pool;
-  if (impl.decode(d, out, pool) != KDA_STATUS_SUCCESS) {
+  HostTensor conv[3] = {d.conv_state[0], d.conv_state[1], d.conv_state[2]};
+  if (impl.decode(d, out, pool, s.conv ? conv : nullptr) != KDA_STATUS_SUCCESS) {
     r.error = std::string("call failed: ") + kda_last_error();
     return r;
   }
-  const DecodeVerdict v = judge_decode(d, decode_oracle(d), out, pool, tolerance_for(d.c.spec.in_dtype, impl.decode_cls));
+  // The fusions (short conv, gated RMSNorm) are judged by the hand-written fp64 fused decode, conv states too.
+  const Tolerance tol = tolerance_for(d.c.spec.in_dtype, impl.decode_cls);
+  const DecodeVerdict v = s.conv || s.norm
+                              ? judge_fused_decode(d, decode_fused_oracle(d), out, pool, s.conv ? conv : nullptr, tol)
+                              : judge_decode(d, decode_oracle(d), out, pool, tol);
   r.out = v.out;
   r.state = v.pool;
   r.pass = v.pass;
   if (v.untouched_changed) r.error = std::to_string(v.untouched_changed) + " elements of untouched slots changed";
+  if (v.conv_wrong) r.error += (r.error.empty() ? "" : "; ") + std::to_string(v.conv_wrong) + " conv-state entries wrong";
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

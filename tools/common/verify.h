@@ -25,8 +25,9 @@ struct Implementation {
   ComputeClass decode_cls = ComputeClass::kFp32;  // decode's class
   std::function<kda_status_t(Case& c, Outputs& outs)> run;
   std::function<kda_status_t(Case& first, Case& second, Outputs& outs)> replay;
-  // Decode against the case's pool: out and pool (a copy of d.pool) are filled in place.
-  std::function<kda_status_t(DecodeCase& d, HostTensor& out, HostTensor& pool)> decode;
+  // Decode against the case's pool: out and pool (a copy of d.pool) are filled in place, and with the fused conv
+  // (d.c.spec.conv) conv[0..2], copies of d.conv_state (null otherwise).
+  std::function<kda_status_t(DecodeCase& d, HostTensor& out, HostTensor& pool, HostTensor* conv)> decode;
   // Backward: fills g (made by make_grads; NaN-poisoned) from the case and its upstream gradients. Gradients an
   // outside implementation does not return are listed in g.missing ("not provided").
   ComputeClass backward_cls = ComputeClass::kFp32;
