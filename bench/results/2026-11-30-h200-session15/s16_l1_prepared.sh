@@ -14,8 +14,9 @@
 #   combo = branch combo15 (7bb4221): s3ov merged with split, what main gets if both win (their gains add: they
 #           change different kernels).
 # Archives in .carry/ab (scripts/gpu_build.sh in each checkout; copy .carry/bin.tar.xz to .carry/ab/NAME.tar.xz):
-#   main = main (52f6ce3 in session 15, built with --torch-wheel; rebuild at main's head if .carry is gone), split,
-#          s4ov, s3ov, combo. main's fused decode (52f6ce3 shares the conv step between its two forms) is checked here too.
+#   main = main (33eeaec in session 15, built with --torch-wheel; rebuild at main's head if .carry is gone), split,
+#          s4ov, s3ov, combo. main's fused decode (52f6ce3 shares the conv step between its two forms) is checked here
+#          too, by its GPU tests and by decode-full's new fused cases (33eeaec).
 # Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"] (~340 s).
 # Expected: verify-full-s3ov.log equal to session 15's l1/verify-full-main.log line for line (times aside),
 # verify-bwdq-s3ov.log to l1/verify-bwdq-main.log, verify-h96-split.log to verify-full-main.log's workload_h96 lines.
@@ -37,6 +38,7 @@ run verify-h96-split split 200 ./kda-verify --suite full --impl cuda-generic --s
 run verify-full-s3ov s3ov 260 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
 run verify-bwdq-s3ov s3ov 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 run tests-fused-main main 150 ./kda_gpu_tests --gtest_filter='*CudaFusedDecode*' & pids+=($!)
+run verify-dec-fused-main main 150 ./kda-verify --suite decode-full --impl cuda-generic --filter fused & pids+=($!)
 wait "${pids[@]}"  # never a bare wait: it would also wait for the tee above
 grep -hE "FAIL|Failure" "$W"/*.log | head -20
 (cd "$W" && tar -cf "$OUT/checks.tar" .)
