@@ -1,8 +1,9 @@
 """numpy_recurrent.py: a float64 numpy implementation of KDA for kda-verify's external protocol
-(`kda-verify --impl "cmd:python3 scripts/verify_impls/numpy_recurrent.py"`): the token recurrence, and for a
-backward request its reverse pass by hand (chain rule through the recurrence, the L2 norms, the gate activation
-and the beta sigmoid), written independently of the C++ reference, so the protocol and the verifier's judgement of
-an outside implementation are tested end to end in CI. usage: numpy_recurrent.py DIR"""
+(`kda-verify --impl "cmd:python3 scripts/verify_impls/numpy_recurrent.py"`): the token recurrence, a decode request
+against a state pool (with the fused conv and gated RMSNorm), and for a backward request its reverse pass by hand
+(chain rule through the recurrence, the L2 norms, the gate activation and the beta sigmoid), written independently
+of the C++ reference, so the protocol and the verifier's judgement of an outside implementation are tested end to
+end in CI. usage: numpy_recurrent.py DIR"""
 import sys
 
 import numpy as np
@@ -85,8 +86,94 @@ def write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0):
             write_output(directory, m, name, value)
 
 
+def decode(directory, m, t):
+    """A decode request: N sequences of T tokens each against the state pool, updated as kda.h documents it: the
+    start slot from state_indices ([N], or [N, T] with num_accepted_tokens), negative or out-of-range slots
+    padding (zero outputs, nothing touched); the state after each token to that token's write slot (1-D indices:
+    after the last token, to the start slot). With "conv" the causal short conv (width 4, SiLU) of the raw q, k, v,
+    its per-channel conv state (oldest input first) read at the start slot and written with the pool; with
+    "out_norm" out = o / sqrt(mean(o^2) + eps) * weight * act(out_gate)."""
+    N, T, H, HV, K, V, slots = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "slots"))
+    idx = t["state_indices"].astype(np.int64)
+    acc = t["num_accepted_tokens"].astype(np.int64) if "num_accepted_tokens" in t else None
+
+    def read_slot(n):
+        if not m["indices_per_token"]:
+            r = idx[n]
+        else:
+            a = acc[n] if acc is not None else 1
+            r = idx[n, a - 1] if 1 <= a <= T else -1
+        return r if 0 <= r < slots else -1
+
+    def write_slot(n, tt):
+        w = idx[n, tt] if m["indices_per_token"] else (idx[n] if tt == T - 1 else -1)
+        return w if 0 <= w < slots else -1
+
+    t = dict(t)
+    conv_out = {}
+    if m["conv"]:  # the conv'd q, k, v first (they do not depend on the state), and the conv states they leave
+        for name in ("q", "k", "v"):
+            x = t[name].astype(np.float64).reshape(N, T, -1)
+            w = t["conv_weight_" + name].astype(np.float64)
+            cs = t["conv_state_" + name]
+            new_cs = cs.astype(np.float64).copy()
+            y = np.zeros_like(x)
+            for n in range(N):
+                r = read_slot(n)
+                if r < 0:
+                    continue
+                st = cs[r].astype(np.float64).copy()  # [dim, 3]
+                for tt in range(T):
+                    a = (w[:, :3] * st).sum(1) + w[:, 3] * x[n, tt]
+                    y[n, tt] = a / (1 + np.exp(-a))
+                    st = np.concatenate([st[:, 1:], x[n, tt][:, None]], axis=1)
+                    ws = write_slot(n, tt)
+                    if ws >= 0:
+                        new_cs[ws] = st
+            t[name] = y.reshape(t[name].shape)
+            conv_out["conv_state_" + name] = new_cs
+    pre = preprocess(m, t)
+    q, k, v, g, beta = (pre[n] for n in ("q", "k", "v", "g", "beta"))
+    pool = t["state_pool"].astype(np.float64)
+    if not m["state_v_first"]:
+        pool = pool.transpose(0, 1, 3, 2)
+    new_pool = pool.copy()
+    out = np.zeros((N, T, HV, V))
+    group = HV // H
+    for n in range(N):
+        r = read_slot(n)
+        if r < 0:
+            continue
+        for hv in range(HV):
+            h = hv // group
+            S = pool[r, hv].copy()
+            for tt in range(T):
+                S = S * np.exp(g[n, tt, hv])[None, :]
+                u = beta[n, tt, hv] * (v[n, tt, hv] - S @ k[n, tt, h])
+                S = S + np.outer(u, k[n, tt, h])
+                out[n, tt, hv] = m["scale"] * (S @ q[n, tt, h])
+                ws = write_slot(n, tt)
+                if ws >= 0:
+                    new_pool[ws, hv] = S
+        if m["out_norm"]:
+            o = out[n]
+            gate = t["out_gate"][n].astype(np.float64)
+            act = 1 / (1 + np.exp(-gate))
+            if m["norm_activation"] == "silu":
+                act = gate * act
+            rs = 1 / np.sqrt((o * o).mean(-1, keepdims=True) + m["norm_eps"])
+            out[n] = o * rs * t["out_norm_weight"].astype(np.float64) * act
+    write_output(directory, m, "out", out)
+    write_output(directory, m, "state_pool", new_pool if m["state_v_first"] else new_pool.transpose(0, 1, 3, 2))
+    for name, value in conv_out.items():
+        write_output(directory, m, name, value)
+
+
 def main(directory):
     m, t = read_case(directory)
+    if m.get("request") == "decode":
+        decode(directory, m, t)
+        return
     backward = m.get("request", "forward") == "backward"
     B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
     pre = preprocess(m, t)

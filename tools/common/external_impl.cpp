@@ -58,10 +58,12 @@ std::string make_dir(std::string* error) {
   return tmpl;
 }
 
-// Writes the case's inputs (plus `extra` tensors) into dir and case.json with the given request and outputs.
+// Writes the case's inputs (plus `extra` tensors) into dir and case.json with the given request and outputs;
+// `fields` (JSON members, each followed by ",\n  ") go after the flags.
 void write_request(const std::string& dir, const Case& c, const char* request,
                    const std::vector<std::pair<const char*, const HostTensor*>>& extra,
-                   const std::vector<std::pair<const char*, const HostTensor*>>& outputs) {
+                   const std::vector<std::pair<const char*, const HostTensor*>>& outputs,
+                   const std::string& fields = "") {
   const CaseSpec& s = c.spec;
   std::ostringstream j;
   j.precision(17);
@@ -74,7 +76,7 @@ void write_request(const std::string& dir, const Case& c, const char* request,
     << ", \"beta_is_logits\": " << (s.beta_logits ? "true" : "false")
     << ", \"allow_neg_eigval\": " << (s.neg_eigval ? "true" : "false")
     << ", \"state_v_first\": " << (s.v_first ? "true" : "false")
-    << ", \"output_final_state\": " << (s.want_final ? "true" : "false") << ",\n  \"tensors\": {";
+    << ", \"output_final_state\": " << (s.want_final ? "true" : "false") << ",\n  " << fields << "\"tensors\": {";
   bool first = true;
   auto put = [&](const char* name, const HostTensor& t) {
     if (!t.present()) return;
@@ -151,6 +153,43 @@ kda_status_t run_external_backward(const std::string& command, Case& c, const Up
     }
     if (!read_file(path, *t, error)) st = KDA_STATUS_INTERNAL_ERROR;
   }
+  std::system(("rm -rf " + dir).c_str());
+  return st;
+}
+
+kda_status_t run_external_decode(const std::string& command, DecodeCase& d, HostTensor& out, HostTensor& pool,
+                                 HostTensor* conv, std::string* error) {
+  const std::string dir = make_dir(error);
+  if (dir.empty()) return KDA_STATUS_INTERNAL_ERROR;
+  const DecodeSpec& s = d.spec;
+  std::ostringstream f;
+  f.precision(9);
+  f << "\"slots\": " << d.pool.shape[0] << ", \"indices_per_token\": " << (s.per_token ? "true" : "false")
+    << ", \"conv\": " << (s.conv ? "true" : "false") << ", \"out_norm\": " << (s.norm ? "true" : "false")
+    << ", \"norm_eps\": " << s.norm_eps << ", \"norm_activation\": \""
+    << (s.norm_act == KDA_OUT_GATE_SILU ? "silu" : "sigmoid") << "\",\n  ";
+  std::vector<std::pair<const char*, const HostTensor*>> extra = {
+      {"state_pool", &d.pool}, {"state_indices", &d.indices}, {"num_accepted_tokens", &d.num_accepted}};
+  std::vector<std::pair<const char*, const HostTensor*>> outputs = {{"out", &out}, {"state_pool", &pool}};
+  const char* conv_w[3] = {"conv_weight_q", "conv_weight_k", "conv_weight_v"};
+  const char* conv_s[3] = {"conv_state_q", "conv_state_k", "conv_state_v"};
+  if (s.conv)
+    for (int i = 0; i < 3; ++i) {
+      extra.emplace_back(conv_w[i], &d.conv_w[i]);
+      extra.emplace_back(conv_s[i], &d.conv_state[i]);
+      outputs.emplace_back(conv_s[i], &conv[i]);
+    }
+  if (s.norm) {
+    extra.emplace_back("out_norm_weight", &d.norm_w);
+    extra.emplace_back("out_gate", &d.out_gate);
+  }
+  write_request(dir, d.c, "decode", extra, outputs, f.str());
+  kda_status_t st = KDA_STATUS_SUCCESS;
+  if (!run_command(command, dir, error) || !read_file(dir + "/out.bin", out, error) ||
+      !read_file(dir + "/state_pool.bin", pool, error))
+    st = KDA_STATUS_INTERNAL_ERROR;
+  for (int i = 0; s.conv && st == KDA_STATUS_SUCCESS && i < 3; ++i)
+    if (!read_file(dir + "/" + conv_s[i] + ".bin", conv[i], error)) st = KDA_STATUS_INTERNAL_ERROR;
   std::system(("rm -rf " + dir).c_str());
   return st;
 }

@@ -8,6 +8,7 @@
 
 #include "common/backward_cases.h"
 #include "common/cases.h"
+#include "common/decode_cases.h"
 
 namespace kda::testing {
 
@@ -22,5 +23,12 @@ kda_status_t run_external(const std::string& command, Case& c, Outputs& o, std::
 // A file of the wrong size fails the call.
 kda_status_t run_external_backward(const std::string& command, Case& c, const Upstream& up, Grads* g,
                                    std::string* error);
+
+// A decode request (case.json "request": "decode"): DIR also holds the state pool, its indices (and
+// num_accepted_tokens), and with the fusions their weights, conv states and output gate; the command writes
+// DIR/out.bin, DIR/state_pool.bin (the whole pool after the call) and, with the fused conv, DIR/conv_state_{q,k,v}.bin.
+// out, pool (a copy of d.pool) and conv (copies of d.conv_state; null without the conv) are filled from them.
+kda_status_t run_external_decode(const std::string& command, DecodeCase& d, HostTensor& out, HostTensor& pool,
+                                 HostTensor* conv, std::string* error);
 
 }  // namespace kda::testing

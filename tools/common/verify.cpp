@@ -263,6 +263,12 @@ Implementation implementation_by_name(const std::string& name) {
       if (st != KDA_STATUS_SUCCESS) std::fprintf(stderr, "kda-verify: %s\n", error.c_str());
       return st;
     };
+    impl.decode = [command](DecodeCase& d, HostTensor& o, HostTensor& p, HostTensor* cv) {
+      std::string error;
+      const kda_status_t st = run_external_decode(command, d, o, p, cv, &error);
+      if (st != KDA_STATUS_SUCCESS) std::fprintf(stderr, "kda-verify: %s\n", error.c_str());
+      return st;
+    };
     impl.backward_cls = ComputeClass::kTensorCore;
     impl.backward_grads_in_input_dtype = true;  // as autograd returns them (FLA: dq.to(q))
     impl.backward = [command](Case& c, const Upstream& up, Grads& g) {
