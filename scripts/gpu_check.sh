@@ -12,7 +12,8 @@
 #           verified against the fp64 reference backward, then timed), then kda's torch op and FLA's forward +
 #           backward side by side in one process (bench_torch.py --part train)
 #   flaverify  kda-verify --suite full and --suite backward-full judging FLA's chunk_kda through the external
-#           protocol, then backward-full on cuda-generic with FLA as --baseline (each gradient no worse than FLA's)
+#           protocol, --suite decode-full judging its fused_recurrent_kda, then backward-full on cuda-generic with
+#           FLA as --baseline (each gradient no worse than FLA's)
 #   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
 #           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
 #           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted)
@@ -154,7 +155,13 @@ if want flaverify && [ -d .whl ]; then
   PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite full --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
     --json "$W/verify_fla.json" > "$W/verify_fla.log" 2>&1
   grep -E "FAIL|kda-verify:" "$W/verify_fla.log" | head -30
-  done_step flaverify verify_fla.json verify_fla.log  # archived now: the backward runs below may hit the time limit
+  # FLA's decode (fused_recurrent_kda) on the decode suite: the cases its kernel has no form for fail with the reason.
+  PYTHONPATH=/tmp/site timeout 300 "$BIN/kda-verify" --suite decode-full \
+    --impl "cmd:python3 scripts/verify_impls/fla_fused_recurrent_kda.py" \
+    --json "$W/verify_fla_decode.json" > "$W/verify_fla_decode.log" 2>&1
+  grep -E "FAIL|kda-verify:" "$W/verify_fla_decode.log" | head -30
+  # Archived now: the backward runs below may hit the time limit.
+  done_step flaverify verify_fla.json verify_fla.log verify_fla_decode.json verify_fla_decode.log
   echo "== kda-verify backward-full on FLA, and cuda-generic against FLA as the baseline"
   PYTHONPATH=/tmp/site "$BIN/kda-verify" --suite backward-full \
     --impl "cmd:python3 scripts/verify_impls/fla_chunk_kda.py" \
