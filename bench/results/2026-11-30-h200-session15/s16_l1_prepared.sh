@@ -14,7 +14,7 @@
 #   combo = branch combo15 (7bb4221): s3ov merged with split, what main gets if both win (their gains add: they
 #           change different kernels).
 # Archives in .carry/ab (scripts/gpu_build.sh in each checkout; copy .carry/bin.tar.xz to .carry/ab/NAME.tar.xz):
-#   main = main (33eeaec in session 15, built with --torch-wheel; rebuild at main's head if .carry is gone), split,
+#   main = main (fae11e2 in session 15, built with --torch-wheel; rebuild at main's head if .carry is gone), split,
 #          s4ov, s3ov, combo. main's fused decode (52f6ce3 shares the conv step between its two forms) is checked here
 #          too, by its GPU tests and by decode-full's new fused cases (33eeaec).
 # Run as: OUT=$OUT bash .carry/lease/s16_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"] (~340 s).
