@@ -10,12 +10,15 @@
 //
 // Phases. Warp w owns state rows w R .. w R + R - 1 (R = V / 16), lane l channels l W .. l W + W - 1 (W = K / 32), the
 // state in registers, as in the row-split kernel (decode_rows.cu).
-//   1  The slot's index, then the warp's state rows straight into registers as soon as the slot is known.
+//   1  Every load of token 0 with the slot's index, as raw bits (its g / beta, the norm's gate and weight, q / k / v
+//      without the conv, the conv channel's taps and input), then the warp's state rows straight into registers and
+//      the conv channel's stored inputs as soon as the slot is known. (Loads converted where issued, and loads after
+//      the conv's barrier, had put ~0.7 us more on H32 B1's chain: 8.31 -> 7.62 us, session 15.)
 //   2  Conv (p.conv), while the state is in flight: thread c < 2 K + V owns channel c of [q | k | v] of the head. It
-//      reads the channel's 3 stored inputs from the read slot's conv state and its 4 taps, writes every token's
-//      conv'd input to shared memory xs[t][c], and the state after each token to that token's write slot (the CPU
-//      backend's order, as decode_fusions.cu's conv_kernel). One owner per channel, every read before its writes:
-//      in place is race-free. A barrier, then every warp reads its token vectors from xs.
+//      writes every token's conv'd input to shared memory xs[t][c] and the state after each token to that token's
+//      write slot (decode_math.cuh conv_token / store_conv_state, as decode_fusions.cu's conv kernel). One owner per
+//      channel, every read before its writes: in place is race-free. A barrier, then every warp reads its token
+//      vectors from xs.
 //   3  Per token: token vectors (norms, gate) and the update (decode_math.cuh: the other kernels' formulas), the state
 //      to the token's write slot, the warp's R outputs by row reductions. Norm (p.out_norm): each warp's sum of
 //      squares of its R outputs into shared memory, a barrier, every warp sums the 16 partials in warp order (the same
@@ -24,8 +27,8 @@
 // Budget (K = V = 128): 512 threads, 8 rows x 4 channels = 32 state floats a lane, at most 128 registers (one CTA per
 // SM by registers); shared memory 6.3 KB (xs for up to 4 tokens, the partials). One CTA holds a head's whole 64 KB
 // fp32 state (32 KB bf16), so at large batches each SM streams one head at a time with its load, update and store
-// phases serialized (the bulk kernel pipelines them across tiles); measured against the three-kernel form at B256,
-// not assumed.
+// phases serialized (the bulk kernel pipelines them across tiles): measured 573 us at H32 B256 against the three-kernel
+// form's 363, so the dispatcher takes it only while its CTAs fit one wave (decode_head.h head_decode_preferred).
 //
 // Supported (head_decode_supported): conv or norm asked for, HV = H, K in {64, 128}, V in {64, 128}, 1-4 tokens per
 // sequence, the row-split kernel's pool forms (value-first, contiguous rows, fp32 or bf16, 16-byte aligned slots and
