@@ -523,6 +523,12 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
     (void)cudaGetLastError();
   }
   // A bf16 pool: the row-split and bulk kernels (the portable kernel stages fp32 tiles).
+  // A forced bulk kernel that cannot run says so first (a bf16 pool included: the message names the backend).
+  if (io.backend == KDA_BACKEND_CUDA_HOPPER && !hopper)
+    return Status{KDA_STATUS_NOT_SUPPORTED,
+                  "backend: KDA_BACKEND_CUDA_HOPPER decodes 1-4 tokens per sequence with K in {64, 128, 256} "
+                  "against a value-first fp32 or bf16 pool of contiguous 16-byte aligned rows, on an sm_90 device; "
+                  "use KDA_BACKEND_AUTO for everything else"};
   const bool bf16_pool = p.pool_dtype == KDA_DTYPE_BFLOAT16;
   if (bf16_pool && io.backend == KDA_BACKEND_CUDA_RECURRENT)
     return Status{KDA_STATUS_NOT_SUPPORTED,
@@ -540,11 +546,6 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
                   "state_pool: a bfloat16 pool needs 1-4 tokens per sequence, K in {64, 128, 256} and a value-first "
                   "pool of contiguous rows with 16-byte aligned slots and heads (and N, HV <= 65535) on CUDA; use a "
                   "float32 pool otherwise"};
-  if (io.backend == KDA_BACKEND_CUDA_HOPPER && !hopper)
-    return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "backend: KDA_BACKEND_CUDA_HOPPER decodes 1-4 tokens per sequence with K in {64, 128, 256} "
-                  "against a value-first fp32 or bf16 pool of contiguous 16-byte aligned rows, on an sm_90 device; "
-                  "use KDA_BACKEND_AUTO for everything else"};
 
   return launch_on_device(io.device_id, "kda decode kernel launch", [&] {
     int sms = 0;
