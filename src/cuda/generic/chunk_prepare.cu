@@ -79,22 +79,29 @@ __device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
 // of 8, so the index math, the swizzled column sw included, is done once, and the loop is straight-line (the
 // two-columns-a-thread loops it replaces, with trip counts the compiler could not see, spent ~13 instructions an
 // element on S5a's splits; ~6 this way, SASS, session 14). Consecutive threads take consecutive 16-byte quads.
-template <int kCols, typename F>
+// kT threads take part (tid in [0, kT)): the whole CTA, or the warps S5a's splits run on during S4 (below).
+template <int kCols, int kT = kThreads, typename F>
 __device__ __forceinline__ void for_row_quads(int tid, F&& f) {
-  constexpr int kStep = kThreads / (kCols / 4);
-  static_assert(kCols % 64 == 0 && kThreads % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "row quads");
-  const PlaneSplit ps = plane_split(tid, kCols, kThreads);  // ps.step == kStep
+  constexpr int kStep = kT / (kCols / 4);
+  static_assert(kCols % 64 == 0 && kT % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "row quads");
+  const PlaneSplit ps = plane_split(tid, kCols, kT);  // ps.step == kStep
 #pragma unroll
   for (int i = 0; i < kC / kStep; ++i) f(ps.r0 + i * kStep, ps.c, ps.sw);
+}
+
+// bar.sync on barrier `id` (1 .. 15; 0 is __syncthreads') by `threads` threads, whole warps: a barrier among the
+// warps of one stage while the others work on, or wait at the next CTA barrier.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // An fp32 [kC][kCols] shared-memory matrix (row pitch `pitch` floats, rows 16-byte aligned) into swizzled bf16 hi / lo
 // planes (mma_layout.h swizzled(), the lo plane kC kCols elements after the hi one): per quad one 16-byte load (no
 // bank conflict) and one 8-byte store a plane (half of a 16-byte chunk, which the swizzle keeps whole). f(r, c, x)
 // may scale the four values before the split.
-template <int kCols, typename F>
+template <int kCols, int kT = kThreads, typename F>
 __device__ __forceinline__ void split_to_planes(const float* src, int pitch, bf16* hi_plane, int tid, F&& f) {
-  for_row_quads<kCols>(tid, [&](int r, int c, int sw) {
+  for_row_quads<kCols, kT>(tid, [&](int r, int c, int sw) {
     float x[4];
     lds_vec<4>(src + r * pitch + c, x);
     f(r, c, x);
@@ -648,60 +655,84 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     }
   }
   __syncthreads();
+  // Rounds 1-3 run on warps 0-2 alone (a round has at most kSubBlocks - 1 blocks), ordered among themselves by a
+  // named barrier. Meanwhile, in a forward, warps 8-15 do S5a's plane splits of X_K and X_V, which T does not enter:
+  // behind a CTA barrier per round they had waited with 13-15 warps idle in each round, then split after T was done
+  // (~8.5 K of phase 1's ~74 K warp instructions, all 16 warps; static SASS, session 13).
+  constexpr int kRoundWarps = kSubBlocks - 1, kSplitThreads = 256;  // warps 8-15
+  bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
+  // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
+  // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
+  constexpr bool kXvInG = V <= PK;
+  bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
+  if (warp < kRoundWarps) {
 #pragma unroll 1
-  for (int s = 1; s < kSubBlocks; ++s) {
-    if (warp < tri_round_blocks(s)) {
-      const TriBlock tb = tri_block(s, warp);
-      const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
-      // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
-      float t[2][4] = {};
-      if (kSub * tb.I < L) {
-        float x[2][4] = {};
+    for (int s = 1; s < kSubBlocks; ++s) {
+      if (warp < tri_round_blocks(s)) {
+        const TriBlock tb = tri_block(s, warp);
+        const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
+        // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
+        float t[2][4] = {};
+        if (kSub * tb.I < L) {
+          float x[2][4] = {};
 #pragma unroll 1
-        for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
-          const int c0 = 8 * ks + tig, c1 = c0 + 4;
-          uint32_t ah[4], al[4];
-          split_a(Akk, PA, r0, c0, ah, al);
+          for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
+            const int c0 = 8 * ks + tig, c1 = c0 + 4;
+            uint32_t ah[4], al[4];
+            split_a(Akk, PA, r0, c0, ah, al);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              const int n = kSub * tb.J + 8 * nt + grp;
+              uint32_t bh[2], bl[2];
+              split(Tm[c0 * PA + n], bh[0], bl[0]);
+              split(Tm[c1 * PA + n], bh[1], bl[1]);
+              mma3(x[nt], ah, al, bh, bl);
+            }
+          }
+          float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) {
-            const int n = kSub * tb.J + 8 * nt + grp;
-            uint32_t bh[2], bl[2];
-            split(Tm[c0 * PA + n], bh[0], bl[0]);
-            split(Tm[c1 * PA + n], bh[1], bl[1]);
-            mma3(x[nt], ah, al, bh, bl);
+            const int col = 8 * nt + 2 * tig;
+            *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
+            *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
+          }
+          __syncwarp();
+#pragma unroll
+          for (int ks = 0; ks < 2; ++ks) {
+            const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
+            uint32_t ah[4], al[4];
+            split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              uint32_t bh[2], bl[2];
+              split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
+              split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
+              mma3(t[nt], ah, al, bh, bl);
+            }
           }
         }
-        float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
-          const int col = 8 * nt + 2 * tig;
-          *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
-          *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
-        }
-        __syncwarp();
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
-          uint32_t ah[4], al[4];
-          split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            uint32_t bh[2], bl[2];
-            split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
-            split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
-            mma3(t[nt], ah, al, bh, bl);
-          }
+          const int col = kSub * tb.J + 8 * nt + 2 * tig;
+          *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
+          *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
         }
       }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int col = kSub * tb.J + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
-        *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
-      }
+      named_barrier(1, 32 * kRoundWarps);
     }
-    __syncthreads();
+  } else if (!kWide && tid >= kThreads - kSplitThreads) {
+    const int st = tid - (kThreads - kSplitThreads);
+    split_to_planes<K, kSplitThreads>(Ks, PK, XKp, st, [&](int r, int c, float (&x)[4]) {
+      float pre[4];
+      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
+      const float bt = beta_s[r];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
+    });
+    if constexpr (!kXvInG) named_barrier(2, kSplitThreads);  // Kr read: its buffer takes X_V
+    split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
   }
+  __syncthreads();
 
   // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
   // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
@@ -779,18 +810,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
     static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
     bf16* const Tp = reinterpret_cast<bf16*>(Akk);
-    bf16* const XKp = reinterpret_cast<bf16*>(Qs);
-    bf16* const XVp = reinterpret_cast<bf16*>(Ks);
-    split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});
-    split_to_planes<K>(Ks, PK, XKp, tid, [&](int r, int c, float (&x)[4]) {
-      float pre[4];
-      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
-      const float bt = beta_s[r];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
-    });
-    __syncthreads();  // Kr read: its buffer takes X_V
-    split_to_planes<V>(Vb, PV, XVp, tid, [](int, int, float (&)[4]) {});
+    split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});  // X_K, X_V: split during S4 (above)
     __syncthreads();
     constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
     const int pair = warp & 1, nq = warp >> 1;
