@@ -619,7 +619,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
   // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
   // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
-  // Warps 0-7 run round 0 while warps 8-15 store A_qk (masked lower) to the workspace.
   // Rounds s = 1 .. 3 (chunk_map.h tri_block): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
   // only blocks of distance < s, one warp per block on 3xTF32 mma.m16n8k8 (as S3): X = A_kk[I][J .. I - 1]
   // T[J .. I - 1][J] (2 s k-steps), X through the warp's Xs slot (accumulator layout -> B operand), then T_II X
@@ -628,6 +627,17 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // model matches fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2
   // with single tf32 (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
   // bench/results/2026-11-30-cpu-model-tinv-blocked.log).
+  // Warps 0-7 run round 0, then warps 0-2 rounds 1-3 (a round has at most kSubBlocks - 1 blocks), ordered among
+  // themselves by named barriers. Warps 8-15 meanwhile store A_qk (masked lower) to the workspace and, in a forward,
+  // do S5a's plane splits of X_K and X_V, which T does not enter: behind a CTA barrier per round they had waited with
+  // 8-15 of 16 warps idle, then split after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps;
+  // static SASS, session 13). One CTA barrier at the end.
+  constexpr int kRoundWarps = kSubBlocks - 1, kSplitThreads = kThreads - 256;  // warps 8-15
+  bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
+  // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
+  // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
+  constexpr bool kXvInG = V <= PK;
+  bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
   if (tid < 256) {
     const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
@@ -647,90 +657,81 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
     }
+    named_barrier(1, 256);  // round 0's diagonal blocks of T, for rounds 1-3
+    if (warp < kRoundWarps) {
+#pragma unroll 1
+      for (int s = 1; s < kSubBlocks; ++s) {
+        if (warp < tri_round_blocks(s)) {
+          const TriBlock tb = tri_block(s, warp);
+          const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
+          // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
+          float t[2][4] = {};
+          if (kSub * tb.I < L) {
+            float x[2][4] = {};
+#pragma unroll 1
+            for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
+              const int c0 = 8 * ks + tig, c1 = c0 + 4;
+              uint32_t ah[4], al[4];
+              split_a(Akk, PA, r0, c0, ah, al);
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                const int n = kSub * tb.J + 8 * nt + grp;
+                uint32_t bh[2], bl[2];
+                split(Tm[c0 * PA + n], bh[0], bl[0]);
+                split(Tm[c1 * PA + n], bh[1], bl[1]);
+                mma3(x[nt], ah, al, bh, bl);
+              }
+            }
+            float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              const int col = 8 * nt + 2 * tig;
+              *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
+              *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
+            }
+            __syncwarp();
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+              const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
+              uint32_t ah[4], al[4];
+              split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                uint32_t bh[2], bl[2];
+                split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
+                split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
+                mma3(t[nt], ah, al, bh, bl);
+              }
+            }
+          }
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            const int col = kSub * tb.J + 8 * nt + 2 * tig;
+            *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
+            *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
+          }
+        }
+        named_barrier(2, 32 * kRoundWarps);
+      }
+    }
   } else {
     __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
     for (int e = tid - 256; e < kC * kC; e += kThreads - 256) {
       const int r = e / kC, cc = e % kC;
       store_split1(Aqk_g, kC * kC, e, cc <= r ? Aqk[r * PA + cc] : 0.0f);
     }
-  }
-  __syncthreads();
-  // Rounds 1-3 run on warps 0-2 alone (a round has at most kSubBlocks - 1 blocks), ordered among themselves by a
-  // named barrier. Meanwhile, in a forward, warps 8-15 do S5a's plane splits of X_K and X_V, which T does not enter:
-  // behind a CTA barrier per round they had waited with 13-15 warps idle in each round, then split after T was done
-  // (~8.5 K of phase 1's ~74 K warp instructions, all 16 warps; static SASS, session 13).
-  constexpr int kRoundWarps = kSubBlocks - 1, kSplitThreads = 256;  // warps 8-15
-  bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
-  // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
-  // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
-  constexpr bool kXvInG = V <= PK;
-  bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
-  if (warp < kRoundWarps) {
-#pragma unroll 1
-    for (int s = 1; s < kSubBlocks; ++s) {
-      if (warp < tri_round_blocks(s)) {
-        const TriBlock tb = tri_block(s, warp);
-        const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
-        // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
-        float t[2][4] = {};
-        if (kSub * tb.I < L) {
-          float x[2][4] = {};
-#pragma unroll 1
-          for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
-            const int c0 = 8 * ks + tig, c1 = c0 + 4;
-            uint32_t ah[4], al[4];
-            split_a(Akk, PA, r0, c0, ah, al);
+    if (!kWide) {
+      const int st = tid - (kThreads - kSplitThreads);
+      split_to_planes<K, kSplitThreads>(Ks, PK, XKp, st, [&](int r, int c, float (&x)[4]) {
+        float pre[4];
+        lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
+        const float bt = beta_s[r];
 #pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-              const int n = kSub * tb.J + 8 * nt + grp;
-              uint32_t bh[2], bl[2];
-              split(Tm[c0 * PA + n], bh[0], bl[0]);
-              split(Tm[c1 * PA + n], bh[1], bl[1]);
-              mma3(x[nt], ah, al, bh, bl);
-            }
-          }
-          float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const int col = 8 * nt + 2 * tig;
-            *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
-            *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
-          }
-          __syncwarp();
-#pragma unroll
-          for (int ks = 0; ks < 2; ++ks) {
-            const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
-            uint32_t ah[4], al[4];
-            split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-              uint32_t bh[2], bl[2];
-              split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
-              split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
-              mma3(t[nt], ah, al, bh, bl);
-            }
-          }
-        }
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = kSub * tb.J + 8 * nt + 2 * tig;
-          *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
-          *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
-        }
-      }
-      named_barrier(1, 32 * kRoundWarps);
+        for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
+      });
+      if constexpr (!kXvInG) named_barrier(3, kSplitThreads);  // Kr read: its buffer takes X_V
+      split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
     }
-  } else if (!kWide && tid >= kThreads - kSplitThreads) {
-    const int st = tid - (kThreads - kSplitThreads);
-    split_to_planes<K, kSplitThreads>(Ks, PK, XKp, st, [&](int r, int c, float (&x)[4]) {
-      float pre[4];
-      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
-      const float bt = beta_s[r];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
-    });
-    if constexpr (!kXvInG) named_barrier(2, kSplitThreads);  // Kr read: its buffer takes X_V
-    split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
   }
   __syncthreads();
 
