@@ -569,6 +569,29 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
       }
     }
+    // The off-diagonal blocks are finished among warps 0-11 (a named barrier), while the diagonal warps 12-15, with
+    // twice their k-steps, may still run: behind a CTA barrier warps 0-5 had finished only after those.
+    named_barrier(4, 384);  // ids: 1-3 are S4's
+    if (warp < 6) {
+      const float be0 = beta_s[a0], be1 = beta_s[a1];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = 16 * J + 8 * nt + 2 * tig;
+        const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
+        const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
+        const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
+        const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
+        const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
+        *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
+        *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
+        *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
+        *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
+        if (akk_save) {
+          *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
+          *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
+        }
+      }
+    }
   } else if (!pairwise_s[warp - 12]) {
     // A factored diagonal block B (S2a): A'[r][c] = sum_d Kr[r][d] Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r -
     // Gl_c), S3's form with the block's own total taken back out per channel; over all K channels (16 k-steps at
@@ -591,27 +614,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       Akk[o] = r > c ? beta_s[16 * B + r] * akk[nt][e] : 0.0f;
       if (save_b) save_b[r * kC + c] = r > c ? akk[nt][e] : 0.0f;  // A' unscaled, as S1 keeps it
     });
-  }
-  __syncthreads();
-  if (warp < 6) {
-    const float be0 = beta_s[a0], be1 = beta_s[a1];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int col = 16 * J + 8 * nt + 2 * tig;
-      const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
-      const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
-      const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
-      const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
-      const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
-      *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
-      *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
-      *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
-      *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
-      if (akk_save) {
-        *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
-        *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
-      }
-    }
   }
   __syncthreads();
 
