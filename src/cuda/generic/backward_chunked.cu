@@ -87,7 +87,9 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
         keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
         if ((e = chunk::launch_prepare(f, ws, bl.fwd.cap, s, keep1)) != cudaSuccess) return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        if ((e = chunk::launch_state(f, ws, bv, s, keep2)) != cudaSuccess) return e;
+        if ((e = chunk::launch_state(f, ws, plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens()), s, keep2)) !=
+            cudaSuccess)
+          return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
       }
       if ((e = chunk::launch_reverse(bp, ws, bv, s)) != cudaSuccess) return e;
