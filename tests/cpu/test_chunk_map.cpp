@@ -104,6 +104,48 @@ TEST(ChunkMap, VTileFillsTheGpu) {
   EXPECT_EQ(choose_v_tile(10, 64, 132), 32);
 }
 
+TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
+  // h96-fixed on 132 SMs: 66 chains in 64-column tiles fill one wave (132 CTAs); the other 30 in 32-column tiles
+  // (120 CTAs) fill the second, which 64-column tiles would leave at 60 CTAs.
+  StatePassPlan p = plan_state_pass(96, 128, 132, true);
+  EXPECT_EQ(p.bv_first, 64);
+  EXPECT_EQ(p.first_chains, 66);
+  EXPECT_EQ(p.bv_rest, 32);
+  // Packed sequences of different lengths keep one launch.
+  p = plan_state_pass(96, 128, 132, false);
+  EXPECT_EQ(p.first_chains, 96);
+  EXPECT_EQ(p.bv_first, 64);
+  // h64-fixed: one wave of 64-column tiles already.
+  p = plan_state_pass(64, 128, 132, true);
+  EXPECT_EQ(p.first_chains, 64);
+  EXPECT_EQ(p.bv_first, 64);
+  // 120 chains: 66 + 54, and 54 x 4 = 216 CTAs of 32 columns would not fit one wave: one launch.
+  p = plan_state_pass(120, 128, 132, true);
+  EXPECT_EQ(p.first_chains, 120);
+  // V = 64 (one 64-column tile a chain): 200 chains = 132 + 68, the 68 in 136 CTAs of 32 > 132: one launch; 160
+  // chains = 132 + 28 in 56 CTAs: split.
+  EXPECT_EQ(plan_state_pass(200, 64, 132, true).first_chains, 200);
+  p = plan_state_pass(160, 64, 132, true);
+  EXPECT_EQ(p.first_chains, 132);
+  EXPECT_EQ(p.bv_rest, 32);
+  // 32-column tiles chosen outright (a single chain): one launch.
+  p = plan_state_pass(1, 128, 132, true);
+  EXPECT_EQ(p.bv_first, 32);
+  EXPECT_EQ(p.first_chains, 1);
+  // Every split covers every chain once: first + rest = chains, and each part within its waves.
+  for (int64_t chains = 1; chains <= 600; ++chains)
+    for (int V : {64, 128})
+      for (int sms : {1, 2, 78, 108, 132}) {
+        const StatePassPlan q = plan_state_pass(chains, V, sms, true);
+        ASSERT_GE(q.first_chains, 0);
+        ASSERT_LE(q.first_chains, chains);
+        if (q.first_chains < chains) {
+          ASSERT_EQ(q.first_chains * (V / q.bv_first) % sms, 0) << "the first launch fills whole waves";
+          ASSERT_LE((chains - q.first_chains) * (V / q.bv_rest), sms) << "the rest fits one wave";
+        }
+      }
+}
+
 TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   const WorkspaceLayout w = workspace_layout(8192, 1, 64, 128, 128);
   EXPECT_EQ(w.cap, 129);

@@ -75,7 +75,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
     f.out = nullptr;
     f.final_state = nullptr;
     f.ckpt = nullptr;
-    const int bv = choose_v_tile(p.N * p.HV, p.V, sms);
+    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens());
     if (p.N > 0) {
       // forward_saved: the forward (save_for_backward) left launches 0-2's results in this workspace.
       if (!bp.forward_saved) {
@@ -87,10 +87,10 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
         keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
         if ((e = chunk::launch_prepare(f, ws, bl.fwd.cap, s, keep1)) != cudaSuccess) return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        if ((e = chunk::launch_state(f, ws, bv, s, keep2)) != cudaSuccess) return e;
+        if ((e = chunk::launch_state(f, ws, plan, s, keep2)) != cudaSuccess) return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
       }
-      if ((e = chunk::launch_reverse(bp, ws, bv, s)) != cudaSuccess) return e;
+      if ((e = chunk::launch_reverse(bp, ws, plan, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;

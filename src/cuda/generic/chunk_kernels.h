@@ -12,6 +12,7 @@
 #include "common/params.h"
 
 #include "common/backward_params.h"
+#include "cuda/generic/chunk_map.h"
 
 namespace kda::cuda {
 
@@ -55,16 +56,16 @@ size_t prepare_smem_bytes(int K, int V);
 cudaError_t launch_prepare(const ForwardParams& p, char* workspace, int64_t cap, cudaStream_t s,
                            const BackwardSaves& saves = {});
 
-// Phase 2 (chunk_state.cu): one CTA per (sequence, value head, V tile of bv columns). With p.out null the output is
-// not written.
+// Phase 2 (chunk_state.cu): one CTA per (sequence, value head, V tile), the tile widths and launches as planned
+// (chunk_map.h plan_state_pass). With p.out null the output is not written.
 size_t state_smem_bytes(int K, int bv);
-cudaError_t launch_state(const ForwardParams& p, const char* workspace, int bv, cudaStream_t s,
+cudaError_t launch_state(const ForwardParams& p, const char* workspace, const StatePassPlan& plan, cudaStream_t s,
                          const BackwardSaves& saves = {});
 
-// The backward's reverse state pass (chunk_reverse.cu): one CTA per (sequence, value head, V tile of bv columns),
-// chunks from the last; writes dV_new and the chunk-end state gradients (BackwardLayout du, dsend) and dh0.
+// The backward's reverse state pass (chunk_reverse.cu): one CTA per (sequence, value head, V tile), tiles and launches
+// as the state pass's (plan_state_pass), chunks from the last; writes dV_new and the chunk-end state gradients (BackwardLayout du, dsend) and dh0.
 size_t reverse_smem_bytes(int K, int bv);
-cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, int bv, cudaStream_t s);
+cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, const StatePassPlan& plan, cudaStream_t s);
 
 // The backward's products (chunk_products.cu): one CTA per (chunk, value head), the gradient pass's matrix products
 // into BackwardLayout prod (ProdLayout).

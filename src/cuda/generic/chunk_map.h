@@ -198,6 +198,29 @@ KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms) {
   return best;
 }
 
+// The state pass's launches: chains [0, first_chains) in V tiles of bv_first columns, then the rest in tiles of
+// bv_rest (a second launch; chain = n HV + hv). With every chain the same length (no cu_seqlens) and 64-column tiles
+// over more than one wave, the last wave's chains go in 32-column tiles where those fit one wave: in the cost model
+// above, (waves - 1) 128 + 96 instead of waves 128 (h96-fixed on 132 SMs: 66 chains in 132 CTAs of 64 columns, then
+// 30 chains in 120 CTAs of 32, 224 against 256, where 60 CTAs of the second wave left 72 SMs idle). Chains of
+// different lengths keep one launch: the first would end with its longest chain while the block scheduler can no
+// longer backfill its idle SMs. The split changes no value (each tile's sums run in the same order at any width).
+struct StatePassPlan {
+  int bv_first;
+  int64_t first_chains;
+  int bv_rest;
+};
+KDA_HOST_DEVICE StatePassPlan plan_state_pass(int64_t chains, int V, int sms, bool equal_chains) {
+  const int bv = choose_v_tile(chains, V, sms);
+  const StatePassPlan one{bv, chains, bv};
+  if (!equal_chains || bv != 64 || V % 64 != 0 || sms < V / 64) return one;
+  const int64_t per_wave = sms / (V / 64);  // chains whose 64-column tiles one wave holds
+  const int64_t waves = (chains + per_wave - 1) / per_wave;
+  const int64_t first = (waves - 1) * per_wave, rest = chains - first;
+  if (waves < 2 || rest * (V / 32) > sms) return one;
+  return StatePassPlan{64, first, 32};
+}
+
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1
 // tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named:
 //   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)

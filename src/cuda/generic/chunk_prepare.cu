@@ -79,22 +79,29 @@ __device__ __forceinline__ void lds_vec(const float* p, float (&x)[N]) {
 // of 8, so the index math, the swizzled column sw included, is done once, and the loop is straight-line (the
 // two-columns-a-thread loops it replaces, with trip counts the compiler could not see, spent ~13 instructions an
 // element on S5a's splits; ~6 this way, SASS, session 14). Consecutive threads take consecutive 16-byte quads.
-template <int kCols, typename F>
+// kT threads take part (tid in [0, kT)): the whole CTA, or the warps S5a's splits run on during S4 (below).
+template <int kCols, int kT = kThreads, typename F>
 __device__ __forceinline__ void for_row_quads(int tid, F&& f) {
-  constexpr int kStep = kThreads / (kCols / 4);
-  static_assert(kCols % 64 == 0 && kThreads % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "row quads");
-  const PlaneSplit ps = plane_split(tid, kCols, kThreads);  // ps.step == kStep
+  constexpr int kStep = kT / (kCols / 4);
+  static_assert(kCols % 64 == 0 && kT % (kCols / 4) == 0 && kStep % 8 == 0 && kC % kStep == 0, "row quads");
+  const PlaneSplit ps = plane_split(tid, kCols, kT);  // ps.step == kStep
 #pragma unroll
   for (int i = 0; i < kC / kStep; ++i) f(ps.r0 + i * kStep, ps.c, ps.sw);
+}
+
+// bar.sync on barrier `id` (1 .. 15; 0 is __syncthreads') by `threads` threads, whole warps: a barrier among the
+// warps of one stage while the others work on, or wait at the next CTA barrier.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // An fp32 [kC][kCols] shared-memory matrix (row pitch `pitch` floats, rows 16-byte aligned) into swizzled bf16 hi / lo
 // planes (mma_layout.h swizzled(), the lo plane kC kCols elements after the hi one): per quad one 16-byte load (no
 // bank conflict) and one 8-byte store a plane (half of a 16-byte chunk, which the swizzle keeps whole). f(r, c, x)
 // may scale the four values before the split.
-template <int kCols, typename F>
+template <int kCols, int kT = kThreads, typename F>
 __device__ __forceinline__ void split_to_planes(const float* src, int pitch, bf16* hi_plane, int tid, F&& f) {
-  for_row_quads<kCols>(tid, [&](int r, int c, int sw) {
+  for_row_quads<kCols, kT>(tid, [&](int r, int c, int sw) {
     float x[4];
     lds_vec<4>(src + r * pitch + c, x);
     f(r, c, x);
@@ -562,6 +569,29 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
       }
     }
+    // The off-diagonal blocks are finished among warps 0-11 (a named barrier), while the diagonal warps 12-15, with
+    // twice their k-steps, may still run: behind a CTA barrier warps 0-5 had finished only after those.
+    named_barrier(4, 384);  // ids: 1-3 are S4's
+    if (warp < 6) {
+      const float be0 = beta_s[a0], be1 = beta_s[a1];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = 16 * J + 8 * nt + 2 * tig;
+        const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
+        const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
+        const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
+        const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
+        const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
+        *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
+        *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
+        *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
+        *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
+        if (akk_save) {
+          *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
+          *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
+        }
+      }
+    }
   } else if (!pairwise_s[warp - 12]) {
     // A factored diagonal block B (S2a): A'[r][c] = sum_d Kr[r][d] Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r -
     // Gl_c), S3's form with the block's own total taken back out per channel; over all K channels (16 k-steps at
@@ -586,33 +616,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     });
   }
   __syncthreads();
-  if (warp < 6) {
-    const float be0 = beta_s[a0], be1 = beta_s[a1];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int col = 16 * J + 8 * nt + 2 * tig;
-      const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
-      const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
-      const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
-      const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
-      const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
-      *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
-      *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
-      *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
-      *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
-      if (akk_save) {
-        *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
-        *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
-      }
-    }
-  }
-  __syncthreads();
 
   // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril). Round 0, fp32: the four
   // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
   // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
   // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
-  // Warps 0-7 run round 0 while warps 8-15 store A_qk (masked lower) to the workspace.
   // Rounds s = 1 .. 3 (chunk_map.h tri_block): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
   // only blocks of distance < s, one warp per block on 3xTF32 mma.m16n8k8 (as S3): X = A_kk[I][J .. I - 1]
   // T[J .. I - 1][J] (2 s k-steps), X through the warp's Xs slot (accumulator layout -> B operand), then T_II X
@@ -621,6 +629,17 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // model matches fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2
   // with single tf32 (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
   // bench/results/2026-11-30-cpu-model-tinv-blocked.log).
+  // Warps 0-7 run round 0, then warps 0-2 rounds 1-3 (a round has at most kSubBlocks - 1 blocks), ordered among
+  // themselves by named barriers. Warps 8-15 meanwhile store A_qk (masked lower) to the workspace and, in a forward,
+  // do S5a's plane splits of X_K and X_V, which T does not enter: behind a CTA barrier per round they had waited with
+  // 8-15 of 16 warps idle, then split after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps;
+  // static SASS, session 13). One CTA barrier at the end.
+  constexpr int kRoundWarps = kSubBlocks - 1, kSplitThreads = kThreads - 256;  // warps 8-15
+  bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
+  // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
+  // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
+  constexpr bool kXvInG = V <= PK;
+  bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
   if (tid < 256) {
     const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
 #pragma unroll 1
@@ -640,68 +659,83 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
     }
+    named_barrier(1, 256);  // round 0's diagonal blocks of T, for rounds 1-3
+    if (warp < kRoundWarps) {
+#pragma unroll 1
+      for (int s = 1; s < kSubBlocks; ++s) {
+        if (warp < tri_round_blocks(s)) {
+          const TriBlock tb = tri_block(s, warp);
+          const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
+          // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
+          float t[2][4] = {};
+          if (kSub * tb.I < L) {
+            float x[2][4] = {};
+#pragma unroll 1
+            for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
+              const int c0 = 8 * ks + tig, c1 = c0 + 4;
+              uint32_t ah[4], al[4];
+              split_a(Akk, PA, r0, c0, ah, al);
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                const int n = kSub * tb.J + 8 * nt + grp;
+                uint32_t bh[2], bl[2];
+                split(Tm[c0 * PA + n], bh[0], bl[0]);
+                split(Tm[c1 * PA + n], bh[1], bl[1]);
+                mma3(x[nt], ah, al, bh, bl);
+              }
+            }
+            float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              const int col = 8 * nt + 2 * tig;
+              *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
+              *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
+            }
+            __syncwarp();
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+              const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
+              uint32_t ah[4], al[4];
+              split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
+#pragma unroll
+              for (int nt = 0; nt < 2; ++nt) {
+                uint32_t bh[2], bl[2];
+                split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
+                split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
+                mma3(t[nt], ah, al, bh, bl);
+              }
+            }
+          }
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            const int col = kSub * tb.J + 8 * nt + 2 * tig;
+            *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
+            *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
+          }
+        }
+        named_barrier(2, 32 * kRoundWarps);
+      }
+    }
   } else {
     __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
     for (int e = tid - 256; e < kC * kC; e += kThreads - 256) {
       const int r = e / kC, cc = e % kC;
       store_split1(Aqk_g, kC * kC, e, cc <= r ? Aqk[r * PA + cc] : 0.0f);
     }
+    if (!kWide) {
+      const int st = tid - (kThreads - kSplitThreads);
+      split_to_planes<K, kSplitThreads>(Ks, PK, XKp, st, [&](int r, int c, float (&x)[4]) {
+        float pre[4];
+        lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
+        const float bt = beta_s[r];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
+      });
+      if constexpr (!kXvInG) named_barrier(3, kSplitThreads);  // Kr read: its buffer takes X_V
+      split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
+    }
   }
   __syncthreads();
-#pragma unroll 1
-  for (int s = 1; s < kSubBlocks; ++s) {
-    if (warp < tri_round_blocks(s)) {
-      const TriBlock tb = tri_block(s, warp);
-      const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
-      // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
-      float t[2][4] = {};
-      if (kSub * tb.I < L) {
-        float x[2][4] = {};
-#pragma unroll 1
-        for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
-          const int c0 = 8 * ks + tig, c1 = c0 + 4;
-          uint32_t ah[4], al[4];
-          split_a(Akk, PA, r0, c0, ah, al);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const int n = kSub * tb.J + 8 * nt + grp;
-            uint32_t bh[2], bl[2];
-            split(Tm[c0 * PA + n], bh[0], bl[0]);
-            split(Tm[c1 * PA + n], bh[1], bl[1]);
-            mma3(x[nt], ah, al, bh, bl);
-          }
-        }
-        float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const int col = 8 * nt + 2 * tig;
-          *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
-          *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
-        }
-        __syncwarp();
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
-          uint32_t ah[4], al[4];
-          split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            uint32_t bh[2], bl[2];
-            split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
-            split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
-            mma3(t[nt], ah, al, bh, bl);
-          }
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int col = kSub * tb.J + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
-        *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
-      }
-    }
-    __syncthreads();
-  }
 
   // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
   // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
@@ -779,18 +813,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
     static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
     bf16* const Tp = reinterpret_cast<bf16*>(Akk);
-    bf16* const XKp = reinterpret_cast<bf16*>(Qs);
-    bf16* const XVp = reinterpret_cast<bf16*>(Ks);
-    split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});
-    split_to_planes<K>(Ks, PK, XKp, tid, [&](int r, int c, float (&x)[4]) {
-      float pre[4];
-      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
-      const float bt = beta_s[r];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
-    });
-    __syncthreads();  // Kr read: its buffer takes X_V
-    split_to_planes<V>(Vb, PV, XVp, tid, [](int, int, float (&)[4]) {});
+    split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});  // X_K, X_V: split during S4 (above)
     __syncthreads();
     constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
     const int pair = warp & 1, nq = warp >> 1;

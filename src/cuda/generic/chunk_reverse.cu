@@ -48,7 +48,8 @@ struct ReverseLayout {
 };
 
 template <int K, int BV>
-__global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardParams bp, char* ws, int vtiles) {
+__global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardParams bp, char* ws, int vtiles,
+                                                                int64_t chain0) {
   using Ly = ReverseLayout<K, BV>;
   constexpr int PK = Ly::PK, PA = Ly::PA, PV = Ly::PV;
   const ForwardParams& p = bp.f;
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
   const int vt = static_cast<int>(blockIdx.x % vtiles);
-  const int64_t nh = blockIdx.x / vtiles;
+  const int64_t nh = chain0 + blockIdx.x / vtiles;
   const int hv = static_cast<int>(nh % p.HV);
   const int64_t n = nh / p.HV;
   const int v0 = vt * BV;
@@ -238,14 +239,13 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 }
 
 template <int K, int BV>
-cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
+cudaError_t launch(const BackwardParams& bp, char* ws, int64_t chain0, int64_t chains, cudaStream_t s) {
   const size_t bytes = ReverseLayout<K, BV>::kBytes;
   cudaError_t e = cudaFuncSetAttribute(reverse_kernel<K, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
-  const ForwardParams& p = bp.f;
-  const int vtiles = p.V / BV;
-  reverse_kernel<K, BV><<<static_cast<unsigned>(p.N * p.HV * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles);
+  const int vtiles = bp.f.V / BV;
+  reverse_kernel<K, BV><<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles, chain0);
   return cudaSuccess;
 }
 
@@ -257,9 +257,15 @@ size_t reverse_smem_bytes(int K, int bv) {
   });
 }
 
-cudaError_t launch_reverse(const BackwardParams& bp, char* ws, int bv, cudaStream_t s) {
-  return dispatch_kn<64, 32>(bp.f.K, bv, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s);
+cudaError_t launch_reverse(const BackwardParams& bp, char* ws, const StatePassPlan& plan, cudaStream_t s) {
+  const int64_t chains = bp.f.N * bp.f.HV;
+  cudaError_t e = dispatch_kn<64, 32>(bp.f.K, plan.bv_first, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, 0, plan.first_chains, s);
+  });
+  if (e != cudaSuccess || plan.first_chains >= chains) return e;
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  return dispatch_kn<64, 32>(bp.f.K, plan.bv_rest, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, plan.first_chains, chains - plan.first_chains, s);
   });
 }
 

@@ -1,6 +1,6 @@
 // chunk_state.cu: phase 2 of the two-phase chunked forward: the sequential state pass. One CTA of 256 threads
 // (8 warps) per (sequence n, value head hv, V tile of BV columns, BV in {32, 64} chosen at run time by
-// choose_v_tile so the grid fills the GPU). The CTA walks its sequence's chunks (the chunk list of chunk_map.h) in
+// plan_state_pass so the grids fill the GPU: one launch, or two over consecutive ranges of chains n HV + hv). The CTA walks its sequence's chunks (the chunk list of chunk_map.h) in
 // order with its BV x K slice of the fp32 state in registers, and per chunk, from phase 1's tiles (chunk_prepare.cu):
 //   1  V_new = U - W S^T                                   [64 x BV]   -> smem
 //   2  o = scale (Qg S^T + A_qk V_new), stored in the output dtype for the chunk's L rows
@@ -65,7 +65,7 @@ struct StateLayout {
 
 template <int K, int BV>
 __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams p, const char* ws, int vtiles,
-                                                            const BackwardSaves keep) {
+                                                            int64_t chain0, const BackwardSaves keep) {
   using Ly = StateLayout<K, BV>;
   constexpr int PK = Ly::PK, PA = Ly::PA, PV = Ly::PV, PU = Ly::PU;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
   const int vt = static_cast<int>(blockIdx.x % vtiles);
-  const int64_t nh = blockIdx.x / vtiles;
+  const int64_t nh = chain0 + blockIdx.x / vtiles;
   const int hv = static_cast<int>(nh % p.HV);
   const int64_t n = nh / p.HV;
   const int v0 = vt * BV;
@@ -288,13 +288,14 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 }
 
 template <int K, int BV>
-cudaError_t launch(const ForwardParams& p, const char* ws, cudaStream_t s, const BackwardSaves& keep) {
+cudaError_t launch(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
+                   const BackwardSaves& keep) {
   const size_t bytes = StateLayout<K, BV>::kBytes;
   cudaError_t e =
       cudaFuncSetAttribute(state_kernel<K, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const int vtiles = p.V / BV;
-  state_kernel<K, BV><<<static_cast<unsigned>(p.N * p.HV * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, keep);
+  state_kernel<K, BV><<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep);
   return cudaSuccess;
 }
 
@@ -306,9 +307,17 @@ size_t state_smem_bytes(int K, int bv) {
   });
 }
 
-cudaError_t launch_state(const ForwardParams& p, const char* ws, int bv, cudaStream_t s, const BackwardSaves& keep) {
-  return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(p, ws, s, keep);
+cudaError_t launch_state(const ForwardParams& p, const char* ws, const StatePassPlan& plan, cudaStream_t s,
+                         const BackwardSaves& keep) {
+  const int64_t chains = p.N * p.HV;
+  cudaError_t e = dispatch_kn<64, 32>(p.K, plan.bv_first, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, 0, plan.first_chains, s, keep);
+  });
+  if (e != cudaSuccess || plan.first_chains >= chains) return e;
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  return dispatch_kn<64, 32>(p.K, plan.bv_rest, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, plan.first_chains, chains - plan.first_chains, s,
+                                                          keep);
   });
 }
 

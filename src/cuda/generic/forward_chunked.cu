@@ -138,7 +138,7 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
     }
     if ((e = chunk::launch_prepare(p, ws, cap, s, keep1)) != cudaSuccess) return e;
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    return chunk::launch_state(p, ws, choose_v_tile(p.N * p.HV, p.V, sms), s, keep2);
+    return chunk::launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens()), s, keep2);
   });
 }
 
