@@ -1,10 +1,17 @@
-// chunk_state.cu: phase 2 of the two-phase chunked forward: the sequential state pass. One CTA of 256 threads
-// (8 warps) per (sequence n, value head hv, V tile of BV columns, BV in {32, 64} chosen at run time by
-// plan_state_pass so the grids fill the GPU: one launch, or two over consecutive ranges of chains n HV + hv). The CTA walks its sequence's chunks (the chunk list of chunk_map.h) in
-// order with its BV x K slice of the fp32 state in registers, and per chunk, from phase 1's tiles (chunk_prepare.cu):
-//   1  V_new = U - W S^T                                   [64 x BV]   -> smem
+// chunk_state.cu: phase 2 of the two-phase chunked forward: the sequential state pass. One CTA of 512 threads
+// (16 warps) per (sequence n, value head hv, V tile of BV columns, BV in {32, 64} chosen at run time by
+// plan_state_pass so the grids fill the GPU: one launch, or two over consecutive ranges of chains n HV + hv). The CTA
+// walks its sequence's chunks (the chunk list of chunk_map.h) in order with its BV x K slice of the fp32 state in
+// the registers of warps 0-7 (the chain warps), and per chunk, from phase 1's tiles (chunk_prepare.cu):
+//   1  V_new = U - W S^T                                   [64 x BV]   -> smem              (chain warps, phase A)
 //   2  o = scale (Qg S^T + A_qk V_new), stored in the output dtype for the chunk's L rows
-//   3  S = S diag(decay) + V_new^T Kd                      [BV x K]    (registers, then the split smem copy)
+//                                    (output warps 8-15: Qg S^T in phase A, + A_qk V_new and the store in phase B)
+//   3  S = S diag(decay) + V_new^T Kd                      [BV x K]    (registers, then the split smem copy;
+//                                                                       chain warps, phase B)
+// Why two roles: the output is off the chain from one state to the next. With one set of 8 warps running steps 1, 2
+// and 3 in turn behind six barriers a chunk, the chunk took ~10.5 K cycles at h64-fixed (ncu, 1829c28: 757 us for 128
+// chunks, SM throughput 35%, one CTA and 8 warps per SM), against ~4-5 K of tensor issue. Now each phase runs 16
+// warps on two independent products, and a chunk has two barriers.
 // The state is loaded from initial_state (either layout, or zeros) and written to final_state (either layout).
 // For the backward's recompute (BackwardSaves, chunk_kernels.h) it also writes each chunk's start state and V_new,
 // and skips the output where p.out is null.
@@ -23,16 +30,16 @@
 // the loop: phase 1 stores W, Qg, Kd and A_qk pre-split as hi / lo bf16 planes (the bytes of one fp32 tile), loaded
 // with cp.async and read with ldmatrix; V_new and the state are split once when written.
 //
-// Loads overlap the math: the chunk's tiles come in three cp.async groups, each issued as soon as the previous
-// chunk has finished with its buffer and waited for just before its own step: {W, U} (step 1), {Qg, A_qk} (step 2),
-// {Kd, decay} (step 3). So each group loads behind the other two steps. Waiting for "all but the two most recent
-// groups" (cp.async.wait_group 2) before each step is exactly the group that step needs.
-//
+// Loads overlap the math: the chunk's tiles come in two cp.async groups, each issued as soon as its buffers are free
+// and waited for just before the phase that reads them: A = {W, U, Qg} (phase A), issued after phase A of the
+// previous chunk, so it lands behind that chunk's phase B; B = {Kd, decay, A_qk} (phase B), issued at the start of
+// its own chunk's phase A.
 // Shared memory (K = 128, BV = 64): bf16 hi / lo planes of W, Qg, Kd [64][K + 8], of the state [BV][K + 8], A_qk
 // [64][72], V_new [64][BV + 8]; U fp32 [64][BV + 4]; decay [K]: 194,048 bytes, one CTA per SM (BV = 32: 160,256).
 // Plane pitches are 16 bytes mod 128, so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
-// Registers: the state tile K / (8 NSPLIT) x 4 fp32 (32 at BV = 64, K = 128) lives in registers across chunks;
-// step 1-2 accumulators BV / 16 x 4.
+// Registers (<= 128 a thread for 512 threads): the state tile K / (8 NSPLIT) x 4 fp32 (32 at BV = 64, K = 128) lives in
+// the chain warps' registers across chunks; the phase A accumulators BV / 16 x 4 (the output warps hold theirs into
+// phase B). sm_90a: 122 registers at K = 128, BV = 64, no spills.
 #include <climits>
 #include <cstdint>
 
@@ -45,7 +52,7 @@
 namespace kda::cuda::chunk {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;  // 8 chain warps + 8 output warps; 128 registers a thread
 constexpr int kC = kChunk;
 using bf16 = __nv_bfloat16;
 
@@ -102,12 +109,14 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const int64_t first = seq_first[n], last = seq_first[n + 1];
   const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
-  // The three load groups of chunk ci (every thread commits each group, empty or not, so the counts agree).
+  // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree): A = the
+  // tiles phase A reads {W, U, Qg}, B = those phase B reads {Kd, decay, A_qk}.
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
-  auto load_wu = [&](int64_t ci) {
+  auto load_a = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
       load_planes<kThreads, kC, K, PK>(Wh, reinterpret_cast<const bf16*>(t + tl.W()), tid);
+      load_planes<kThreads, kC, K, PK>(Qh, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
       // U [64][V] fp32 rows, this tile's BV columns, in passes of 4-float pieces (chunk_map.h copy_piece).
       constexpr int kURows = copy_rows_per_pass(BV, 4, kThreads);
       static_assert(kThreads % (BV / 4) == 0 && kC % kURows == 0, "U copy: passes must tile the rows");
@@ -119,46 +128,43 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     }
     cp_async_commit();
   };
-  auto load_qa = [&](int64_t ci) {
-    if (ci < last) {
-      const float* t = tile_of(ci);
-      load_planes<kThreads, kC, K, PK>(Qh, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
-      load_planes<kThreads, kC, kC, PA>(Ah, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
-    }
-    cp_async_commit();
-  };
-  auto load_kd = [&](int64_t ci) {
+  auto load_b = [&](int64_t ci) {
     if (ci < last) {
       const float* t = tile_of(ci);
       load_planes<kThreads, kC, K, PK>(Kh, reinterpret_cast<const bf16*>(t + tl.Kd()), tid);
+      load_planes<kThreads, kC, kC, PA>(Ah, reinterpret_cast<const bf16*>(t + tl.Aqk()), tid);
       for (int e = tid; e < K / 4; e += kThreads) cp_async16(dec + 4 * e, t + tl.decay() + 4 * e);
     }
     cp_async_commit();
   };
-  load_wu(first);
-  load_qa(first);
-  load_kd(first);
+  load_a(first);
 
   // ldmatrix rows of this lane (mma_layout.h).
   const LdsmRow ra = ldsm_a_rowmajor(lane), rat = ldsm_a_kmajor(lane), rb = ldsm_b_nmajor(lane),
                 rbt = ldsm_b_kmajor(lane);
-  // Steps 1 and 2: warp = rows 16 m .. (4 row tiles), columns (BV / 2) nh2 .. (NT = BV / 16 n-tiles of 8).
+  // Roles: warps 0-7 carry the state (steps 1 and 3), warps 8-15 compute the output (step 2, o = Qg S^T in phase A,
+  // + A_qk V_new in phase B). Both use the same tiling of a [64 x BV] product: warp w (mod 8) = rows 16 m .. (4 row
+  // tiles), columns (BV / 2) nh2 .. (NT = BV / 16 n-tiles of 8).
   constexpr int NT = BV / 16;
-  const int m = warp & 3, nh2 = warp >> 2;
+  const bool chain = warp < 8;
+  const int w8 = warp & 7, m = w8 & 3, nh2 = w8 >> 2;
   const int r0 = 16 * m + grp, r1 = r0 + 8, cw = (BV / 2) * nh2;
-  // Step 3: warp = state rows 16 mv .. (BV / 16 row tiles), columns dn0 .. (K / NSPLIT, NT3 n-tiles of 8).
+  // Step 3: chain warp = state rows 16 mv .. (BV / 16 row tiles), columns dn0 .. (K / NSPLIT, NT3 n-tiles of 8).
   constexpr int MT = BV / 16, NSPLIT = 8 / MT, NT3 = K / (8 * NSPLIT);
-  const int mv = warp % MT, dn0 = (warp / MT) * (K / NSPLIT);
+  const int mv = w8 % MT, dn0 = (w8 / MT) * (K / NSPLIT);
   const int sv = 16 * mv + grp;  // this lane's state rows sv, sv + 8; columns dn0 + 8 nt + 2 tig, +1
 
-  // The state tile in registers (the C fragments of step 3), from initial_state or zeros; its split copy in smem.
+  // The state tile in registers (the C fragments of step 3; chain warps only), from initial_state or zeros; its
+  // split copy in smem.
   float S[NT3][4];
-  for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
-    S[nt][e] = p.has_initial_state()
-                   ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
-                                                                                     v0 + v, d)]
-                   : 0.0f;
-  });
+  if (chain) {
+    for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
+      S[nt][e] = p.has_initial_state()
+                     ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
+                                                                                       v0 + v, d)]
+                     : 0.0f;
+    });
+  }
   auto store_state_planes = [&] {
 #pragma unroll
     for (int nt = 0; nt < NT3; ++nt) {
@@ -167,18 +173,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
       store_split2(Sh, Ly::kSPlane, (sv + 8) * PK + d, S[nt][2], S[nt][3]);
     }
   };
-  store_state_planes();
-
-  // acc = X S^T for this warp's rows of X (W or Qg: [token][d] planes, m-major) and columns of the state (its planes
-  // [v][d] are n-major for B = S^T); steps 1 and 2.
-  auto times_state_t = [&](const bf16* Xh, const bf16* Xl, float (&acc)[NT][4]) {
-    mma_times_state_t<NT, K>(acc, Xh, Xl, Sh, Sl, PK, 16 * m, cw, ra.row, ra.col, rb.row, rb.col);
-  };
+  if (chain) store_state_planes();
 
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
-    if (keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
+    if (chain && keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
       float* const st = keep.starts + (ci * p.HV + hv) * int64_t{V} * K;
 #pragma unroll
       for (int nt = 0; nt < NT3; ++nt) {
@@ -188,12 +188,16 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
       }
     }
 
-    // ---- 1: V_new = U - W S^T. A = W [token][d] (m-major), B = S^T: the state planes [v][d] are n-major.
-    cp_async_wait<2>();
-    __syncthreads();  // W, U of this chunk; the state planes of the previous chunk
-    {
-      float acc[NT][4];
-      times_state_t(Wh, Wl, acc);
+    // ---- Phase A: group A of this chunk, and the state planes of the previous chunk's phase B.
+    cp_async_wait<0>();
+    __syncthreads();
+    load_b(ci);  // Kd, decay, A_qk: their buffers were freed by the barrier above, they land behind phase A
+    // acc: the chain warps' W S^T (step 1), the output warps' Qg S^T (step 2's first term), held into phase B.
+    // A = W or Qg [token][d] (m-major), B = S^T: the state planes [v][d] are n-major.
+    float acc[NT][4];
+    mma_times_state_t<NT, K>(acc, chain ? Wh : Qh, chain ? Wl : Ql, Sh, Sl, PK, 16 * m, cw, ra.row, ra.col, rb.row,
+                             rb.col);
+    if (chain) {  // ---- 1: V_new = U - W S^T
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int col = cw + 8 * nt + 2 * tig;
@@ -208,17 +212,26 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
         }
       }
     }
-    __syncthreads();  // V_new complete; W and U free
-    load_wu(ci + 1);
 
-    // ---- 2: o = scale (Qg S^T + tril(A_qk) V_new). Qg as W above; A_qk [token][token'] m-major, V_new
-    // [token'][v] k-major (ldmatrix.trans).
-    cp_async_wait<2>();
-    __syncthreads();  // Qg, A_qk of this chunk
-    {
-      float acc[NT][4];
-      times_state_t(Qh, Ql, acc);
-      // A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal block.
+    // ---- Phase B: group B of this chunk; V_new complete; every read of W, U, Qg and of the state planes done.
+    cp_async_wait<0>();
+    __syncthreads();
+    load_a(ci + 1);  // W, U, Qg of the next chunk land behind phase B
+    if (chain) {  // ---- 3: S = S diag(decay) + V_new^T Kd. A = V_new^T: the V_new planes [token][v] are k-major
+                  // (trans); B = Kd [token][d] k-major (trans).
+#pragma unroll
+      for (int nt = 0; nt < NT3; ++nt) {
+        const int d = dn0 + 8 * nt + 2 * tig;
+        const float f0 = dec[d], f1 = dec[d + 1];
+        S[nt][0] *= f0;
+        S[nt][1] *= f1;
+        S[nt][2] *= f0;
+        S[nt][3] *= f1;
+      }
+      mma_kmajor_kmajor<NT3>(S, Vh, Vl, PV, 16 * mv, Kh, Kl, PK, dn0, 0, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
+      store_state_planes();  // no reader left: the output warps read the old planes in phase A only
+    } else {  // ---- 2: o = scale (Qg S^T + tril(A_qk) V_new). A_qk [token][token'] m-major, V_new [token'][v]
+              // k-major (ldmatrix.trans). A_qk is lower triangular (upper zeros): the k-steps stop at the diagonal.
       for (int ks = 0; ks <= m; ++ks) {
         uint32_t ah[4], al[4];
         const int ao = (16 * m + ra.row) * PA + 16 * ks + ra.col;
@@ -253,34 +266,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
         }
       }
     }
-    __syncthreads();  // Qg, A_qk free; every read of the state planes by steps 1-2 done
-    load_qa(ci + 1);
-
-    // ---- 3: S = S diag(decay) + V_new^T Kd. A = V_new^T: the V_new planes [token][v] are k-major (trans);
-    // B = Kd [token][d] k-major (trans).
-    cp_async_wait<2>();
-    __syncthreads();  // Kd, decay of this chunk
-    {
-#pragma unroll
-      for (int nt = 0; nt < NT3; ++nt) {
-        const int d = dn0 + 8 * nt + 2 * tig;
-        const float f0 = dec[d], f1 = dec[d + 1];
-        S[nt][0] *= f0;
-        S[nt][1] *= f1;
-        S[nt][2] *= f0;
-        S[nt][3] *= f1;
-      }
-      mma_kmajor_kmajor<NT3>(S, Vh, Vl, PV, 16 * mv, Kh, Kl, PK, dn0, 0, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
-      store_state_planes();
-    }
-    __syncthreads();  // Kd, decay and V_new free; the new state's planes written
-    load_kd(ci + 1);
   }
 
   // Every read of initial_state by this CTA happened before the first barrier and no other CTA touches these
   // entries, so final_state may alias initial_state. (Each thread writes the entries it read.)
   cp_async_wait<0>();
-  if (p.has_final_state()) {
+  if (chain && p.has_final_state()) {
     for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
       static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = S[nt][e];
     });
