@@ -52,8 +52,6 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr size_t kBytes = sizeof(float) * (kNorm + 2 * kC);
 };
 
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
 // Asks L2 for what the CTA's next task reads from global memory: its product tile and A' (contiguous, ~180 KB at
 // K = V = 128; one 128-byte line per request, spread over the CTA) and its rows of q, k, g, v (thread tid: row
 // tid % 64 of tensor tid / 64). Issued after P4, ~a third of a task ahead: the products kernel wrote the tiles long
@@ -65,7 +63,7 @@ __device__ __forceinline__ void prefetch_task(const ForwardParams& p, const char
   if (task >= bl.fwd.cap * p.HV) return;
   const int64_t ci = task / p.HV;
   if (ci >= count) return;
-  const int hv = static_cast<int>(task % p.HV), h = hv / p.group, tid = threadIdx.x;
+  const int hv = static_cast<int>(task % p.HV), tid = threadIdx.x;
   const ProdLayout pl{K, V};
   const char* const prod = ws + bl.prod + task * pl.floats() * int64_t{sizeof(float)};
   for (int64_t off = tid * int64_t{128}; off < pl.floats() * int64_t{sizeof(float)}; off += kThreads * 128)
@@ -73,19 +71,8 @@ __device__ __forceinline__ void prefetch_task(const ForwardParams& p, const char
   const char* const ap = ws + bl.akk + task * int64_t{kC} * kC * int64_t{sizeof(float)};
   for (int off = tid * 128; off < kC * kC * static_cast<int>(sizeof(float)); off += kThreads * 128)
     prefetch_l2(ap + off);
-  const ChunkRec rec = list[ci];
-  const int r = tid % kC, which = tid / kC;  // kThreads == 4 kC: q, k, g, v
   static_assert(kThreads == 4 * kC, "prefetch_task: a thread per (row, tensor)");
-  if (r >= rec.len) return;
-  const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t = rec.start + r;
-  const TensorView& x = which == 0 ? p.q : which == 1 ? p.k : which == 2 ? p.g : p.v;
-  const int64_t head = which == 0 || which == 1 ? h : hv;
-  const int n = which == 3 ? V : K;
-  const int64_t esize = x.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
-  const char* const row =
-      static_cast<const char*>(x.data) + (b * x.stride[0] + t * x.stride[1] + head * x.stride[2]) * esize;
-  if (x.stride[3] != 1) return;  // a strided row is not one range
-  for (int64_t off = 0; off < n * esize; off += 128) prefetch_l2(row + off);
+  prefetch_input_row<K, V>(p, list[ci], hv, tid % kC, tid / kC);  // q, k, g, v
 }
 
 template <int K, int V>

@@ -182,7 +182,7 @@ __device__ __forceinline__ void store_wu(const float (&acc)[kMaxGroups][2][4], i
 // kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers.
 template <int K, int V, bool kWide>
 __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
-                                                              const BackwardSaves keep) {
+                                                              const BackwardSaves keep, int ahead) {
   using Ly = PrepLayout<K, V>;
   constexpr int PK = Ly::PK, PV = Ly::PV, PA = Ly::PA;
   extern __shared__ __align__(16) float smem[];
@@ -320,6 +320,18 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     }
   }
   __syncthreads();
+  // One wave ahead: the q / k / g / v rows of the CTA that starts about when this one ends (linear CTA id + `ahead`,
+  // the SM count: one CTA per SM) into L2, so that its S0 finds them there. S0's loads are one DRAM latency per CTA
+  // with nothing else on the SM to hide it (ncu at 67bc1ca: 57% of S0's stall samples long-scoreboard). 8 threads a row:
+  // q, k, g, v (4 of 8 thread groups; one 128-byte line per request).
+  {
+    const int64_t task = int64_t{blockIdx.y} * gridDim.x + blockIdx.x + ahead;
+    const int64_t ci2 = task % gridDim.x, hv2 = task / gridDim.x;
+    static_assert(kThreads == 8 * kC, "S0's prefetch: a thread per (row, tensor slot)");
+    if (hv2 < p.HV && ci2 < *reinterpret_cast<const int64_t*>(ws) && tid < 4 * kC)
+      prefetch_input_row<K, V>(p, reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci2], static_cast<int>(hv2),
+                               tid % kC, tid / kC);
+  }
   // S0b: the gates activated in place, in log2 units, by all 16 warps (session 11's profile: S0's segment was 16.5% of
   // phase 1's stall samples, most of it the activation on the 8 warps of half 0 while half 1 waited at the barrier),
   // with exp(A_log) once per CTA; rows past L stay 0 (padded tokens change no sum). A channel a thread (kThreads / K
@@ -857,8 +869,10 @@ cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_
   cudaError_t e = cudaFuncSetAttribute(prepare_kernel<K, V, kWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
+  int sms = 0;  // one CTA per SM: the CTA one wave ahead of a CTA is `sms` further in launch order
+  if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id)) != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV));
-  prepare_kernel<K, V, kWide><<<grid, kThreads, bytes, s>>>(p, ws, keep);
+  prepare_kernel<K, V, kWide><<<grid, kThreads, bytes, s>>>(p, ws, keep, sms);
   return cudaSuccess;
 }
 
