@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Prepared in session 16 for session 17's first device call (~330 s): branch statecl (713187f) against main (8118d2b).
+# statecl: on sm_90 the state pass (0d288a4) and the backward's reverse pass (713187f) run in clusters of two CTAs
+# (two V tiles of one chain) that share the tiles both read (W, Qg, Kd, A_qk, decay): each CTA bulk-copies every other
+# plane row, multicast into both CTAs, completing on a per-group mbarrier; a CTA barrier plus an execution-only cluster
+# barrier where a group's buffers are released (chunk_state.cu, chunk_reverse.cu, sm90_async.cuh).
+# Why: session 16's ncu put the state pass at 0.44 eligible warps of 4 per scheduler, tensor pipe 36%, L2 throughput
+# ~52% averaged but each chunk's 128 KB a CTA arriving in bursts behind one phase of cover; stateov (fewer barriers)
+# gained only 2.5%. The pair halves each SM's L2 reads of the shared tiles (128 -> 72 KB a chunk).
+# Predicted: state pass 739 -> 450-600 us at h64-fixed (h64-fixed -140 to -290 us), h96 more (two launches);
+# train-h64-fixed's backward -100 to -400 us (the reverse pass, and the recompute's state pass).
+# If it hangs or fails: the cluster protocol (mbarrier parity per chunk, expect_tx by lane 0 of warp 0, the relaxed
+# cluster barrier after the CTA barrier) is where to look; the non-cluster form is unchanged (V = 64 at BV = 64 and
+# every non-sm_90 device still take it).
+# No value changes by construction: verifier lines must equal session 16's l4/verify-full-l2pre.log (full, seed SF)
+# and l3/verify-bwdq.log (backward-quick, seed SB) line for line, times aside.
+# Run as: OUT=$OUT bash .carry/lease/s17_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
+# Archives (.carry/ab): main = 8118d2b (session 16's l2pre build, with libkda_torch.so), statecl = 713187f; rebuild
+# with scripts/gpu_build.sh --torch-wheel ... in a checkout of each if .carry is gone.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+exec > >(tee "$OUT/l1.log") 2>&1
+date -u
+B=/tmp/ab/statecl; mkdir -p $B && tar -xJf .carry/ab/statecl.tar.xz -C $B
+W=$(mktemp -d)
+run() {  # name timeout cmd...
+  local n=$1 t=$2; shift 2
+  ( cd $B && OMP_NUM_THREADS=5 LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1; echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
+}
+SF=14035002217949444255 SB=15368221980386543344
+pids=()
+run verify-full 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+run verify-bwdq 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run tests 240 ./kda_gpu_tests & pids+=($!)
+wait "${pids[@]}"  # never a bare wait (the tee above)
+grep -hE "FAIL|Failure|error" "$W"/*.log | head -20
+ncu_out() { (cd $B && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k regex:state_kernel -c 2 --section SpeedOfLight \
+  --section MemoryWorkloadAnalysis --section SchedulerStats ./kda-bench --workload $1 --impl cuda-generic --no-verify \
+  --iters 1 --warmup 0 > "$W/ncu-state-$1.txt" 2>&1)
+  grep -E "state_kernel|Duration|Compute \(SM\)|L2 Cache Throughput|Eligible Warps" "$W/ncu-state-$1.txt" | cut -c1-120; }
+ncu_out h64-fixed; ncu_out h96-fixed
+(cd "$W" && tar -czf "$OUT/checks.tgz" .)
+date -u
+OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds main,statecl --impl cuda-generic --rounds 2 \
+  --workload h64-fixed --workload h96-fixed --workload h64-mixed --workload train-h64-fixed
+echo "gpu_ab rc=$?"
+date -u
