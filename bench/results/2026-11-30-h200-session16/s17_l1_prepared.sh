@@ -9,6 +9,8 @@
 # gained only 2.5%. The pair halves each SM's L2 reads of the shared tiles (128 -> 72 KB a chunk).
 # Predicted: state pass 739 -> 450-600 us at h64-fixed (h64-fixed -140 to -290 us), h96 more (two launches);
 # train-h64-fixed's backward -100 to -400 us (the reverse pass, and the recompute's state pass).
+# Max Active Clusters (ncu's Occupancy section) must be >= 66: plan_state_pass counts one wave as 132 CTAs (the SM
+# count); if pairs of SMs cannot all host a cluster, the h96 plan's first launch spills into a second wave.
 # If it hangs or fails: the cluster protocol (mbarrier parity per chunk, expect_tx by lane 0 of warp 0, the relaxed
 # cluster barrier after the CTA barrier) is where to look; the non-cluster form is unchanged (V = 64 at BV = 64 and
 # every non-sm_90 device still take it).
@@ -35,9 +37,10 @@ run tests 240 ./kda_gpu_tests & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAIL|Failure|error" "$W"/*.log | head -20
 ncu_out() { (cd $B && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k regex:state_kernel -c 2 --section SpeedOfLight \
-  --section MemoryWorkloadAnalysis --section SchedulerStats ./kda-bench --workload $1 --impl cuda-generic --no-verify \
+  --section MemoryWorkloadAnalysis --section SchedulerStats --section Occupancy ./kda-bench --workload $1 --impl cuda-generic --no-verify \
   --iters 1 --warmup 0 > "$W/ncu-state-$1.txt" 2>&1)
-  grep -E "state_kernel|Duration|Compute \(SM\)|L2 Cache Throughput|Eligible Warps" "$W/ncu-state-$1.txt" | cut -c1-120; }
+  grep -E "state_kernel|Duration|Compute \(SM\)|L2 Cache Throughput|Eligible Warps|Max Active Clusters" \
+    "$W/ncu-state-$1.txt" | cut -c1-120; }
 ncu_out h64-fixed; ncu_out h96-fixed
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
