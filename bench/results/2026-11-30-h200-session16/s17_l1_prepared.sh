@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 16 for session 17's first device call (~330 s): branch statecl (68fc58f) against main (8118d2b).
+# Prepared in session 16 for session 17's first device call (~420 s): branches statecl (68fc58f) and s5wgmma (archive
+# s5w, 1185d8c) against main (8118d2b).
 # statecl: on sm_90 the state pass (0d288a4) and the backward's reverse pass (713187f) run in clusters of two CTAs
 # (two V tiles of one chain) that share the tiles both read (W, Qg, Kd, A_qk, decay): each CTA bulk-copies every other
 # plane row, multicast into both CTAs, completing on a per-group mbarrier; a CTA barrier plus an execution-only cluster
@@ -14,26 +15,35 @@
 # If it hangs or fails: the cluster protocol (mbarrier parity per chunk, expect_tx by lane 0 of warp 0, the relaxed
 # cluster barrier after the CTA barrier) is where to look; the non-cluster form is unchanged (V = 64 at BV = 64 and
 # every non-sm_90 device still take it).
-# No value changes by construction: verifier lines must equal session 16's l4/verify-full-l2pre.log (full, seed SF)
-# and l3/verify-bwdq.log (backward-quick, seed SB) line for line, times aside.
+# s5w: on sm_90, phase 1's bf16x3 [W | U] = T X on wgmma (12 wgmma.m64n64k16 a warpgroup, one warpgroup a 64-column
+# panel; X_K / X_V split into wgmma's MN-major panels; T's upper blocks zeroed) instead of ldmatrix + mma.sync: the
+# library's first wgmma. Predicted: phase 1 -30 to -80 us at h64-fixed (~6.4 K of ~74 K warp instructions a CTA
+# become ~2-3 K). Not bit-identical by construction (wgmma's accumulation and the zero blocks it adds): its verifier
+# figures must pass and stay within a few percent of main's; if a case fails wildly, suspect the planes' layout
+# (the host test WgmmaPlaneLayout checks it against CuTe) or the fence before the wgmma.
+# statecl changes no value by construction: its verifier lines must equal session 16's l4/verify-full-l2pre.log (full,
+# seed SF) and l3/verify-bwdq.log (backward-quick, seed SB) line for line, times aside.
 # Run as: OUT=$OUT bash .carry/lease/s17_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
-# Archives (.carry/ab): main = 8118d2b (session 16's l2pre build, with libkda_torch.so), statecl = 68fc58f; rebuild
-# with scripts/gpu_build.sh --torch-wheel ... in a checkout of each if .carry is gone.
+# Archives (.carry/ab): main = 8118d2b (session 16's l2pre build, with libkda_torch.so), statecl = 68fc58f, s5w = 1185d8c
+# (branch s5wgmma); rebuild with scripts/gpu_build.sh --torch-wheel ... in a checkout of each if .carry is gone.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-B=/tmp/ab/statecl; mkdir -p $B && tar -xJf .carry/ab/statecl.tar.xz -C $B
+for b in statecl s5w; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+B=/tmp/ab/statecl
 W=$(mktemp -d)
-run() {  # name timeout cmd...
-  local n=$1 t=$2; shift 2
-  ( cd $B && OMP_NUM_THREADS=5 LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1; echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
+run() {  # name build timeout cmd...
+  local n=$1 b=$2 t=$3; shift 3
+  ( cd /tmp/ab/$b && OMP_NUM_THREADS=3 LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1; echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
 }
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
-run verify-full 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
-run verify-bwdq 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
-run tests 240 ./kda_gpu_tests & pids+=($!)
+run verify-full statecl 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+run verify-bwdq statecl 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run tests statecl 240 ./kda_gpu_tests & pids+=($!)
+run verify-full-s5w s5w 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+run tests-s5w s5w 240 ./kda_gpu_tests --gtest_filter='-*Decode*:*Backward*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAIL|Failure|error" "$W"/*.log | head -20
 ncu_out() { (cd $B && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k regex:state_kernel -c 2 --section SpeedOfLight \
@@ -44,7 +54,7 @@ ncu_out() { (cd $B && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k 
 ncu_out h64-fixed; ncu_out h96-fixed
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds main,statecl --impl cuda-generic --rounds 2 \
+OUT=$OUT timeout 240 bash scripts/gpu_ab.sh --builds main,statecl,s5w --impl cuda-generic --rounds 2 \
   --workload h64-fixed --workload h96-fixed --workload h64-mixed --workload train-h64-fixed
 echo "gpu_ab rc=$?"
 date -u
