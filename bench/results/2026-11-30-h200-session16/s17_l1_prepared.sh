@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 16 for session 17's first device call (~420 s): branches statecl (68fc58f) and s5wgmma (archive
-# s5w, 1185d8c) against main (8118d2b).
+# Prepared in session 16 for session 17's first device call (~420 s): branches statecl (796e760) and s5wgmma (archive
+# s5w, 06b7f33) against main (8118d2b).
 # statecl: on sm_90 the state pass (0d288a4) and the backward's reverse pass (713187f) run in clusters of two CTAs
 # (two V tiles of one chain) that share the tiles both read (W, Qg, Kd, A_qk, decay): each CTA bulk-copies every other
 # plane row, multicast into both CTAs, completing on a per-group mbarrier; a CTA barrier plus an execution-only cluster
@@ -24,7 +24,7 @@
 # statecl changes no value by construction: its verifier lines must equal session 16's l4/verify-full-l2pre.log (full,
 # seed SF) and l3/verify-bwdq.log (backward-quick, seed SB) line for line, times aside.
 # Run as: OUT=$OUT bash .carry/lease/s17_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
-# Archives (.carry/ab): main = 8118d2b (session 16's l2pre build, with libkda_torch.so), statecl = 68fc58f, s5w = 1185d8c
+# Archives (.carry/ab): main = 8118d2b (session 16's l2pre build, with libkda_torch.so), statecl = 796e760, s5w = 06b7f33
 # (branch s5wgmma); rebuild with scripts/gpu_build.sh --torch-wheel ... in a checkout of each if .carry is gone.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
