@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 16 for session 17's first device call (~420 s): branches statecl (796e760) and s5wgmma (archive
-# s5w, 06b7f33) against main (8118d2b).
+# Prepared in session 16 for session 17's first device call (~460 s): branches statecl (796e760), s5wgmma (archive
+# s5w, 06b7f33) and their merge (both) against main (8118d2b).
 # statecl: on sm_90 the state pass (0d288a4) and the backward's reverse pass (713187f) run in clusters of two CTAs
 # (two V tiles of one chain) that share the tiles both read (W, Qg, Kd, A_qk, decay): each CTA bulk-copies every other
 # plane row, multicast into both CTAs, completing on a per-group mbarrier; a CTA barrier plus an execution-only cluster
@@ -21,6 +21,7 @@
 # become ~2-3 K). Not bit-identical by construction (wgmma's accumulation and the zero blocks it adds): its verifier
 # figures must pass and stay within a few percent of main's; if a case fails wildly, suspect the planes' layout
 # (the host test WgmmaPlaneLayout checks it against CuTe) or the fence before the wgmma.
+# both: branch s17both (0999af6) = statecl + s5wgmma, what main gets if both win (different kernels: gains add).
 # statecl changes no value by construction: its verifier lines must equal session 16's l4/verify-full-l2pre.log (full,
 # seed SF) and l3/verify-bwdq.log (backward-quick, seed SB) line for line, times aside.
 # Run as: OUT=$OUT bash .carry/lease/s17_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
@@ -54,7 +55,7 @@ ncu_out() { (cd $B && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k 
 ncu_out h64-fixed; ncu_out h96-fixed
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-OUT=$OUT timeout 240 bash scripts/gpu_ab.sh --builds main,statecl,s5w --impl cuda-generic --rounds 2 \
+OUT=$OUT timeout 280 bash scripts/gpu_ab.sh --builds main,statecl,s5w,both --impl cuda-generic --rounds 2 \
   --workload h64-fixed --workload h96-fixed --workload h64-mixed --workload train-h64-fixed
 echo "gpu_ab rc=$?"
 date -u
