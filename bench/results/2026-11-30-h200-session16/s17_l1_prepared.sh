@@ -55,7 +55,10 @@ ncu_out() { (cd $B && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k 
 ncu_out h64-fixed; ncu_out h96-fixed
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-OUT=$OUT timeout 280 bash scripts/gpu_ab.sh --builds main,statecl,s5w,both --impl cuda-generic --rounds 2 \
-  --workload h64-fixed --workload h96-fixed --workload h64-mixed --workload train-h64-fixed
+OUT=$OUT timeout 220 bash scripts/gpu_ab.sh --builds main,statecl,s5w,both --impl cuda-generic --rounds 2 \
+  --workload h64-fixed --workload h96-fixed --workload h64-mixed
+echo "gpu_ab rc=$?"
+date -u
+OUT=$OUT timeout 100 bash scripts/gpu_ab.sh --builds main,statecl --impl cuda-generic --rounds 1 --workload train-h64-fixed
 echo "gpu_ab rc=$?"
 date -u
