@@ -7,6 +7,7 @@
 #      (issue #3 criterion 4), with Triton's cache sent back in <= 15 MiB parts (session 16's single file was over the
 #      16 MiB limit) so later sessions can carry it and skip FLA's ~5 minutes of compiling: join them here with
 #      `cat triton.tgz.part-* > .carry/triton.tgz` and carry ".carry/triton.tgz".
+#   3. (before 2) ncu SpeedOfLight of each kernel of one train-h64-fixed step on BUILD: where the backward's 13.6 ms go.
 # Run as: BUILD=main OUT=$OUT bash .carry/lease/s17_l2_prepared.sh   with carry [".carry/lease", ".carry/ab", ".whl"]
 # (+ ".carry/triton.tgz" when it exists).
 set -uo pipefail
@@ -19,6 +20,12 @@ OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds main,statecl --impl cuda-ge
 echo "gpu_ab rc=$?"
 date -u
 mkdir -p /tmp/ab/$BUILD && tar -xJf .carry/ab/$BUILD.tar.xz -C /tmp/ab/$BUILD
+# The training step's kernels, one each (issue #9: the last per-kernel profile of the backward is session 9's).
+(cd /tmp/ab/$BUILD && LD_LIBRARY_PATH=. timeout 90 ncu --clock-control none --section SpeedOfLight \
+  -k regex:'build_chunk_map|prepare_kernel|state_kernel|reverse_kernel|products_kernel|grad_kernel|finalize_qk|gate_params' \
+  -c 14 ./kda-bench --workload train-h64-fixed --impl cuda-generic --no-verify --iters 1 --warmup 0 \
+  > "$OUT/ncu-train-kernels.txt" 2>&1; echo "ncu train rc=$?")
+grep -E "^  [a-z_ ]*(void|unnamed)|Duration" "$OUT/ncu-train-kernels.txt" | cut -c1-110
 export TRITON_CACHE_DIR=/tmp/kda-triton-cache; mkdir -p $TRITON_CACHE_DIR
 [ -f .carry/triton.tgz ] && tar -xzf .carry/triton.tgz -C /tmp
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl
