@@ -262,6 +262,34 @@ TEST(Verifier, RejectsJointQkNorm) {
   }), "workload_standard_recipe_h4");
 }
 
+// Plus: the initial state ignored (a zero start state), as a kernel that drops h0 on a path it thinks rare would.
+TEST(Verifier, RejectsInitialStateIgnored) {
+  expect_rejected(cheat("initial_state_ignored", [](Case& c0, Outputs& o) {
+    Case c = c0;
+    if (c.h0.present())
+      for (int64_t i = 0; i < c.h0.numel(); ++i) c.h0.set(i, 0.0);
+    return cpu(c, o);
+  }), "stress_h0_up_to_1e4");
+}
+
+// Plus: the final state written in the other layout (each head's [V][K] matrix stored as [K][V], or back): the
+// value-first pools of vLLM and SGLang against FLA's key-first state.
+TEST(Verifier, RejectsFinalStateInTheOtherLayout) {
+  expect_rejected(cheat("final_state_transposed", [](Case& c, Outputs& o) {
+    const kda_status_t st = cpu(c, o);
+    if (st != KDA_STATUS_SUCCESS || !o.final_state.present() || c.spec.K != c.spec.V) return st;
+    const int64_t D = c.spec.K, per = D * D;
+    for (int64_t h = 0; h < o.final_state.numel() / per; ++h)
+      for (int64_t i = 0; i < D; ++i)
+        for (int64_t j = i + 1; j < D; ++j) {
+          const double a = o.final_state.at(h * per + i * D + j), b = o.final_state.at(h * per + j * D + i);
+          o.final_state.set(h * per + i * D + j, b);
+          o.final_state.set(h * per + j * D + i, a);
+        }
+    return st;
+  }), "workload_standard_recipe_h4");
+}
+
 // Decode: the CPU backend passes decode-quick (the fused conv / norm cases included), and a decode that skips a fusion's
 // part is caught by the case built for it.
 std::vector<std::string> decode_failures(const Implementation& impl, uint64_t seed) {
