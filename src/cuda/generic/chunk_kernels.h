@@ -63,7 +63,8 @@ cudaError_t launch_state(const ForwardParams& p, const char* workspace, const St
                          const BackwardSaves& saves = {});
 
 // The backward's reverse state pass (chunk_reverse.cu): one CTA per (sequence, value head, V tile), tiles and launches
-// as the state pass's (plan_state_pass), chunks from the last; writes dV_new and the chunk-end state gradients (BackwardLayout du, dsend) and dh0.
+// as the state pass's (plan_state_pass), chunks from the last; writes dV_new and the chunk-end state gradients
+// (BackwardLayout du, dsend) and dh0.
 size_t reverse_smem_bytes(int K, int bv);
 cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, const StatePassPlan& plan, cudaStream_t s);
 

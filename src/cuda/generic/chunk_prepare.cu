@@ -322,8 +322,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __syncthreads();
   // One wave ahead: the q / k / g / v rows of the CTA that starts about when this one ends (linear CTA id + `ahead`,
   // the SM count: one CTA per SM) into L2, so that its S0 finds them there. S0's loads are one DRAM latency per CTA
-  // with nothing else on the SM to hide it (ncu at 67bc1ca: 57% of S0's stall samples long-scoreboard). 8 threads a row:
-  // q, k, g, v (4 of 8 thread groups; one 128-byte line per request).
+  // with nothing else on the SM to hide it (ncu at 67bc1ca: 57% of S0's stall samples long-scoreboard). Threads
+  // 0-255 ask, a thread per (row, tensor): q, k, g, v (one 128-byte line per request); measured -16 / -29 us at
+  // h64- / h96-fixed (bench/LEDGER.md, session 16).
   {
     const int64_t task = int64_t{blockIdx.y} * gridDim.x + blockIdx.x + ahead;
     const int64_t ci2 = task % gridDim.x, hv2 = task / gridDim.x;
