@@ -187,9 +187,9 @@ __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefe
 
 // Asks L2 for share `part` of `parts` of the `bytes` (a multiple of 16) at `base` (16-byte aligned), split at 16-byte
 // boundaries: on sm_90 one bulk prefetch by thread 0 (one instruction for the share), elsewhere one 128-byte line a
-// thread of the kThreads. The state passes call it for the next chunk's tile, which the CTA and its sibling V tiles
-// read through cp.async a phase later: the tiles are written by phase 1 long before and are mostly out of L2 (ncu,
-// session 17: the state pass's L2 hit rate 62%, DRAM 38% busy). A hint: it changes no result.
+// thread of the kThreads. The reverse pass calls it for the previous chunk's tiles, which the CTA and its sibling V
+// tiles read through cp.async a chunk later: phase 1 wrote them long before, so most are out of L2 (ncu, session 17:
+// the forward's state pass, reading the same tiles, hits L2 62% of the time). A hint: it changes no result.
 template <int kThreads>
 __device__ __forceinline__ void prefetch_share_l2(const void* base, int64_t bytes, int part, int parts, int tid) {
   const int64_t units = bytes / 16, per = (units + parts - 1) / parts;

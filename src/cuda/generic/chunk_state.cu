@@ -33,8 +33,8 @@
 // Loads overlap the math: the chunk's tiles come in two cp.async groups, each issued as soon as its buffers are free
 // and waited for just before the phase that reads them: A = {W, U, Qg} (phase A), issued after phase A of the
 // previous chunk, so it lands behind that chunk's phase B; B = {Kd, decay, A_qk} (phase B), issued at the start of
-// its own chunk's phase A. With group B the CTA asks L2 for its share of the next chunk's whole tile
-// (prefetch_share_l2): phase 1 wrote the tiles long before, so most are out of L2 when a chain reaches them.
+// its own chunk's phase A. (Asking L2 for the next chunk's tile a chunk ahead, as the reverse pass does, changed
+// nothing at h64-fixed and cost 15-25 us at h96-fixed: bench/LEDGER.md, session 17.)
 // Shared memory (K = 128, BV = 64): bf16 hi / lo planes of W, Qg, Kd [64][K + 8], of the state [BV][K + 8], A_qk
 // [64][72], V_new [64][BV + 8]; U fp32 [64][BV + 4]; decay [K]: 194,048 bytes, one CTA per SM (BV = 32: 160,256).
 // Plane pitches are 16 bytes mod 128, so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
@@ -193,9 +193,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     cp_async_wait<0>();
     __syncthreads();
     load_b(ci);  // Kd, decay, A_qk: their buffers were freed by the barrier above, they land behind phase A
-    // The next chunk's whole tile into L2, this CTA's share of it (its sibling V tiles ask for the rest): its group A
-    // is copied half a chunk from now, group B a chunk from now.
-    if (ci + 1 < last) prefetch_share_l2<kThreads>(tile_of(ci + 1), tl.floats() * 4, vt, vtiles, tid);
     // acc: the chain warps' W S^T (step 1), the output warps' Qg S^T (step 2's first term), held into phase B.
     // A = W or Qg [token][d] (m-major), B = S^T: the state planes [v][d] are n-major.
     float acc[NT][4];
