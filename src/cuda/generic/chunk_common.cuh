@@ -185,6 +185,25 @@ __device__ __forceinline__ uint4 ldg16(const void* p) { return __ldg(static_cast
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
+// Asks L2 for share `part` of `parts` of the `bytes` (a multiple of 16) at `base` (16-byte aligned), split at 16-byte
+// boundaries: on sm_90 one bulk prefetch by thread 0 (one instruction for the share), elsewhere one 128-byte line a
+// thread of the kThreads. The reverse pass calls it for the previous chunk's tiles, which the CTA and its sibling V
+// tiles read through cp.async a chunk later: phase 1 wrote them long before, so most are out of L2 (ncu, session 17:
+// the forward's state pass, reading the same tiles, hits L2 62% of the time). A hint: it changes no result.
+template <int kThreads>
+__device__ __forceinline__ void prefetch_share_l2(const void* base, int64_t bytes, int part, int parts, int tid) {
+  const int64_t units = bytes / 16, per = (units + parts - 1) / parts;
+  const int64_t lo = 16 * min(units, part * per), hi = 16 * min(units, (part + 1) * per);
+  const char* const b = static_cast<const char*>(base);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (tid == 0 && hi > lo)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + lo), "r"(static_cast<uint32_t>(hi - lo))
+                 : "memory");
+#else
+  for (int64_t off = lo + int64_t{tid} * 128; off < hi; off += int64_t{kThreads} * 128) prefetch_l2(b + off);
+#endif
+}
+
 // Asks L2 for one row of a chunk's inputs: token rec.start + r of q (which 0), k (1), g (2) or v (3), for value head
 // hv (q / k: its head hv / group), one 128-byte line per request. Nothing for rows past the chunk or a strided row
 // (not one range). Only addresses inside the tensors are named; a prefetch changes no result.

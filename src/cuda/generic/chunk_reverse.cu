@@ -14,7 +14,9 @@
 //
 // Loads: two cp.async groups per chunk, {Kd, A_qk} for step A and {Qg, W, decay} for step B, each issued as soon as
 // the previous chunk has finished with its buffers and waited for (wait_group 1) just before its step; dO is read
-// with plain loads (all of a thread's issued first, then converted, scaled and split) at the top of each chunk.
+// with plain loads (all of a thread's issued first, then converted, scaled and split) at the top of each chunk. At
+// the top of each chunk the CTA also asks L2 for its share of the previous chunk's tiles and dO rows
+// (prefetch_share_l2): phase 1 wrote the tiles long before, so most are out of L2 when a chain reaches them.
 //
 // Shared memory (K = 128, BV = 64): planes of W, Qg, Kd [64][K + 8], of dS [BV][K + 8], A_qk [64][72], dO' and -dU
 // [64][BV + 8]; decay [K]: 195,072 bytes, one CTA per SM. Registers: dS's tile as the forward's state tile.
@@ -148,6 +150,19 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 #pragma unroll 1
   for (int64_t ci = last - 1; ci >= first; --ci) {
     const ChunkRec rec = list[ci];
+    if (ci > first) {  // the previous chunk's tiles (all but U) and dO rows into L2, a chunk before they are read
+      const float* const t = tile_of(ci - 1);
+      prefetch_share_l2<kThreads>(t, tl.U() * 4, vt, vtiles, tid);                            // W, Qg, Kd
+      prefetch_share_l2<kThreads>(t + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
+      const ChunkRec prev = list[ci - 1];
+      const TensorView& dO = bp.dout;
+      if (tid < prev.len && dO.stride[3] == 1) {  // this CTA's BV columns of row tid (128 bytes at BV = 64, bf16)
+        const int64_t esize = dO.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
+        const char* const row = static_cast<const char*>(dO.data) +
+                                (b * dO.stride[0] + (prev.start + tid) * dO.stride[1] + hv * dO.stride[2] + v0) * esize;
+        for (int64_t off = 0; off < BV * esize; off += 128) prefetch_l2(row + off);
+      }
+    }
 
     // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
     {

@@ -33,7 +33,8 @@
 // Loads overlap the math: the chunk's tiles come in two cp.async groups, each issued as soon as its buffers are free
 // and waited for just before the phase that reads them: A = {W, U, Qg} (phase A), issued after phase A of the
 // previous chunk, so it lands behind that chunk's phase B; B = {Kd, decay, A_qk} (phase B), issued at the start of
-// its own chunk's phase A.
+// its own chunk's phase A. (Asking L2 for the next chunk's tile a chunk ahead, as the reverse pass does, changed
+// nothing at h64-fixed and cost 15-25 us at h96-fixed: bench/LEDGER.md, session 17.)
 // Shared memory (K = 128, BV = 64): bf16 hi / lo planes of W, Qg, Kd [64][K + 8], of the state [BV][K + 8], A_qk
 // [64][72], V_new [64][BV + 8]; U fp32 [64][BV + 4]; decay [K]: 194,048 bytes, one CTA per SM (BV = 32: 160,256).
 // Plane pitches are 16 bytes mod 128, so the 8 rows of an ldmatrix hit 8 different 16-byte bank groups.
