@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 17 for session 18's first device call (~480 s): wg1 (branch statewg, b2871ce), the forward's
+# Prepared in session 17 for session 18's first device call (~430 s): wg1 (branch statewg, b2871ce), the forward's
 # state pass on sm_90a wgmma (src/cuda/hopper/state_wgmma.cu), against main (b500ffd = 74afc54's code: session 17's
 # main with the reverse pass's L2 prefetch). Both archives carry libkda_torch.so.
 # wg1: K = 128, 64-column V tiles (every h64 launch, h96's first), two warpgroups (chain: V_new = U - W S^T, S =
@@ -14,12 +14,15 @@
 # First GPU run of this kernel: if the checks fail, suspect (1) the fence.proxy.async / barrier order around the
 # plane stores, (2) the MN-major 128 x 64 Kd view (the only layout WgmmaLayout's probes do not cover: m64n128),
 # (3) the accumulator coordinate mapping (host test WgmmaStateLayout passed on the CPU).
+# pp (branch prodpp, 78d5fe7): the backward's products kernel stages k-slices into two buffers, one barrier a slice;
+# bit-identical by construction: its backward-quick lines must equal session 17's (l3/verify-bwdq-pf1.log, seed SB).
+# Its time is s18_l2_prepared.sh's (train-h64-fixed, main / wg1 / pp).
 # Run as: OUT=$OUT bash .carry/lease/s18_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-for b in wg1 main; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+for b in wg1 main pp; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
 W=$(mktemp -d)
 run() {  # name build timeout cmd...
   local n=$1 b=$2 t=$3; shift 3
@@ -30,6 +33,7 @@ pids=()
 run tests-wg1 wg1 200 ./kda_gpu_tests --gtest_filter='Wgmma*:Cases/CudaChunked.*:Own/CudaChunked.*:CudaBehaviour.*:*CudaCheckpoints*:Cases/CudaChunkedBackward.*' & pids+=($!)
 run verify-full-wg1 wg1 200 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
 run verify-bwdq-wg1 wg1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run verify-bwdq-pp pp 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
 (cd /tmp/ab/wg1 && LD_LIBRARY_PATH=. timeout 80 ncu --clock-control none -k regex:state_ -c 2 --section SpeedOfLight \
@@ -43,6 +47,4 @@ OUT=$OUT timeout 150 bash scripts/gpu_ab.sh --builds main,wg1 --impl cuda-generi
   --workload h64-fixed --workload h96-fixed --workload h64-mixed
 echo "gpu_ab rc=$?"
 date -u
-OUT=$OUT timeout 110 bash scripts/gpu_ab.sh --builds main,wg1 --impl cuda-generic --rounds 1 --workload train-h64-fixed
-echo "gpu_ab rc=$?"
 date -u
