@@ -16,13 +16,16 @@
 # (3) the accumulator coordinate mapping (host test WgmmaStateLayout passed on the CPU).
 # pp (branch prodpp, 78d5fe7): the backward's products kernel stages k-slices into two buffers, one barrier a slice;
 # bit-identical by construction: its backward-quick lines must equal session 17's (l3/verify-bwdq-pf1.log, seed SB).
-# Its time is s18_l2_prepared.sh's (train-h64-fixed, main / wg1 / pp).
+# Its time is s18_l2_prepared.sh's (train-h64-fixed, main / wg1 / pp / wgr).
+# wgr (branch revwg, 03fc9b4 = wg1 + the backward's reverse pass on wgmma, src/cuda/hopper/reverse_wgmma.cu: two
+# warpgroups, dU split by value columns (m64n32), dS by key columns (m64n64)): checked here (backward GPU tests and
+# backward-quick; not bit-identical), timed in s18_l2_prepared.sh. Predicted: reverse pass 1.24 ms -> 0.4-0.6.
 # Run as: OUT=$OUT bash .carry/lease/s18_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-for b in wg1 main pp; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+for b in wg1 main pp wgr; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
 W=$(mktemp -d)
 run() {  # name build timeout cmd...
   local n=$1 b=$2 t=$3; shift 3
@@ -30,10 +33,12 @@ run() {  # name build timeout cmd...
 }
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
-run tests-wg1 wg1 200 ./kda_gpu_tests --gtest_filter='Wgmma*:Cases/CudaChunked.*:Own/CudaChunked.*:CudaBehaviour.*:*CudaCheckpoints*:Cases/CudaChunkedBackward.*' & pids+=($!)
+run tests-wg1 wg1 200 ./kda_gpu_tests --gtest_filter='Wgmma*:Cases/CudaChunked.*:Own/CudaChunked.*:CudaBehaviour.*' & pids+=($!)
 run verify-full-wg1 wg1 200 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
 run verify-bwdq-wg1 wg1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 run verify-bwdq-pp pp 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run verify-bwdq-wgr wgr 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run tests-wgr wgr 200 ./kda_gpu_tests --gtest_filter='Cases/CudaChunkedBackward.*:Backends/CudaBackwardDeterminism.*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
 (cd /tmp/ab/wg1 && LD_LIBRARY_PATH=. timeout 80 ncu --clock-control none -k regex:state_ -c 2 --section SpeedOfLight \
