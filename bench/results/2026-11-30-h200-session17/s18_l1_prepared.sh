@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 17 for session 18's first device call (~430 s): wg1 (branch statewg, 5ed1ef3), the forward's
+# Prepared in session 17 for session 18's first device call (~480 s): wg1 (branch statewg, 5ed1ef3), the forward's
 # state pass on sm_90a wgmma (src/cuda/hopper/state_wgmma.cu), against main (b500ffd = 74afc54's code: session 17's
 # main with the reverse pass's L2 prefetch). Both archives carry libkda_torch.so.
 # wg1: K = 128, 64-column V tiles (every h64 launch, h96's first), two warpgroups (chain: V_new = U - W S^T, S =
@@ -20,12 +20,15 @@
 # wgr (branch revwg, c9194f5 = wg1 + the backward's reverse pass on wgmma, src/cuda/hopper/reverse_wgmma.cu: two
 # warpgroups, dU split by value columns (m64n32), dS by key columns (m64n64)): checked here (backward GPU tests and
 # backward-quick; not bit-identical), timed in s18_l2_prepared.sh. Predicted: reverse pass 1.24 ms -> 0.4-0.6.
+# wgp (branch statewgp, 635f3b2 = wg1 + plan_state_pass's wide_only): where the wgmma kernel runs, every tile is 64
+# columns in one launch (h96-fixed's last 30 chains no longer go to the mma.sync kernel in 32-column tiles). Only
+# h96-fixed's plan changes. Predicted: h96-fixed a further -100 to -250 us against wg1.
 # Run as: OUT=$OUT bash .carry/lease/s18_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-for b in wg1 main pp wgr; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+for b in wg1 main pp wgr wgp; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
 W=$(mktemp -d)
 run() {  # name build timeout cmd...
   local n=$1 b=$2 t=$3; shift 3
@@ -38,6 +41,7 @@ run verify-full-wg1 wg1 200 ./kda-verify --suite full --impl cuda-generic --seed
 run verify-bwdq-wg1 wg1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 run verify-bwdq-pp pp 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 run verify-bwdq-wgr wgr 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run verify-h96-wgp wgp 200 ./kda-verify --suite full --impl cuda-generic --seed $SF --filter workload_h96 & pids+=($!)
 run tests-wgr wgr 200 ./kda_gpu_tests --gtest_filter='Cases/CudaChunkedBackward.*:Backends/CudaBackwardDeterminism.*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
@@ -48,7 +52,7 @@ grep -E "state_|Duration|Compute \(SM\)|Mem Busy|L2 Cache Throughput|Eligible Wa
   "$W/ncu-state-wg1.txt" | cut -c1-120
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-OUT=$OUT timeout 150 bash scripts/gpu_ab.sh --builds main,wg1 --impl cuda-generic --rounds 2 \
+OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds main,wg1,wgp --impl cuda-generic --rounds 2 \
   --workload h64-fixed --workload h96-fixed --workload h64-mixed
 echo "gpu_ab rc=$?"
 date -u
