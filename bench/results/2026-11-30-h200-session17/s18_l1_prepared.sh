@@ -56,4 +56,3 @@ OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds main,wg1,wgp --impl cuda-ge
   --workload h64-fixed --workload h96-fixed --workload h64-mixed
 echo "gpu_ab rc=$?"
 date -u
-date -u
