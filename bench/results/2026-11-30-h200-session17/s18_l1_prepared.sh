@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 17 for session 18's first device call (~480 s): wg1 (branch statewg, ae4f708), the forward's
+# Prepared in session 17 for session 18's first device call (~480 s): wg1 (branch statewg, 357b147), the forward's
 # state pass on sm_90a wgmma (src/cuda/hopper/state_wgmma.cu), against main (b500ffd = 74afc54's code: session 17's
 # main with the reverse pass's L2 prefetch). Both archives carry libkda_torch.so.
 # wg1: K = 128, 64-column V tiles (every h64 launch, h96's first), two warpgroups (chain: V_new = U - W S^T, S =
@@ -19,10 +19,10 @@
 # pp (branch prodpp, 78d5fe7): the backward's products kernel stages k-slices into two buffers, one barrier a slice;
 # bit-identical by construction: its backward-quick lines must equal session 17's (l3/verify-bwdq-pf1.log, seed SB).
 # Its time is s18_l2_prepared.sh's (train-h64-fixed, main / wg1 / pp / wgr).
-# wgr (branch revwg, e95c379 = wg1 + the backward's reverse pass on wgmma, src/cuda/hopper/reverse_wgmma.cu: two
+# wgr (branch revwg, 962e9c0 = wg1 + the backward's reverse pass on wgmma, src/cuda/hopper/reverse_wgmma.cu: two
 # warpgroups, dU split by value columns (m64n32), dS by key columns (m64n64)): checked here (backward GPU tests and
 # backward-quick; not bit-identical), timed in s18_l2_prepared.sh. Predicted: reverse pass 1.24 ms -> 0.4-0.6.
-# wgp (branch statewgp, a97de22 = wg1 + plan_state_pass's wide_only): where the wgmma kernel runs, every tile is 64
+# wgp (branch statewgp, 11e967c = wg1 + plan_state_pass's wide_only): where the wgmma kernel runs, every tile is 64
 # columns in one launch (h96-fixed's last 30 chains no longer go to the mma.sync kernel in 32-column tiles). Only
 # h96-fixed's plan changes. Predicted: h96-fixed a further -100 to -250 us against wg1.
 # Run as: OUT=$OUT bash .carry/lease/s18_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
