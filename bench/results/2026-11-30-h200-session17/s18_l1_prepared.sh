@@ -26,6 +26,9 @@
 # columns in one launch (h96-fixed's last 30 chains no longer go to the mma.sync kernel in 32-column tiles). Only
 # h96-fixed's plan changes. Predicted: h96-fixed a further -100 to -250 us against wg1.
 # Run as: OUT=$OUT bash .carry/lease/s18_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
+# If .carry is gone: each archive is `bash scripts/gpu_build.sh [--torch-wheel WHEEL]` in a checkout of its branch
+# (or of main with the patches in bench/results/2026-11-30-h200-session17/ applied), .carry/bin.tar.xz copied to
+# .carry/ab/NAME.tar.xz with the commit in NAME.COMMIT; main and wg1 with the torch wheel (s18_l2 runs bench_torch).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
