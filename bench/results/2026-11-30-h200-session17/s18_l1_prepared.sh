@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 17 for session 18's first device call (~480 s): wg1 (branch statewg, 357b147), the forward's
+# Prepared in session 17 for session 18's first device call (~480 s): wg1 (branch statewg, 03d9ad6), the forward's
 # state pass on sm_90a wgmma (src/cuda/hopper/state_wgmma.cu), against main (b500ffd = 74afc54's code: session 17's
 # main with the reverse pass's L2 prefetch). Both archives carry libkda_torch.so.
 # wg1: K = 128, 64-column V tiles (every h64 launch, h96's first), two warpgroups (chain: V_new = U - W S^T, S =
@@ -19,10 +19,10 @@
 # pp (branch prodpp, 78d5fe7): the backward's products kernel stages k-slices into two buffers, one barrier a slice;
 # bit-identical by construction: its backward-quick lines must equal session 17's (l3/verify-bwdq-pf1.log, seed SB).
 # Its time is s18_l2_prepared.sh's (train-h64-fixed, main / wg1 / pp / wgr).
-# wgr (branch revwg, 962e9c0 = wg1 + the backward's reverse pass on wgmma, src/cuda/hopper/reverse_wgmma.cu: two
+# wgr (branch revwg, a1b6cec = wg1 + the backward's reverse pass on wgmma, src/cuda/hopper/reverse_wgmma.cu: two
 # warpgroups, dU split by value columns (m64n32), dS by key columns (m64n64)): checked here (backward GPU tests and
 # backward-quick; not bit-identical), timed in s18_l2_prepared.sh. Predicted: reverse pass 1.24 ms -> 0.4-0.6.
-# wgp (branch statewgp, 11e967c = wg1 + plan_state_pass's wide_only): where the wgmma kernel runs, every tile is 64
+# wgp (branch statewgp, 38f999b = wg1 + plan_state_pass's wide_only): where the wgmma kernel runs, every tile is 64
 # columns in one launch (h96-fixed's last 30 chains no longer go to the mma.sync kernel in 32-column tiles). Only
 # h96-fixed's plan changes. Predicted: h96-fixed a further -100 to -250 us against wg1.
 # Run as: OUT=$OUT bash .carry/lease/s18_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
@@ -47,7 +47,7 @@ run verify-bwdq-wg1 wg1 200 ./kda-verify --suite backward-quick --impl cuda-gene
 run verify-bwdq-pp pp 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 run verify-bwdq-wgr wgr 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 run verify-h96-wgp wgp 200 ./kda-verify --suite full --impl cuda-generic --seed $SF --filter workload_h96 & pids+=($!)
-run tests-wgr wgr 200 ./kda_gpu_tests --gtest_filter='Cases/CudaHopperBackward.*:Backends/CudaBackwardDeterminism.*' & pids+=($!)
+run tests-wgr wgr 200 ./kda_gpu_tests --gtest_filter='WgmmaLayout.Reverse*:Cases/CudaHopperBackward.*:Backends/CudaBackwardDeterminism.*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
 (cd /tmp/ab/wg1 && LD_LIBRARY_PATH=. timeout 80 ncu --clock-control none -k regex:state_ -c 2 --section SpeedOfLight \
