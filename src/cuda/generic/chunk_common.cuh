@@ -204,22 +204,26 @@ __device__ __forceinline__ void prefetch_share_l2(const void* base, int64_t byte
 #endif
 }
 
+// Asks L2 for n elements of a [B][T][heads][n] tensor from (b, t, head, col0), one 128-byte line per request; nothing
+// for a strided row (not one range). Only addresses inside the tensor are named; a prefetch changes no result.
+__device__ __forceinline__ void prefetch_row_l2(const TensorView& x, int64_t b, int64_t t, int64_t head, int64_t col0,
+                                                int n) {
+  if (x.stride[3] != 1) return;
+  const int64_t esize = x.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
+  const char* const row =
+      static_cast<const char*>(x.data) + (b * x.stride[0] + t * x.stride[1] + head * x.stride[2] + col0) * esize;
+  for (int64_t off = 0; off < n * esize; off += 128) prefetch_l2(row + off);
+}
+
 // Asks L2 for one row of a chunk's inputs: token rec.start + r of q (which 0), k (1), g (2) or v (3), for value head
-// hv (q / k: its head hv / group), one 128-byte line per request. Nothing for rows past the chunk or a strided row
-// (not one range). Only addresses inside the tensors are named; a prefetch changes no result.
+// hv (q / k: its head hv / group). Nothing for rows past the chunk.
 template <int K, int V>
 __device__ __forceinline__ void prefetch_input_row(const ForwardParams& p, const ChunkRec& rec, int hv, int r,
                                                    int which) {
   if (r >= rec.len) return;
-  const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t = rec.start + r;
   const TensorView& x = which == 0 ? p.q : which == 1 ? p.k : which == 2 ? p.g : p.v;
-  const int64_t head = which == 0 || which == 1 ? hv / p.group : hv;
-  const int n = which == 3 ? V : K;
-  const int64_t esize = x.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
-  const char* const row =
-      static_cast<const char*>(x.data) + (b * x.stride[0] + t * x.stride[1] + head * x.stride[2]) * esize;
-  if (x.stride[3] != 1) return;
-  for (int64_t off = 0; off < n * esize; off += 128) prefetch_l2(row + off);
+  prefetch_row_l2(x, p.has_cu_seqlens() ? 0 : rec.seq, rec.start + r, which == 0 || which == 1 ? hv / p.group : hv, 0,
+                  which == 3 ? V : K);
 }
 
 // 8 values of a 16-byte vector of bf16 or fp16.
