@@ -20,6 +20,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "common/cases.h"  // run_seed
+#include "cuda/hopper/state_wgmma.cuh"
 #include "gpu/gpu_test.h"
 
 namespace kda::testing {
@@ -181,6 +182,65 @@ TEST_F(WgmmaLayout, BothOperandsKMajor) { check<GMMA::Major::K, GMMA::Major::K>(
 TEST_F(WgmmaLayout, AKMajorBMNMajor) { check<GMMA::Major::K, GMMA::Major::MN>("A K, B MN"); }
 TEST_F(WgmmaLayout, AMNMajorBKMajor) { check<GMMA::Major::MN, GMMA::Major::K>("A MN, B K"); }
 TEST_F(WgmmaLayout, BothOperandsMNMajor) { check<GMMA::Major::MN, GMMA::Major::MN>("A MN, B MN"); }
+
+// What the sm_90a state pass (src/cuda/hopper/state_wgmma.cu) assumes of its CuTe layouts, checked on the host
+// through the same tensors on a 1024-byte aligned buffer (the swizzle acts on address bits 4-9): each view a
+// bijection onto its plane; its 16-byte cp.async pieces (8 consecutive elements along the stored row) contiguous
+// and aligned; the 32-bit pair stores of V_new ((v, t), (v + 1, t)) and of the state ((v, d), (v, d + 1)) adjacent;
+// accumulator elements 2 i, 2 i + 1 of every thread the same row and adjacent columns, and the 128 threads' elements
+// covering the tile once. No GPU needed.
+template <class Layout, class At>
+void check_view(const char* name, int rows, int cols, At at, bool pairs_along_rows) {
+  SCOPED_TRACE(name);
+  alignas(1024) static bf16 buf[128 * 128];
+  Tensor t = make_tensor(make_smem_ptr(buf), Layout{});
+  auto off = [&](int r, int c) { return static_cast<long>(at(t, r, c) - buf); };
+  std::vector<int> seen(rows * cols, 0);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const long o = off(r, c);
+      ASSERT_TRUE(o >= 0 && o < rows * cols) << r << "," << c;
+      ++seen[o];
+      if (c % 8 == 0) {  // a cp.async piece: stored row r, columns c .. c + 7
+        ASSERT_EQ(o % 8, 0) << r << "," << c;
+        for (int j = 1; j < 8; ++j) ASSERT_EQ(off(r, c + j), o + j) << r << "," << c + j;
+      }
+      if (pairs_along_rows && c % 2 == 0) ASSERT_EQ(off(r, c + 1), o + 1);
+    }
+  for (int o = 0; o < rows * cols; ++o) ASSERT_EQ(seen[o], 1) << o;
+}
+
+template <class Mma, int M, int N>
+void check_accumulator(const char* name) {
+  SCOPED_TRACE(name);
+  Mma mma;
+  std::vector<int> seen(M * N, 0);
+  for (int tid = 0; tid < 128; ++tid) {
+    auto thr = mma.get_thread_slice(tid);
+    Tensor c = thr.partition_C(make_identity_tensor(Shape<Int<M>, Int<N>>{}));
+    for (int i = 0; i < size(c); ++i) {
+      const int r = get<0>(c(i)), col = get<1>(c(i));
+      ++seen[r * N + col];
+      if (i % 2 == 1) {
+        ASSERT_EQ(r, get<0>(c(i - 1))) << tid << " " << i;
+        ASSERT_EQ(col, get<1>(c(i - 1)) + 1) << tid << " " << i;
+      }
+    }
+  }
+  for (int e = 0; e < M * N; ++e) ASSERT_EQ(seen[e], 1) << e;
+}
+
+TEST(WgmmaStateLayout, WhatTheStatePassAssumes) {
+  using Ty = kda::cuda::sm90::StateWgmmaTypes;
+  auto rc = [](auto& t, int r, int c) { return raw_pointer_cast(&t(r, c)); };  // stored (r, c) = view (r, c)
+  auto cr = [](auto& t, int r, int c) { return raw_pointer_cast(&t(c, r)); };  // stored (r, c) = view (c, r)
+  check_view<Ty::LayK128>("W / Qg / S planes (K-major 64 x 128)", 64, 128, rc, true);
+  check_view<Ty::LayK64>("A_qk planes (K-major 64 x 64)", 64, 64, rc, false);
+  check_view<Ty::LayMN128>("Kd planes (stored [t][d], MN-major (d, t))", 64, 128, cr, false);
+  check_view<Ty::LayMN64>("V_new planes (stored [t][v], MN-major (v, t))", 64, 64, cr, true);
+  check_accumulator<Ty::MmaXS, 64, 64>("m64n64 accumulator (W S^T, Qg S^T, A_qk V_new)");
+  check_accumulator<Ty::MmaVK, 64, 128>("m64n128 accumulator (the state)");
+}
 
 }  // namespace
 }  // namespace kda::testing

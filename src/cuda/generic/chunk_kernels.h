@@ -62,6 +62,12 @@ size_t state_smem_bytes(int K, int bv);
 cudaError_t launch_state(const ForwardParams& p, const char* workspace, const StatePassPlan& plan, cudaStream_t s,
                          const BackwardSaves& saves = {});
 
+// The state pass on sm_90a wgmma (hopper/state_wgmma.cu): K = 128, 64-column V tiles, on an sm_90 device of a build
+// with CuTe; launch_state takes it for every launch of the plan it applies to.
+bool state_wgmma_runs(const ForwardParams& p, int bv);
+cudaError_t launch_state_wgmma(const ForwardParams& p, const char* workspace, int64_t chain0, int64_t chains,
+                               cudaStream_t s, const BackwardSaves& saves);
+
 // The backward's reverse state pass (chunk_reverse.cu): one CTA per (sequence, value head, V tile), tiles and launches
 // as the state pass's (plan_state_pass), chunks from the last; writes dV_new and the chunk-end state gradients
 // (BackwardLayout du, dsend) and dh0.
