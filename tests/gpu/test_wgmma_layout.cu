@@ -21,6 +21,7 @@
 
 #include "common/cases.h"  // run_seed
 #include "cuda/hopper/state_wgmma.cuh"
+#include "cuda/hopper/wgmma_bf16x3.cuh"
 #include "gpu/gpu_test.h"
 
 namespace kda::testing {
@@ -65,26 +66,9 @@ __global__ void __launch_bounds__(128) wgmma_probe(const bf16* A, const bf16* B,
 
   typename Cf::Mma mma;
   auto thr = mma.get_thread_slice(threadIdx.x);
-  Tensor tAh = thr.make_fragment_A(thr.partition_A(sAh));
-  Tensor tAl = thr.make_fragment_A(thr.partition_A(sAl));
-  Tensor tBh = thr.make_fragment_B(thr.partition_B(sBh));
-  Tensor tBl = thr.make_fragment_B(thr.partition_B(sBl));
   Tensor acc = partition_fragment_C(mma, Shape<Int<kM>, Int<kN>>{});
   clear(acc);
-  mma.accumulate_ = GMMA::ScaleOut::One;
-  warpgroup_fence_operand(acc);
-  warpgroup_arrive();
-  CUTE_UNROLL
-  for (int kb = 0; kb < size<2>(tAh); ++kb) {
-    if constexpr (Split) {
-      gemm(mma, tAl(_, _, kb), tBh(_, _, kb), acc);
-      gemm(mma, tAh(_, _, kb), tBl(_, _, kb), acc);
-    }
-    gemm(mma, tAh(_, _, kb), tBh(_, _, kb), acc);
-  }
-  warpgroup_commit_batch();
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(acc);
+  kda::cuda::sm90::wgmma_bf16x3<Split>(mma, thr, sAh, sAl, sBh, sBl, acc);
 
   Tensor gC = make_tensor(make_gmem_ptr(C), make_layout(Shape<Int<kM>, Int<kN>>{}, LayoutRight{}));
   Tensor tC = thr.partition_C(gC);

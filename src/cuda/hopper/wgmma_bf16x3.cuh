@@ -3,7 +3,7 @@
 // accumulation onto what acc holds (clear it first for a plain product). The planes must be in the GMMA shared-memory
 // layouts the TiledMMA was made for and published to the async proxy (fence.proxy.async, then a barrier) before the
 // call; it returns when the products are done (their operands may be overwritten after a barrier).
-// Device code for sm_90a with CuTe (state_wgmma.cu).
+// Device code for sm_90a with CuTe (state_wgmma.cu, reverse_wgmma.cu, tests/gpu/test_wgmma_layout.cu).
 #pragma once
 
 #include <cute/atom/mma_atom.hpp>
@@ -12,8 +12,9 @@
 namespace kda::cuda::sm90 {
 
 // thr: the thread's slice of the TiledMMA (mma.get_thread_slice(thread index in the warpgroup)); sAh / sAl (M, K)
-// and sBh / sBl (N, K) shared-memory tensors; acc: partition_fragment_C(mma, (M, N)).
-template <class TiledMma, class ThrMma, class TA, class TB, class Acc>
+// and sBh / sBl (N, K) shared-memory tensors; acc: partition_fragment_C(mma, (M, N)). kSplit = false: the single
+// product ah bh (the layout test's probe of the operand layouts).
+template <bool kSplit = true, class TiledMma, class ThrMma, class TA, class TB, class Acc>
 __device__ __forceinline__ void wgmma_bf16x3(TiledMma& mma, const ThrMma& thr, const TA& sAh, const TA& sAl,
                                              const TB& sBh, const TB& sBl, Acc& acc) {
   using namespace cute;
@@ -26,8 +27,10 @@ __device__ __forceinline__ void wgmma_bf16x3(TiledMma& mma, const ThrMma& thr, c
   warpgroup_arrive();
   CUTE_UNROLL
   for (int kb = 0; kb < size<2>(tAh); ++kb) {
-    gemm(mma, tAl(_, _, kb), tBh(_, _, kb), acc);
-    gemm(mma, tAh(_, _, kb), tBl(_, _, kb), acc);
+    if constexpr (kSplit) {
+      gemm(mma, tAl(_, _, kb), tBh(_, _, kb), acc);
+      gemm(mma, tAh(_, _, kb), tBl(_, _, kb), acc);
+    }
     gemm(mma, tAh(_, _, kb), tBh(_, _, kb), acc);
   }
   warpgroup_commit_batch();
