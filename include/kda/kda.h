@@ -87,20 +87,25 @@ typedef enum kda_backend {
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
   KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
   KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path for every legal input. Forward: the two-phase chunked
-                                   path (KDA_BACKEND_CUDA_CHUNKED) wherever it applies and no checkpoints are asked
-                                   for, the token-recurrent kernel (KDA_BACKEND_CUDA_RECURRENT) otherwise; so ask
+                                   path wherever it applies and no checkpoints are asked for (with its sm_90a state
+                                   passes where they apply, KDA_BACKEND_CUDA_HOPPER, else on mma.sync,
+                                   KDA_BACKEND_CUDA_CHUNKED), the token-recurrent kernel (KDA_BACKEND_CUDA_RECURRENT)
+                                   otherwise; so ask
                                    kda_forward_workspace_size first. Judged as tensor-core code (docs/numerics.md).
                                    Decode: at small batches (1-4 tokens per sequence, K in {64, 128, 256}, a
                                    value-first fp32 pool) the row-split kernel, else the sm_90 bulk-copy kernel where
                                    it applies (KDA_BACKEND_CUDA_HOPPER), the portable fp32 decode kernel otherwise
                                    (KDA_BACKEND_CUDA_RECURRENT forces that one). Backward: the chunked backward
-                                   wherever it applies, the token-recurrent one (KDA_BACKEND_CUDA_RECURRENT)
-                                   otherwise */
+                                   wherever it applies (HOPPER or CHUNKED as the forward), the token-recurrent one
+                                   (KDA_BACKEND_CUDA_RECURRENT) otherwise */
   KDA_BACKEND_CUDA_HOPPER = 4,  /* sm_90 paths. Decode: the bulk-copy kernel (1-4 tokens per sequence, K in {64, 128,
                                    256}, a value-first fp32 pool of contiguous 16-byte aligned rows; NOT_SUPPORTED
                                    otherwise); KDA_BACKEND_CUDA_GENERIC / AUTO take it where it applies, past small
-                                   batches. Prefill and backward: not built yet (NOT_SUPPORTED) */
-  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core path only (bf16x3 products on mma.sync, fp32
+                                   batches. Prefill and backward: the two-phase chunked path with its state passes on
+                                   wgmma, where the chunked path applies with K = 128 on an sm_90 device in a build
+                                   with CuTe (NOT_SUPPORTED otherwise); the workspace, saved tensors and support are
+                                   KDA_BACKEND_CUDA_CHUNKED's; GENERIC / AUTO take it where it applies */
+  KDA_BACKEND_CUDA_CHUNKED = 5, /* the two-phase chunked tensor-core path only, every kernel on mma.sync (bf16x3, fp32
                                    state; K, V in {64, 128}, bf16/fp16 q/k/v, unit innermost strides, 16-byte aligned
                                    rows, ~190 KiB of shared memory per block; needs the workspace
                                    kda_forward_workspace_size returns, 256-byte aligned as cudaMalloc gives it);

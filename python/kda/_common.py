@@ -4,7 +4,8 @@ works where torch is not installed."""
 from __future__ import annotations
 
 # kda_backend_t and kda_gate_mode_t of include/kda/kda.h.
-BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda-generic": 3, "cuda-chunked": 5, "cuda-recurrent": 6}
+BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda-generic": 3, "cuda-hopper": 4, "cuda-chunked": 5,
+            "cuda-recurrent": 6}
 _GATE_LOG_DECAY, _GATE_SOFTPLUS, _GATE_BOUNDED = 0, 1, 2
 _HOST_BACKENDS = (BACKENDS["auto"], BACKENDS["reference"], BACKENDS["cpu"])
 

@@ -125,13 +125,14 @@ def _backward(ctx, dout, dfinal_state, *_dworkspace):
     # chunk_fwd_saved's workspace: the chunked CUDA backward reads what the forward kept, no recompute (the same
     # gradients, bit for bit: the saving forward computes them as the recompute does). Otherwise CPU tensors: the
     # host backward (float64: the CPU backend's chunked form, or the reference's reverse recurrence). CUDA tensors:
-    # "cuda-chunked" and "cuda-recurrent" as asked; every other CUDA backend the default (AUTO): the chunked CUDA
-    # backward wherever it applies, the exact token-recurrent one elsewhere.
+    # "cuda-chunked", "cuda-hopper" and "cuda-recurrent" as asked; every other CUDA backend the default (AUTO): the
+    # chunked CUDA backward wherever it applies (its sm_90a state passes where they apply), the exact token-recurrent
+    # one elsewhere. With saved, "cuda-chunked" (chunk_fwd_saved's path: mma.sync throughout, for now).
     if saved:
         backend = BACKENDS["cuda-chunked"]
     elif q.device.type == "cpu":
         backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
-    elif ctx.backend in (BACKENDS["cuda-chunked"], BACKENDS["cuda-recurrent"]):
+    elif ctx.backend in (BACKENDS["cuda-chunked"], BACKENDS["cuda-hopper"], BACKENDS["cuda-recurrent"]):
         backend = ctx.backend
     else:
         backend = BACKENDS["auto"]
@@ -228,12 +229,14 @@ def chunk_kda(
     kda extras (keyword-only): `out` / `final_state` / `workspace` (caller-owned buffers: the serving and
     CUDA-graph form; workspace of at least `chunk_kda_workspace_size(...)` bytes, allocated by torch when absent),
     `chunk_size` (16, 32 or 64; default: the backend's choice), `backend` ("auto", "reference" (fp64 CPU
-    oracle), "cpu", "cuda-generic", "cuda-chunked", "cuda-recurrent").
+    oracle), "cpu", "cuda-generic", "cuda-hopper" (the chunked path with its sm_90a state passes: K = 128 on sm_90),
+    "cuda-chunked" (the chunked path on mma.sync throughout), "cuda-recurrent").
     `disable_recompute=True` (FLA's meaning: keep the forward's intermediates instead of recomputing them in the
     backward): on CUDA tensors that need gradients, where the chunked CUDA path applies and the backend is "auto",
     "cuda-generic" or "cuda-chunked", the forward keeps its chunk products and chunk-start states in a workspace held
     until the backward (the chunked backward's workspace: ~4.3 GB at 8192 tokens x 64 heads), and the
-    backward skips its recompute of the forward (~3 ms there); elsewhere it changes nothing. Its forward computes
+    backward skips its recompute of the forward (~3 ms there); elsewhere it changes nothing. That pair runs the
+    chunked path on mma.sync throughout (KDA_BACKEND_CUDA_CHUNKED), not its sm_90a state passes. Its forward computes
     [W | U] as the backward's recompute does (3xTF32), so the output may differ from a plain forward's in the last
     bits; gradients are the same either way. `use_graph`, `max_num_seqs` and `cu_seqlens_cpu` are accepted and change
     nothing (kda is graph-safe as is and reads cu_seqlens itself).

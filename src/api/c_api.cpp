@@ -30,9 +30,9 @@ kda_status_t set_last_status(const Status& s) {
 
 namespace {
 
-// Resolves KDA_BACKEND_AUTO by device, and checks the chosen backend can run here. KDA_BACKEND_CUDA_HOPPER has a
-// decode path only (hopper/decode_bulk.cu): `decode` says whether this is one.
-Status resolve_backend(ForwardParams* p, kda_device_type_t device, bool decode = false) {
+// Resolves KDA_BACKEND_AUTO by device, and checks the chosen backend can run here (the operation's own support is
+// checked by its caller). `decode` says whether this is a decode call.
+Status resolve_backend(ForwardParams* p, kda_device_type_t device, [[maybe_unused]] bool decode = false) {
   if (p->backend == KDA_BACKEND_AUTO)
     p->backend = device == KDA_DEVICE_CPU ? KDA_BACKEND_CPU : KDA_BACKEND_CUDA_GENERIC;
   switch (p->backend) {
@@ -44,11 +44,6 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device, bool decode =
                           " needs CPU tensors, but q is on a CUDA device"};
       return Status::Ok();
     case KDA_BACKEND_CUDA_HOPPER:
-      if (!decode)
-        return Status{KDA_STATUS_NOT_SUPPORTED,
-                      "backend: KDA_BACKEND_CUDA_HOPPER is not built yet for prefill and backward (decode only); use "
-                      "KDA_BACKEND_AUTO"};
-      [[fallthrough]];
     case KDA_BACKEND_CUDA_GENERIC:
     case KDA_BACKEND_CUDA_CHUNKED:
     case KDA_BACKEND_CUDA_RECURRENT:
@@ -68,22 +63,35 @@ Status resolve_backend(ForwardParams* p, kda_device_type_t device, bool decode =
   }
 }
 
+// The chunked path with its sm_90a state passes (KDA_BACKEND_CUDA_HOPPER) or on mma.sync throughout
+// (KDA_BACKEND_CUDA_CHUNKED): both take the chunked path's workspace and saved tensors.
+bool chunked_backend(kda_backend_t b) { return b == KDA_BACKEND_CUDA_CHUNKED || b == KDA_BACKEND_CUDA_HOPPER; }
+
+Status hopper_prefill_unsupported() {
+  return Status{KDA_STATUS_NOT_SUPPORTED,
+                "backend: KDA_BACKEND_CUDA_HOPPER runs prefill and backward where the chunked path applies with "
+                "K = 128 on an sm_90 device, in a build with CuTe; use KDA_BACKEND_AUTO for everything else"};
+}
+
 // The forward's CUDA kernel. KDA_BACKEND_CUDA_GENERIC runs the two-phase chunked path (phase 1 per chunk in
-// parallel, phase 2 the sequential state pass, both bf16x3 on mma.sync) wherever it applies: it passes the full
+// parallel, phase 2 the sequential state pass, bf16x3 on tensor cores) wherever it applies: it passes the full
 // verifier (35/35 at 67bc1ca on an H200, incl. the near-identical-keys and beta = 2 probes that single-tf32 failed)
-// and is 2.5x faster than the token-recurrent kernel (bench/LEDGER.md). The recurrent kernel takes the rest: K or V
-// outside {64, 128}, fp32 inputs, unaligned rows, small-smem devices, and prefix-cache checkpoints (it writes them at
-// any token; the chunked path refuses them under KDA_BACKEND_CUDA_CHUNKED).
+// and is 2.5x faster than the token-recurrent kernel (bench/LEDGER.md); on sm_90 with K = 128 with its state pass on
+// wgmma (KDA_BACKEND_CUDA_HOPPER), elsewhere on mma.sync (KDA_BACKEND_CUDA_CHUNKED). The recurrent kernel takes the
+// rest: K or V outside {64, 128}, fp32 inputs, unaligned rows, small-smem devices, and prefix-cache checkpoints (it
+// writes them at any token; the chunked path refuses them under KDA_BACKEND_CUDA_CHUNKED / HOPPER).
 Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
   KDA_RETURN_IF_ERROR(validate_forward(args, p));
   KDA_RETURN_IF_ERROR(resolve_backend(p, args->q.device_type));
   if (p->backend == KDA_BACKEND_CUDA_GENERIC)
-    p->backend = !p->has_checkpoints() && cuda::chunked_forward_supported(*p) ? KDA_BACKEND_CUDA_CHUNKED
-                                                                              : KDA_BACKEND_CUDA_RECURRENT;
-  if (p->save_for_backward && p->backend != KDA_BACKEND_CUDA_CHUNKED)
+    p->backend = p->has_checkpoints() || !cuda::chunked_forward_supported(*p) ? KDA_BACKEND_CUDA_RECURRENT
+                 : cuda::hopper_chunked_supported(*p)                         ? KDA_BACKEND_CUDA_HOPPER
+                                                                              : KDA_BACKEND_CUDA_CHUNKED;
+  if (p->backend == KDA_BACKEND_CUDA_HOPPER && !cuda::hopper_chunked_supported(*p)) return hopper_prefill_unsupported();
+  if (p->save_for_backward && !chunked_backend(p->backend))
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "save_for_backward: only the chunked CUDA forward keeps tensors for the backward "
-                  "(KDA_BACKEND_CUDA_CHUNKED, or CUDA_GENERIC / AUTO where it runs the chunked path)"};
+                  "(KDA_BACKEND_CUDA_CHUNKED / HOPPER, or CUDA_GENERIC / AUTO where it runs the chunked path)"};
   return Status::Ok();
 }
 
@@ -96,7 +104,7 @@ Status check_chunked_support(const ForwardParams& p) {
 }
 
 Status workspace_size(const ForwardParams& p, size_t* bytes) {
-  if (p.backend == KDA_BACKEND_CUDA_CHUNKED) {
+  if (chunked_backend(p.backend)) {
     KDA_RETURN_IF_ERROR(check_chunked_support(p));
     return cuda::chunked_forward_workspace_size(p, bytes);
   }
@@ -113,15 +121,16 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     return make_status(KDA_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes: %zu given, %zu needed", workspace_bytes, need);
   if (need > 0 && workspace == nullptr)
     return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
-  if (p.has_checkpoints() && p.backend == KDA_BACKEND_CUDA_CHUNKED)
+  if (p.has_checkpoints() && chunked_backend(p.backend))
     return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "state_checkpoints: not supported by KDA_BACKEND_CUDA_CHUNKED (the two-phase chunked path); use "
-                  "KDA_BACKEND_CUDA_GENERIC or KDA_BACKEND_CUDA_RECURRENT (the token-recurrent kernel writes them)"};
+                  "state_checkpoints: not supported by KDA_BACKEND_CUDA_CHUNKED / HOPPER (the two-phase chunked path); "
+                  "use KDA_BACKEND_CUDA_GENERIC or KDA_BACKEND_CUDA_RECURRENT (the token-recurrent kernel writes them)"};
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
     case KDA_BACKEND_CUDA_RECURRENT: return cuda::generic_forward(p, stream);
-    case KDA_BACKEND_CUDA_CHUNKED: return cuda::chunked_forward(p, workspace, workspace_bytes, stream);
+    case KDA_BACKEND_CUDA_CHUNKED:
+    case KDA_BACKEND_CUDA_HOPPER: return cuda::chunked_forward(p, workspace, workspace_bytes, stream);
     default: return Status{KDA_STATUS_INTERNAL_ERROR, "backend: unresolved"};
   }
 }
@@ -236,12 +245,14 @@ Status prepare_backward(const kda_backward_args_t* args, ForwardParams* p) {
   // and the backward verifier but for the saturated-gate probe, whose fix awaits its rerun; bench/LEDGER.md, session
   // 6), the token-recurrent backward (KDA_BACKEND_CUDA_RECURRENT) elsewhere.
   if (p->backend == KDA_BACKEND_CUDA_GENERIC)
-    p->backend = cuda::chunked_backward_support(backward_params(*args, *p)).ok() ? KDA_BACKEND_CUDA_CHUNKED
-                                                                                 : KDA_BACKEND_CUDA_RECURRENT;
-  if (args->forward_saved && p->backend != KDA_BACKEND_CUDA_CHUNKED)
+    p->backend = !cuda::chunked_backward_support(backward_params(*args, *p)).ok() ? KDA_BACKEND_CUDA_RECURRENT
+                 : cuda::hopper_chunked_supported(*p)                            ? KDA_BACKEND_CUDA_HOPPER
+                                                                                 : KDA_BACKEND_CUDA_CHUNKED;
+  if (p->backend == KDA_BACKEND_CUDA_HOPPER && !cuda::hopper_chunked_supported(*p)) return hopper_prefill_unsupported();
+  if (args->forward_saved && !chunked_backend(p->backend))
     return Status{KDA_STATUS_NOT_SUPPORTED,
                   "forward_saved: only the chunked CUDA backward reads what its forward kept (save_for_backward): "
-                  "KDA_BACKEND_CUDA_CHUNKED, or CUDA_GENERIC / AUTO where they run it"};
+                  "KDA_BACKEND_CUDA_CHUNKED / HOPPER, or CUDA_GENERIC / AUTO where they run it"};
   return Status::Ok();
 }
 
@@ -249,7 +260,7 @@ Status backward_workspace_size(const kda_backward_args_t* args, size_t* bytes) {
   ForwardParams p;
   KDA_RETURN_IF_ERROR(prepare_backward(args, &p));
   if (p.backend == KDA_BACKEND_CUDA_RECURRENT) return cuda::generic_backward_workspace_size(backward_params(*args, p), bytes);
-  if (p.backend == KDA_BACKEND_CUDA_CHUNKED) return cuda::chunked_backward_workspace_size(backward_params(*args, p), bytes);
+  if (chunked_backend(p.backend)) return cuda::chunked_backward_workspace_size(backward_params(*args, p), bytes);
   *bytes = 0;  // host backends keep their buffers in host memory
   return Status::Ok();
 }
@@ -263,8 +274,9 @@ Status run_backward(const kda_backward_args_t* args, void* workspace, size_t wor
     case KDA_BACKEND_REFERENCE:
     case KDA_BACKEND_CPU: return run_backward_host<double>(*args, p);
     case KDA_BACKEND_CUDA_RECURRENT:
-    case KDA_BACKEND_CUDA_CHUNKED: {
-      const bool chunked = p.backend == KDA_BACKEND_CUDA_CHUNKED;
+    case KDA_BACKEND_CUDA_CHUNKED:
+    case KDA_BACKEND_CUDA_HOPPER: {
+      const bool chunked = chunked_backend(p.backend);
       const BackwardParams bp = backward_params(*args, p);
       size_t need = 0;
       KDA_RETURN_IF_ERROR(chunked ? cuda::chunked_backward_workspace_size(bp, &need)

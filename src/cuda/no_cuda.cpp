@@ -14,6 +14,7 @@ Status unavailable() {
 bool compiled_with_cuda() { return false; }
 Status generic_forward(const ForwardParams&, void*) { return unavailable(); }
 bool chunked_forward_supported(const ForwardParams&) { return false; }
+bool hopper_chunked_supported(const ForwardParams&) { return false; }
 Status chunked_forward_workspace_size(const ForwardParams&, size_t*) { return unavailable(); }
 Status chunked_forward(const ForwardParams&, void*, size_t, void*) { return unavailable(); }
 size_t decode_workspace_size(const DecodeParams&) { return 0; }

@@ -169,8 +169,8 @@ TEST(Validation, ScaleAndOptions) {
   expect_error([](Fixture& f) { f.a.chunk_size = 48; }, KDA_STATUS_INVALID_ARGUMENT, "chunk_size",
                "16, 32 or 64");
   expect_error([](Fixture& f) { f.a.cpu_threads = -2; }, KDA_STATUS_INVALID_ARGUMENT, "cpu_threads", ">= 0");
-  expect_error([](Fixture& f) { f.a.backend = KDA_BACKEND_CUDA_HOPPER; }, KDA_STATUS_NOT_SUPPORTED, "backend",
-               "not built yet");
+  expect_error([](Fixture& f) { f.a.backend = KDA_BACKEND_CUDA_HOPPER; }, KDA_STATUS_INVALID_ARGUMENT, "backend",
+               "KDA_BACKEND_CUDA_HOPPER needs CUDA tensors");
   expect_error([](Fixture& f) { f.a.save_for_backward = 2; }, KDA_STATUS_INVALID_ARGUMENT, "save_for_backward",
                "0 or 1");
   // Only the chunked CUDA forward keeps tensors for the backward: CPU tensors are refused, by name.

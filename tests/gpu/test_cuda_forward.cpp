@@ -149,6 +149,32 @@ std::vector<CaseSpec> chunked_cases() {
 INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 
+// KDA_BACKEND_CUDA_HOPPER: the chunked path with its state pass on sm_90a wgmma (hopper/state_wgmma.cu), forced, on
+// the chunked path's own cases; it takes K = 128 on an sm_90 device (this build has CuTe: the layout test needs it)
+// and refuses the rest by name (checked through the workspace query, then skipped); a refusal where it should run
+// fails. GENERIC runs it wherever it applies, so the suites judge it too; this is the test that forces it, as
+// CudaChunked forces the mma.sync kernels.
+class CudaHopper : public GpuTest, public ::testing::WithParamInterface<CaseSpec> {};
+TEST_P(CudaHopper, MatchesReference) {
+  const CaseSpec& s = GetParam();
+  Case c = make_case(s, 1);
+  Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+  kda_forward_args_t a = host_args(c, o, KDA_BACKEND_CUDA_HOPPER);
+  for (kda_tensor_t* t : {&a.q, &a.k, &a.v, &a.g, &a.beta, &a.A_log, &a.dt_bias, &a.initial_state, &a.cu_seqlens,
+                          &a.out, &a.final_state})
+    if (t->ndim) t->device_type = KDA_DEVICE_CUDA;
+  size_t ws = 0;
+  if (kda_forward_workspace_size(&a, &ws) == KDA_STATUS_NOT_SUPPORTED) {
+    EXPECT_NE(std::string(kda_last_error()).find("KDA_BACKEND_CUDA_HOPPER"), std::string::npos) << kda_last_error();
+    EXPECT_FALSE(cuda_device_cc_major() == 9 && s.K == 128 && s.V % 64 == 0 && chunked_documented(s))
+        << "refused where it should run: " << kda_last_error();
+    GTEST_SKIP() << "outside KDA_BACKEND_CUDA_HOPPER's support: " << kda_last_error();
+  }
+  expect_matches_reference(s, KDA_BACKEND_CUDA_HOPPER, ComputeClass::kTensorCore);
+}
+INSTANTIATE_TEST_SUITE_P(Own, CudaHopper, ::testing::ValuesIn(chunked_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
+
 // The workspace query asks for the two-phase path's chunk list and tiles wherever GENERIC runs it (and for CHUNKED),
 // and for nothing where the token-recurrent kernel runs (RECURRENT; GENERIC on fp32 inputs); every call then
 // succeeds with exactly that workspace.

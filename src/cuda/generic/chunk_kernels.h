@@ -62,8 +62,10 @@ size_t state_smem_bytes(int K, int bv);
 cudaError_t launch_state(const ForwardParams& p, const char* workspace, const StatePassPlan& plan, cudaStream_t s,
                          const BackwardSaves& saves = {});
 
-// The state pass on sm_90a wgmma (hopper/state_wgmma.cu): K = 128, 64-column V tiles, on an sm_90 device of a build
-// with CuTe; launch_state takes it for every launch of the plan it applies to.
+// The state pass on sm_90a wgmma (hopper/state_wgmma.cu): available for K = 128 (V a multiple of 64) on an sm_90
+// device of a build with CuTe; it runs (launch_state takes it) for the 64-column launches of a plan under
+// KDA_BACKEND_CUDA_HOPPER.
+bool state_wgmma_available(const ForwardParams& p);
 bool state_wgmma_runs(const ForwardParams& p, int bv);
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* workspace, int64_t chain0, int64_t chains,
                                cudaStream_t s, const BackwardSaves& saves);

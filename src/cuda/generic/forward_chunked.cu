@@ -105,6 +105,10 @@ bool chunked_forward_supported(const ForwardParams& p) {
   return static_cast<size_t>(optin) >= need;
 }
 
+bool hopper_chunked_supported(const ForwardParams& p) {
+  return chunked_forward_supported(p) && chunk::state_wgmma_available(p);
+}
+
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
   // save_for_backward: the backward's whole layout (its first part is this forward's own).
   *bytes = p.N == 0                ? 0

@@ -288,17 +288,23 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
 
 }  // namespace
 
-bool state_wgmma_runs(const ForwardParams& p, int bv) {
+bool state_wgmma_available(const ForwardParams& p) {
 #if defined(KDA_HAS_CUTE)
-  if (p.K != kK || bv != kBV) return false;
+  if (p.K != kK || p.V % kBV != 0) return false;
   int major = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device_id) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device_id) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
   return major == 9;
 #else
   (void)p;
-  (void)bv;
   return false;
 #endif
+}
+
+bool state_wgmma_runs(const ForwardParams& p, int bv) {
+  return p.backend == KDA_BACKEND_CUDA_HOPPER && bv == kBV && state_wgmma_available(p);
 }
 
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
