@@ -98,9 +98,12 @@ Status prepare(const kda_forward_args_t* args, ForwardParams* p) {
 Status check_chunked_support(const ForwardParams& p) {
   if (cuda::chunked_forward_supported(p)) return Status::Ok();
   return Status{KDA_STATUS_NOT_SUPPORTED,
-                "backend: KDA_BACKEND_CUDA_CHUNKED takes K and V in {64, 128}, bf16 or fp16 q/k/v with unit innermost "
-                "strides and 16-byte aligned rows on a device with ~190 KiB of shared memory per block; use "
-                "KDA_BACKEND_AUTO for everything else"};
+                std::string("backend: ") +
+                    (p.backend == KDA_BACKEND_CUDA_HOPPER ? "KDA_BACKEND_CUDA_HOPPER (the chunked path)"
+                                                          : "KDA_BACKEND_CUDA_CHUNKED") +
+                    " takes K and V in {64, 128}, bf16 or fp16 q/k/v with unit innermost strides and 16-byte aligned "
+                    "rows on a device with ~190 KiB of shared memory per block; use KDA_BACKEND_AUTO for everything "
+                    "else"};
 }
 
 Status workspace_size(const ForwardParams& p, size_t* bytes) {

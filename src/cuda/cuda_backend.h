@@ -22,9 +22,10 @@ Status generic_forward(const ForwardParams& p, void* stream);
 // 16-byte aligned rows, and a device with enough opt-in shared memory per block. Needs the caller's workspace
 // (chunked_forward_workspace_size); asynchronous on stream, no host sync, CUDA-graph capturable.
 bool chunked_forward_supported(const ForwardParams& p);
-// Where that path has its sm_90a state passes (KDA_BACKEND_CUDA_HOPPER, and GENERIC / AUTO where it applies): K = 128
-// on an sm_90 device, in a build with CuTe. With p.backend == KDA_BACKEND_CUDA_HOPPER the chunked forward and backward
-// run them; with KDA_BACKEND_CUDA_CHUNKED every kernel stays on mma.sync.
+// Where that path has its sm_90a state passes (KDA_BACKEND_CUDA_HOPPER, and GENERIC / AUTO where it applies): inputs
+// the chunked path takes, K = 128, on an sm_90 device, in a build with CuTe (the forward's and the backward's own
+// support are checked as CHUNKED's). With p.backend == KDA_BACKEND_CUDA_HOPPER the chunked forward and backward run
+// them; with KDA_BACKEND_CUDA_CHUNKED every kernel stays on mma.sync.
 bool hopper_chunked_supported(const ForwardParams& p);
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes);
 Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace_bytes, void* stream);

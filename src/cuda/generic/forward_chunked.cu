@@ -105,8 +105,9 @@ bool chunked_forward_supported(const ForwardParams& p) {
   return static_cast<size_t>(optin) >= need;
 }
 
+// The inputs' side only, as the backward's support: a backward's ForwardParams carry no output to check.
 bool hopper_chunked_supported(const ForwardParams& p) {
-  return chunked_forward_supported(p) && chunk::state_wgmma_available(p);
+  return chunked_inputs_supported(p) && chunk::state_wgmma_available(p);
 }
 
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
