@@ -29,37 +29,44 @@ namespace {
 
 using namespace cute;
 using bf16 = cutlass::bfloat16_t;
-constexpr int kM = 64, kN = 64, kK = 64;  // one m64n64 tile, four k-blocks of 16
-
 template <GMMA::Major Major>
 using SwizzleAtom = std::conditional_t<Major == GMMA::Major::K, GMMA::Layout_K_SW128_Atom<bf16>,
                                        GMMA::Layout_MN_SW128_Atom<bf16>>;
 
-template <GMMA::Major MA, GMMA::Major MB>
-struct Config {
-  using SmemA = decltype(tile_to_shape(SwizzleAtom<MA>{}, Shape<Int<kM>, Int<kK>>{}));  // (M, K)
-  using SmemB = decltype(tile_to_shape(SwizzleAtom<MB>{}, Shape<Int<kN>, Int<kK>>{}));  // (N, K)
-  using Mma = decltype(make_tiled_mma(SM90_64x64x16_F32BF16BF16_SS<MA, MB>{}));
-  static constexpr int kTile = kM * kK;  // elements of one operand plane (kM == kN)
+// One warpgroup's m64 x N x K product: A (M, K) and B (N, K) in the given shared-memory layouts, Mma the TiledMMA.
+template <int N_, int K_, class SmemA_, class SmemB_, class Mma_>
+struct Probe {
+  static constexpr int kM = 64, kN = N_, kK = K_;
+  using SmemA = SmemA_;
+  using SmemB = SmemB_;
+  using Mma = Mma_;
 };
+// The four operand majors at m64n64k64 with 128-byte swizzles.
+template <GMMA::Major MA, GMMA::Major MB>
+using Config = Probe<64, 64, decltype(tile_to_shape(SwizzleAtom<MA>{}, Shape<_64, _64>{})),
+                     decltype(tile_to_shape(SwizzleAtom<MB>{}, Shape<_64, _64>{})),
+                     decltype(make_tiled_mma(SM90_64x64x16_F32BF16BF16_SS<MA, MB>{}))>;
 
-// C[m][n] = sum_k A[m][k] B[n][k] (A, B row-major [64][64] in global memory, hi then lo plane each). Split: the
+// C[m][n] = sum_k A[m][k] B[n][k] (A [M][K], B [N][K] row-major in global memory, hi then lo plane each). Split: the
 // bf16x3 product al bh + ah bl + ah bh, else ah bh.
-template <GMMA::Major MA, GMMA::Major MB, bool Split>
+template <class Cf, bool Split>
 __global__ void __launch_bounds__(128) wgmma_probe(const bf16* A, const bf16* B, float* C) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Cf = Config<MA, MB>;
-  __shared__ alignas(1024) bf16 smem[4 * Cf::kTile];  // A hi, A lo, B hi, B lo (1024-byte aligned for the swizzle)
+  constexpr int kM = Cf::kM, kN = Cf::kN, kK = Cf::kK, kTileA = kM * kK, kTileB = kN * kK;
+  // A hi, A lo, B hi, B lo (1024-byte aligned for the swizzle; each plane a multiple of 1 KB): up to 64 KB, dynamic.
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  bf16* const smem = reinterpret_cast<bf16*>(smem_raw);
   Tensor sAh = make_tensor(make_smem_ptr(smem), typename Cf::SmemA{});
-  Tensor sAl = make_tensor(make_smem_ptr(smem + Cf::kTile), typename Cf::SmemA{});
-  Tensor sBh = make_tensor(make_smem_ptr(smem + 2 * Cf::kTile), typename Cf::SmemB{});
-  Tensor sBl = make_tensor(make_smem_ptr(smem + 3 * Cf::kTile), typename Cf::SmemB{});
-  for (int i = threadIdx.x; i < Cf::kTile; i += blockDim.x) {
-    const int r = i / kK, k = i % kK;
-    sAh(r, k) = A[i];
-    sAl(r, k) = A[Cf::kTile + i];
-    sBh(r, k) = B[i];
-    sBl(r, k) = B[Cf::kTile + i];
+  Tensor sAl = make_tensor(make_smem_ptr(smem + kTileA), typename Cf::SmemA{});
+  Tensor sBh = make_tensor(make_smem_ptr(smem + 2 * kTileA), typename Cf::SmemB{});
+  Tensor sBl = make_tensor(make_smem_ptr(smem + 2 * kTileA + kTileB), typename Cf::SmemB{});
+  for (int i = threadIdx.x; i < kTileA; i += blockDim.x) {
+    sAh(i / kK, i % kK) = A[i];
+    sAl(i / kK, i % kK) = A[kTileA + i];
+  }
+  for (int i = threadIdx.x; i < kTileB; i += blockDim.x) {
+    sBh(i / kK, i % kK) = B[i];
+    sBl(i / kK, i % kK) = B[kTileB + i];
   }
   __syncthreads();
   cutlass::arch::fence_view_async_shared();  // generic-proxy stores -> the async proxy wgmma reads through
@@ -110,8 +117,9 @@ class WgmmaLayout : public GpuTest {
   }
 };
 
-template <GMMA::Major MA, GMMA::Major MB>
+template <class Cf>
 void check(const char* name) {
+  constexpr int kM = Cf::kM, kN = Cf::kN, kK = Cf::kK;
   SCOPED_TRACE(name);
   const uint64_t seed = run_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -130,10 +138,10 @@ void check(const char* name) {
   for (bool split : {false, true}) {
     SCOPED_TRACE(split ? "bf16x3" : "single bf16");
     std::vector<float> c(kM * kN);
-    if (split)
-      wgmma_probe<MA, MB, true><<<1, 128>>>(static_cast<const bf16*>(dA), static_cast<const bf16*>(dB), static_cast<float*>(dC));
-    else
-      wgmma_probe<MA, MB, false><<<1, 128>>>(static_cast<const bf16*>(dA), static_cast<const bf16*>(dB), static_cast<float*>(dC));
+    const int bytes = 2 * 2 * (kM + kN) * kK;
+    const auto probe = split ? wgmma_probe<Cf, true> : wgmma_probe<Cf, false>;
+    ASSERT_EQ(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), cudaSuccess);
+    probe<<<1, 128, bytes>>>(static_cast<const bf16*>(dA), static_cast<const bf16*>(dB), static_cast<float*>(dC));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     cudaMemcpy(c.data(), dC, c.size() * 4, cudaMemcpyDeviceToHost);
     double worst = 0, worst_single_vs_exact = 0;
@@ -145,11 +153,11 @@ void check(const char* name) {
           hi += double{bf16_value(pa[m * kK + k])} * bf16_value(pb[n * kK + k]);
           mag += std::fabs(double{a[m * kK + k]} * b[n * kK + k]);
         }
-        // single: the exact product of the bf16 operands up to fp32 summation (64 terms, 2 ulp each to allow for a
+        // single: the exact product of the bf16 operands up to fp32 summation (kK terms, 2 ulp each to allow for a
         // truncating accumulator); bf16x3: the fp32 operands' product up to the dropped al bl and the lo parts'
         // rounding (~2^-16 of the magnitude) plus summation. A misplaced element is off by O(1) of the magnitude.
         const double want = split ? exact : hi;
-        const double bound = (split ? std::ldexp(1.0, -14) : 128 * std::ldexp(1.0, -24)) * mag;
+        const double bound = (split ? std::ldexp(1.0, -14) : 2 * kK * std::ldexp(1.0, -24)) * mag;
         worst = std::max(worst, std::fabs(c[m * kN + n] - want) / bound);
         worst_single_vs_exact = std::max(worst_single_vs_exact, std::fabs(hi - exact) / (std::ldexp(1.0, -14) * mag));
       }
@@ -162,10 +170,20 @@ void check(const char* name) {
   cudaFree(dC);
 }
 
-TEST_F(WgmmaLayout, BothOperandsKMajor) { check<GMMA::Major::K, GMMA::Major::K>("A K, B K"); }
-TEST_F(WgmmaLayout, AKMajorBMNMajor) { check<GMMA::Major::K, GMMA::Major::MN>("A K, B MN"); }
-TEST_F(WgmmaLayout, AMNMajorBKMajor) { check<GMMA::Major::MN, GMMA::Major::K>("A MN, B K"); }
-TEST_F(WgmmaLayout, BothOperandsMNMajor) { check<GMMA::Major::MN, GMMA::Major::MN>("A MN, B MN"); }
+TEST_F(WgmmaLayout, BothOperandsKMajor) { check<Config<GMMA::Major::K, GMMA::Major::K>>("A K, B K"); }
+TEST_F(WgmmaLayout, AKMajorBMNMajor) { check<Config<GMMA::Major::K, GMMA::Major::MN>>("A K, B MN"); }
+TEST_F(WgmmaLayout, AMNMajorBKMajor) { check<Config<GMMA::Major::MN, GMMA::Major::K>>("A MN, B K"); }
+TEST_F(WgmmaLayout, BothOperandsMNMajor) { check<Config<GMMA::Major::MN, GMMA::Major::MN>>("A MN, B MN"); }
+
+// The state passes' own shapes and layouts (src/cuda/hopper/state_wgmma.cuh), each probed alone: the forward's W S^T
+// (m64n64, K = 128, both K-major) and V_new^T Kd (m64n128, both MN-major, B 128 wide).
+using StateTypes = kda::cuda::sm90::StateWgmmaTypes;
+TEST_F(WgmmaLayout, StatePassWTimesStateT) {
+  check<Probe<64, 128, StateTypes::LayK128, StateTypes::LayK128, StateTypes::MmaXS>>("W S^T");
+}
+TEST_F(WgmmaLayout, StatePassVnewTTimesKd) {
+  check<Probe<128, 64, StateTypes::LayMN64, StateTypes::LayMN128, StateTypes::MmaVK>>("V_new^T Kd");
+}
 
 // What the sm_90a state pass (src/cuda/hopper/state_wgmma.cu) assumes of its CuTe layouts, checked on the host
 // through the same tensors on a 1024-byte aligned buffer (the swizzle acts on address bits 4-9): each view a
