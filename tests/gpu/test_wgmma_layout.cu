@@ -244,5 +244,29 @@ TEST(WgmmaStateLayout, WhatTheStatePassAssumes) {
   check_accumulator<Ty::MmaVK, 64, 128>("m64n128 accumulator (the state)");
 }
 
+// The same for the reverse pass (src/cuda/hopper/reverse_wgmma.cu), whose step A accumulates two products of different
+// operand majors (MmaUo, MmaUk) into one m64n32 accumulator: their accumulator layouts must agree element for element.
+TEST(WgmmaStateLayout, WhatTheReversePassAssumes) {
+  using Ty = kda::cuda::sm90::ReverseWgmmaTypes;
+  auto cr = [](auto& t, int r, int c) { return raw_pointer_cast(&t(c, r)); };
+  auto rc = [](auto& t, int r, int c) { return raw_pointer_cast(&t(r, c)); };
+  check_view<Ty::LayK32>("dS planes, a value half (K-major 32 x 128)", 32, 128, rc, true);
+  check_view<Ty::LayMN32>("dO' planes, a value half (stored [t][v], MN-major (v, t), 64-byte swizzle)", 64, 32, cr,
+                          true);
+  check_accumulator<Ty::MmaUo, 64, 32>("m64n32 accumulator (dU)");
+  check_accumulator<Ty::MmaS, 64, 64>("m64n64 accumulator (dS)");
+  Ty::MmaUo uo;
+  Ty::MmaUk uk;
+  for (int tid = 0; tid < 128; ++tid) {
+    Tensor a = uo.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<_64, _32>{}));
+    Tensor b = uk.get_thread_slice(tid).partition_C(make_identity_tensor(Shape<_64, _32>{}));
+    ASSERT_EQ(size(a), size(b));
+    for (int i = 0; i < size(a); ++i) {
+      ASSERT_EQ(get<0>(a(i)), get<0>(b(i))) << tid << " " << i;
+      ASSERT_EQ(get<1>(a(i)), get<1>(b(i))) << tid << " " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kda::testing

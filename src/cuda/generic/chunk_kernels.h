@@ -70,6 +70,11 @@ bool state_wgmma_runs(const ForwardParams& p, int bv);
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* workspace, int64_t chain0, int64_t chains,
                                cudaStream_t s, const BackwardSaves& saves);
 
+// The reverse pass on sm_90a wgmma (hopper/reverse_wgmma.cu): where state_wgmma_runs; launch_reverse takes it.
+bool reverse_wgmma_runs(const ForwardParams& p, int bv);
+cudaError_t launch_reverse_wgmma(const BackwardParams& bp, char* workspace, int64_t chain0, int64_t chains,
+                                 cudaStream_t s);
+
 // The backward's reverse state pass (chunk_reverse.cu): one CTA per (sequence, value head, V tile), tiles and launches
 // as the state pass's (plan_state_pass), chunks from the last; writes dV_new and the chunk-end state gradients
 // (BackwardLayout du, dsend) and dh0.

@@ -268,14 +268,17 @@ size_t reverse_smem_bytes(int K, int bv) {
 
 cudaError_t launch_reverse(const BackwardParams& bp, char* ws, const StatePassPlan& plan, cudaStream_t s) {
   const int64_t chains = bp.f.N * bp.f.HV;
-  cudaError_t e = dispatch_kn<64, 32>(bp.f.K, plan.bv_first, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, 0, plan.first_chains, s);
-  });
+  // One launch of the plan: chains chain0 .. chain0 + count - 1 in bv-column tiles, on wgmma where it runs.
+  auto one = [&](int bv, int64_t chain0, int64_t count) {
+    if (reverse_wgmma_runs(bp.f, bv)) return launch_reverse_wgmma(bp, ws, chain0, count, s);
+    return dispatch_kn<64, 32>(bp.f.K, bv, [&](auto k, auto v) {
+      return launch<decltype(k)::value, decltype(v)::value>(bp, ws, chain0, count, s);
+    });
+  };
+  cudaError_t e = one(plan.bv_first, 0, plan.first_chains);
   if (e != cudaSuccess || plan.first_chains >= chains) return e;
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  return dispatch_kn<64, 32>(bp.f.K, plan.bv_rest, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, plan.first_chains, chains - plan.first_chains, s);
-  });
+  return one(plan.bv_rest, plan.first_chains, chains - plan.first_chains);
 }
 
 }  // namespace kda::cuda::chunk

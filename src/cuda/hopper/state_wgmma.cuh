@@ -1,6 +1,7 @@
-// state_wgmma.cuh: the shared-memory layouts and wgmma atoms of the sm_90a state pass (state_wgmma.cu), in one place
-// for the kernel and for the host test that checks what the kernel assumes of them (tests/gpu/test_wgmma_layout.cu,
-// WgmmaStateLayout: 16-byte copy pieces contiguous, pair stores adjacent, accumulator pairs adjacent columns).
+// state_wgmma.cuh: the shared-memory layouts and wgmma atoms of the sm_90a state passes (state_wgmma.cu, the
+// forward's; reverse_wgmma.cu, the backward's), in one place for the kernels and for the host test that checks what
+// they assume of them (tests/gpu/test_wgmma_layout.cu, WgmmaStateLayout: 16-byte copy pieces contiguous, pair stores
+// adjacent, accumulator pairs adjacent columns).
 // Needs CuTe (the nvidia-cutlass headers).
 #pragma once
 
@@ -30,6 +31,26 @@ struct StateWgmmaTypes {
       cute::SM90_64x128x16_F32BF16BF16_SS<cute::GMMA::Major::MN, cute::GMMA::Major::MN>{}));  // V_new^T Kd
   using MmaAV = decltype(cute::make_tiled_mma(
       cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::MN>{}));  // A_qk V_new
+};
+
+// The reverse pass (reverse_wgmma.cu): warpgroup w owns the value columns 32 w .. 32 w + 31 of dU (step A) and the
+// key columns 64 w .. 64 w + 63 of dS (step B).
+struct ReverseWgmmaTypes {
+  using TB = cutlass::bfloat16_t;
+  using LayK128 = StateWgmmaTypes::LayK128;  // Kd [t][d]: K-major, the A of Kd dS^T
+  using LayMN64 = StateWgmmaTypes::LayMN64;  // (m | n, t): A_qk^T (t, r), dO' (v, t), -dU (v, t), W / Qg halves (d, t)
+  // dS planes, one per value half (v - 32 w, d): K-major, the B of Kd dS^T (N = 32 values).
+  using LayK32 = decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW128_Atom<TB>{},
+                                              cute::Shape<cute::_32, cute::_128>{}));
+  // dO' once more, one plane per value half (v - 32 w, r): MN-major with 64-byte swizzle, the B of A_qk^T dO'.
+  using LayMN32 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW64_Atom<TB>{},
+                                               cute::Shape<cute::_32, cute::_64>{}));
+  using MmaUo = decltype(cute::make_tiled_mma(
+      cute::SM90_64x32x16_F32BF16BF16_SS<cute::GMMA::Major::MN, cute::GMMA::Major::MN>{}));  // A_qk^T dO'
+  using MmaUk = decltype(cute::make_tiled_mma(
+      cute::SM90_64x32x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{}));  // Kd dS^T
+  using MmaS = decltype(cute::make_tiled_mma(
+      cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::MN, cute::GMMA::Major::MN>{}));  // dO'^T Qg, dU^T W
 };
 
 }  // namespace kda::cuda::sm90

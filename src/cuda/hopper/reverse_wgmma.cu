@@ -1,0 +1,314 @@
+// reverse_wgmma.cu: the backward's reverse state pass on sm_90a wgmma: the same job, inputs and outputs as
+// chunk_reverse.cu's mma.sync kernel (which stays the path everywhere else), for K = 128 and 64-column V tiles.
+//
+// Why. The mma.sync reverse pass takes 1.24 ms of train-h64-fixed's 13.0 ms backward (ncu, session 17: ~9.7 us a
+// chunk against the forward state pass's 5.8); like it, its bf16x3 products ldmatrix both planes of both operands
+// into every warp. Here each product reads its tiles once per warpgroup (the argument of state_wgmma.cu).
+//
+// One CTA of 256 threads per (sequence, value head, 64-column V tile) walks the chunks from the last, per chunk:
+//   0  dS (the gradient of the chunk-end state) -> workspace dsend; dO' = scale dO -> planes (two layouts)
+//   A  dU = A_qk^T dO' + Kd dS^T   warpgroup w: value columns 32 w .. 32 w + 31 (m64n32, 4 + 8 k-blocks)
+//                                  -> workspace du, and -dU's planes
+//   B  dS = dS diag(decay) + dO'^T Qg + (-dU)^T W
+//                                  warpgroup w: key columns 64 w .. 64 w + 63 (m64n64, 4 + 4 k-blocks, its half of dS
+//                                  the accumulator across the chain) -> dS's planes for the next chunk's step A
+// and ends with dh0. Every product bf16x3 (lo hi, hi lo, hi hi), fp32 accumulation, as chunk_reverse.cu.
+//
+// Shared memory, CuTe's GMMA layouts (state_wgmma.cuh ReverseWgmmaTypes; every access through the CuTe tensors): W
+// and Qg stored [t][d], viewed (d, t) MN-major in two key halves; Kd [t][d] K-major; dS (v, d) K-major in two value
+// halves; A_qk stored [r][t], viewed (t, r) MN-major; dO' (v, t) MN-major and again in two value halves (64-byte
+// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]: 197,120 bytes, one CTA per SM. Loads,
+// barriers and the L2 prefetch as chunk_reverse.cu; every thread's cp.async data and plane stores are published to the
+// async proxy (fence.proxy.async) before the barrier that precedes the wgmma reading them.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/backward_params.h"
+#include "cuda/device_common.cuh"
+#include "cuda/generic/chunk_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
+#include "cuda/generic/chunk_map.h"
+
+#if defined(KDA_HAS_CUTE)
+#include <cutlass/arch/barrier.h>
+
+#include "cuda/hopper/state_wgmma.cuh"
+#include "cuda/hopper/wgmma_bf16x3.cuh"
+#endif
+
+namespace kda::cuda::chunk {
+namespace {
+
+constexpr int kK = 128, kBV = 64, kC = kChunk, kThreads = 256;
+using bf16 = __nv_bfloat16;
+
+// Byte offsets of the plane pairs (hi, then lo); two-part planes hold part 0, then part 1.
+struct WgmmaReverseLayout {
+  static constexpr size_t kPlane64 = 2 * kC * kBV;         // bytes of one [64][64] bf16 plane
+  static constexpr size_t kW = 0, kQ = kW + 4 * kPlane64;  // hi / lo x two key halves
+  static constexpr size_t kKd = kQ + 4 * kPlane64, kS = kKd + 4 * kPlane64, kA = kS + 4 * kPlane64;
+  static constexpr size_t kO = kA + 2 * kPlane64, kO32 = kO + 2 * kPlane64, kU = kO32 + 2 * kPlane64;
+  static constexpr size_t kDec = kU + 2 * kPlane64;
+  static constexpr size_t kBytes = kDec + 4 * kK;
+  static_assert(kPlane64 % 1024 == 0 && kBytes == 197120, "GMMA planes: 1 KB aligned");
+};
+
+__global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const BackwardParams bp, char* ws, int vtiles,
+                                                                    int64_t chain0) {
+#if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using namespace cute;
+  using Ty = sm90::ReverseWgmmaTypes;
+  using TB = Ty::TB;
+  using Ly = WgmmaReverseLayout;
+  constexpr size_t P = Ly::kPlane64;
+  const ForwardParams& p = bp.f;
+
+  extern __shared__ __align__(1024) unsigned char smem[];
+  if (threadIdx.x == 0 && (__cvta_generic_to_shared(smem) & 1023u) != 0) __trap();  // the swizzle needs 1 KB
+  // Views on a base the loop makes opaque a chunk (as state_wgmma.cu: hoisted, the addresses and descriptors spill).
+  auto opaque = [](unsigned char* sb) {
+    asm volatile("" : "+l"(sb));
+    return sb;
+  };
+  auto view = [](unsigned char* sb, size_t off, auto layout) {
+    return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), layout);
+  };
+  // Plane pairs: lo = hi + lo_off bytes.
+  auto mn64 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayMN64{}); };
+  auto k128 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayK128{}); };
+  auto k32 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayK32{}); };
+  auto mn32 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayMN32{}); };
+  // W / Qg key half h of plane l (0 hi, 1 lo): 4 P a tensor (P = one [64][64] plane), P a half; dS's value halves
+  // ([32][128], P each) the same.
+  auto half = [](size_t base, int l, int h) { return base + (2 * l + h) * P; };
+
+  const int tid = threadIdx.x, wtid = tid % 128, wg = tid / 128;
+  const int vt = static_cast<int>(blockIdx.x % vtiles);
+  const int64_t nh = chain0 + blockIdx.x / vtiles;
+  const int hv = static_cast<int>(nh % p.HV);
+  const int64_t n = nh / p.HV;
+  const int v0 = vt * kBV;
+  const int V = p.V;
+
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, kK, V, p.group);
+  const WorkspaceLayout& wl = bl.fwd;
+  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
+  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const TileLayout tl{kK, V};
+  const float* const tiles = reinterpret_cast<const float*>(ws + wl.tiles);
+  float* const du_g = reinterpret_cast<float*>(ws + bl.du);
+  float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
+  const int64_t first = seq_first[n], last = seq_first[n + 1];
+  const int64_t b = p.has_cu_seqlens() ? 0 : n;
+
+  // cp.async of a dense hi / lo plane pair [kRows][kCols] (global, row-major; lo kRows kCols elements after hi), 16-byte
+  // pieces of 8 consecutive cols; at(l, r, c) is the shared-memory address of element (r, c) of plane l.
+  auto copy_pair = [&](auto rows, auto cols, const float* src_f, auto at) {
+    constexpr int kRows = decltype(rows)::value, kCols = decltype(cols)::value, kPer = kRows * kCols / 8 / kThreads;
+    static_assert(kPer * kThreads * 8 == kRows * kCols, "copy_pair: the pieces must tile the CTA");
+    const bf16* const src = reinterpret_cast<const bf16*>(src_f);
+    CUTE_UNROLL
+    for (int i = 0; i < kPer; ++i) {
+      const int e = tid + i * kThreads, r = e / (kCols / 8), c = 8 * (e % (kCols / 8));
+      cp_async16(at(0, r, c), src + r * kCols + c);
+      cp_async16(at(1, r, c), src + kRows * kCols + r * kCols + c);
+    }
+  };
+  auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
+  // Stored [t][d] (W, Qg): element (t, d) of plane l is (d - 64 h, t) of key half h = d / 64.
+  auto halves_at = [&](unsigned char* sb, size_t base) {
+    return [=](int l, int t, int d) {
+      auto v = mn64(sb, half(base, l, d / 64));
+      return raw_pointer_cast(&v(d % 64, t));
+    };
+  };
+  auto load_a = [&](unsigned char* sb, int64_t ci) {  // Kd, A_qk
+    if (ci >= first) {
+      const float* t = tile_of(ci);
+      copy_pair(Int<kC>{}, Int<kK>{}, t + tl.Kd(), [=](int l, int r, int c) {
+        auto v = k128(sb, Ly::kKd + l * 2 * P);
+        return raw_pointer_cast(&v(r, c));
+      });
+      copy_pair(Int<kC>{}, Int<kC>{}, t + tl.Aqk(), [=](int l, int r, int c) {  // stored [r][t], viewed (t, r)
+        auto v = mn64(sb, Ly::kA + l * P);
+        return raw_pointer_cast(&v(c, r));
+      });
+    }
+    cp_async_commit();
+  };
+  auto load_b = [&](unsigned char* sb, int64_t ci) {  // Qg, W, decay
+    if (ci >= first) {
+      const float* t = tile_of(ci);
+      copy_pair(Int<kC>{}, Int<kK>{}, t + tl.Qg(), halves_at(sb, Ly::kQ));
+      copy_pair(Int<kC>{}, Int<kK>{}, t + tl.W(), halves_at(sb, Ly::kW));
+      float* const dec = reinterpret_cast<float*>(sb + Ly::kDec);
+      if (tid < kK / 4) cp_async16(dec + 4 * tid, t + tl.decay() + 4 * tid);
+    }
+    cp_async_commit();
+  };
+  load_a(smem, last - 1);
+  load_b(smem, last - 1);
+
+  Ty::MmaUo mma_uo;
+  Ty::MmaUk mma_uk;
+  Ty::MmaS mma_s;
+  auto thr_uo = mma_uo.get_thread_slice(wtid);
+  auto thr_uk = mma_uk.get_thread_slice(wtid);
+  auto thr_s = mma_s.get_thread_slice(wtid);
+  Tensor cU = thr_uo.partition_C(make_identity_tensor(Shape<_64, _32>{}));  // (t, v - 32 wg)
+  Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<_64, _64>{}));   // (v, d - 64 wg)
+
+  // This warpgroup's half of dS [v][d] (key columns 64 wg ..), the m64n64 accumulator for the whole chain.
+  Tensor dS = partition_fragment_C(mma_s, Shape<_64, _64>{});
+  CUTE_UNROLL
+  for (int i = 0; i < size(dS); ++i) {
+    const int v = get<0>(cS(i)), d = 64 * wg + get<1>(cS(i));
+    dS(i) = bp.dfinal.data ? static_cast<const float*>(bp.dfinal.data)[p.state_offset(bp.dfinal.stride, n, hv, v0 + v, d)]
+                           : 0.0f;
+  }
+  auto store_state_planes = [&](unsigned char* sb) {  // (v, d) of value half v / 32: K-major [32][128]
+    CUTE_UNROLL
+    for (int i = 0; i < size(dS); i += 2) {
+      const int v = get<0>(cS(i)), d = 64 * wg + get<1>(cS(i));
+      auto sh = k32(sb, half(Ly::kS, 0, v / 32)), sl = k32(sb, half(Ly::kS, 1, v / 32));
+      uint32_t h, l;
+      split_bf16x2(dS(i), dS(i + 1), h, l);
+      *reinterpret_cast<uint32_t*>(raw_pointer_cast(&sh(v % 32, d))) = h;
+      *reinterpret_cast<uint32_t*>(raw_pointer_cast(&sl(v % 32, d))) = l;
+    }
+  };
+  store_state_planes(smem);
+  Tensor accU = partition_fragment_C(mma_uo, Shape<_64, _32>{});
+
+#pragma unroll 1
+  for (int64_t ci = last - 1; ci >= first; --ci) {
+    unsigned char* const sb = opaque(smem);
+    const ChunkRec rec = list[ci];
+    if (ci > first) {  // the previous chunk's tiles (all but U) and dO rows into L2, a chunk before they are read
+      const float* const t = tile_of(ci - 1);
+      prefetch_share_l2<kThreads>(t, tl.U() * 4, vt, vtiles, tid);                            // W, Qg, Kd
+      prefetch_share_l2<kThreads>(t + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
+      const ChunkRec prev = list[ci - 1];
+      const TensorView& dO = bp.dout;
+      if (tid < prev.len && dO.stride[3] == 1) {
+        const int64_t esize = dO.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
+        const char* const row = static_cast<const char*>(dO.data) +
+                                (b * dO.stride[0] + (prev.start + tid) * dO.stride[1] + hv * dO.stride[2] + v0) * esize;
+        for (int64_t off = 0; off < kBV * esize; off += 128) prefetch_l2(row + off);
+      }
+    }
+
+    // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
+    {
+      float* const ds = dsend_g + ((ci * p.HV + hv) * V + v0) * kK + 64 * wg;
+      CUTE_UNROLL
+      for (int i = 0; i < size(dS); i += 2)
+        *reinterpret_cast<float2*>(ds + get<0>(cS(i)) * kK + get<1>(cS(i))) = make_float2(dS(i), dS(i + 1));
+    }
+    // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
+    // t): the raw bits of the thread's kE pairs loaded first, converted and stored after (chunk_reverse.cu).
+    {
+      const TensorView& dO = bp.dout;
+      const int64_t base = b * dO.stride[0] + hv * dO.stride[2];
+      constexpr int kE = kC * kBV / 2 / kThreads;
+      static_assert(kE * kThreads == kC * kBV / 2, "reverse: dO' pairs must tile the CTA");
+      uint32_t raw[kE][2];
+      CUTE_UNROLL
+      for (int i = 0; i < kE; ++i) {
+        const int e = tid + i * kThreads, r = e / (kBV / 2), c = 2 * (e % (kBV / 2));
+        if (r < rec.len)
+          load_bits_strided(raw[i], dO.data, dO.dtype, base + (rec.start + r) * dO.stride[1] + (v0 + c) * dO.stride[3],
+                            dO.stride[3]);
+      }
+      auto oh = mn64(sb, Ly::kO), ol = mn64(sb, Ly::kO + P);
+      CUTE_UNROLL
+      for (int i = 0; i < kE; ++i) {
+        const int e = tid + i * kThreads, r = e / (kBV / 2), c = 2 * (e % (kBV / 2));
+        float x0 = 0.0f, x1 = 0.0f;
+        if (r < rec.len) {
+          x0 = p.scale * bits_to_float(raw[i][0], dO.dtype);
+          x1 = p.scale * bits_to_float(raw[i][1], dO.dtype);
+        }
+        uint32_t h, l;
+        split_bf16x2(x0, x1, h, l);
+        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&oh(c, r))) = h;
+        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&ol(c, r))) = l;
+        auto o32h = mn32(sb, Ly::kO32 + (c / 32) * (P / 2)), o32l = mn32(sb, Ly::kO32 + P + (c / 32) * (P / 2));
+        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&o32h(c % 32, r))) = h;
+        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&o32l(c % 32, r))) = l;
+      }
+    }
+
+    // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.
+    cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step
+    {
+      clear(accU);
+      sm90::wgmma_bf16x3(mma_uo, thr_uo, mn64(sb, Ly::kA), mn64(sb, Ly::kA + P),
+                         mn32(sb, Ly::kO32 + wg * (P / 2)), mn32(sb, Ly::kO32 + P + wg * (P / 2)), accU);
+      sm90::wgmma_bf16x3(mma_uk, thr_uk, k128(sb, Ly::kKd), k128(sb, Ly::kKd + 2 * P), k32(sb, half(Ly::kS, 0, wg)),
+                         k32(sb, half(Ly::kS, 1, wg)), accU);
+      float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0 + 32 * wg;
+      int Vo = V;  // opaque a chunk (the offsets t V + v, hoisted, would hold registers across the chain)
+      asm volatile("" : "+r"(Vo));
+      auto uh = mn64(sb, Ly::kU), ul = mn64(sb, Ly::kU + P);
+      CUTE_UNROLL
+      for (int i = 0; i < size(accU); i += 2) {
+        const int t = get<0>(cU(i)), vl = get<1>(cU(i)), v = 32 * wg + vl;
+        *reinterpret_cast<float2*>(du + t * Vo + vl) = make_float2(accU(i), accU(i + 1));
+        uint32_t h, l;
+        split_bf16x2(-accU(i), -accU(i + 1), h, l);
+        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&uh(v, t))) = h;
+        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&ul(v, t))) = l;
+      }
+    }
+    __syncthreads();  // -dU complete; Kd, A_qk free; every read of the dS planes done
+    load_a(sb, ci - 1);
+
+    // ---- B: dS = dS diag(decay) + dO'^T Qg + (-dU)^T W, this warpgroup's 64 key columns.
+    cp_async_wait<1>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();  // Qg, W, decay of this chunk; -dU's planes published
+    {
+      const float* const dec = reinterpret_cast<const float*>(sb + Ly::kDec);
+      CUTE_UNROLL
+      for (int i = 0; i < size(dS); ++i) dS(i) *= dec[64 * wg + get<1>(cS(i))];
+      sm90::wgmma_bf16x3(mma_s, thr_s, mn64(sb, Ly::kO), mn64(sb, Ly::kO + P), mn64(sb, half(Ly::kQ, 0, wg)),
+                         mn64(sb, half(Ly::kQ, 1, wg)), dS);
+      sm90::wgmma_bf16x3(mma_s, thr_s, mn64(sb, Ly::kU), mn64(sb, Ly::kU + P), mn64(sb, half(Ly::kW, 0, wg)),
+                         mn64(sb, half(Ly::kW, 1, wg)), dS);
+      store_state_planes(sb);
+    }
+    __syncthreads();  // Qg, W, decay, dO' and -dU free; the new dS planes written
+    load_b(sb, ci - 1);
+  }
+
+  cp_async_wait<0>();
+  if (bp.dh0.data) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(dS); ++i)
+      store_out(bp.dh0.data, bp.dh0.dtype,
+                p.state_offset(bp.dh0.stride, n, hv, v0 + get<0>(cS(i)), 64 * wg + get<1>(cS(i))), dS(i));
+  }
+#else
+  __trap();  // launched only where reverse_wgmma_runs says so
+#endif
+}
+
+}  // namespace
+
+bool reverse_wgmma_runs(const ForwardParams& p, int bv) { return state_wgmma_runs(p, bv); }
+
+cudaError_t launch_reverse_wgmma(const BackwardParams& bp, char* ws, int64_t chain0, int64_t chains, cudaStream_t s) {
+  const size_t bytes = WgmmaReverseLayout::kBytes;
+  cudaError_t e = cudaFuncSetAttribute(reverse_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  const int vtiles = bp.f.V / kBV;
+  reverse_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles, chain0);
+  return cudaSuccess;
+}
+
+}  // namespace kda::cuda::chunk
