@@ -184,6 +184,15 @@ TEST_F(WgmmaLayout, StatePassWTimesStateT) {
 TEST_F(WgmmaLayout, StatePassVnewTTimesKd) {
   check<Probe<128, 64, StateTypes::LayMN64, StateTypes::LayMN128, StateTypes::MmaVK>>("V_new^T Kd");
 }
+// The reverse pass's: A_qk^T dO' and Kd dS^T (m64n32: B 32 wide, dO' with the 64-byte swizzle, dS K-major in 32-row
+// planes).
+using ReverseTypes = kda::cuda::sm90::ReverseWgmmaTypes;
+TEST_F(WgmmaLayout, ReversePassAqkTTimesDo) {
+  check<Probe<32, 64, ReverseTypes::LayMN64, ReverseTypes::LayMN32, ReverseTypes::MmaUo>>("A_qk^T dO'");
+}
+TEST_F(WgmmaLayout, ReversePassKdTimesDsT) {
+  check<Probe<32, 128, ReverseTypes::LayK128, ReverseTypes::LayK32, ReverseTypes::MmaUk>>("Kd dS^T");
+}
 
 // What the sm_90a state pass (src/cuda/hopper/state_wgmma.cu) assumes of its CuTe layouts, checked on the host
 // through the same tensors on a 1024-byte aligned buffer (the swizzle acts on address bits 4-9): each view a
