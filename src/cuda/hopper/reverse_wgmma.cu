@@ -190,13 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
       prefetch_share_l2<kThreads>(t, tl.U() * 4, vt, vtiles, tid);                            // W, Qg, Kd
       prefetch_share_l2<kThreads>(t + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
       const ChunkRec prev = list[ci - 1];
-      const TensorView& dO = bp.dout;
-      if (tid < prev.len && dO.stride[3] == 1) {
-        const int64_t esize = dO.dtype == KDA_DTYPE_FLOAT32 ? 4 : 2;
-        const char* const row = static_cast<const char*>(dO.data) +
-                                (b * dO.stride[0] + (prev.start + tid) * dO.stride[1] + hv * dO.stride[2] + v0) * esize;
-        for (int64_t off = 0; off < kBV * esize; off += 128) prefetch_l2(row + off);
-      }
+      if (tid < prev.len) prefetch_row_l2(bp.dout, b, prev.start + tid, hv, v0, kBV);  // this CTA's columns of row tid
     }
 
     // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
