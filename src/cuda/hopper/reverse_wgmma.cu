@@ -33,6 +33,7 @@
 #if defined(KDA_HAS_CUTE)
 #include <cutlass/arch/barrier.h>
 
+#include "cuda/hopper/state_stage.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 #include "cuda/hopper/wgmma_bf16x3.cuh"
 #endif
@@ -102,8 +103,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
   const int64_t first = seq_first[n], last = seq_first[n + 1];
   const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
-  // cp.async of a dense hi / lo plane pair [kRows][kCols] (global, row-major; lo kRows kCols elements after hi), 16-byte
-  // pieces of 8 consecutive cols; at(l, r, c) is the shared-memory address of element (r, c) of plane l.
+  // cp.async of a dense hi / lo plane pair [kRows][kCols] (global, row-major; lo kRows kCols elements after hi),
+  // 16-byte pieces of 8 consecutive cols; at(l, r, c) is the shared-memory address of element (r, c) of plane l.
   auto copy_pair = [&](auto rows, auto cols, const float* src_f, auto at) {
     constexpr int kRows = decltype(rows)::value, kCols = decltype(cols)::value, kPer = kRows * kCols / 8 / kThreads;
     static_assert(kPer * kThreads * 8 == kRows * kCols, "copy_pair: the pieces must tile the CTA");
@@ -161,12 +162,21 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
 
   // This warpgroup's half of dS [v][d] (key columns 64 wg ..), the m64n64 accumulator for the whole chain.
   Tensor dS = partition_fragment_C(mma_s, Shape<_64, _64>{});
-  CUTE_UNROLL
-  for (int i = 0; i < size(dS); ++i) {
-    const int v = get<0>(cS(i)), d = 64 * wg + get<1>(cS(i));
-    dS(i) = bp.dfinal.data ? static_cast<const float*>(bp.dfinal.data)[p.state_offset(bp.dfinal.stride, n, hv, v0 + v, d)]
-                           : 0.0f;
+  // dS_final (or zeros) through the dO' buffers, free until the loop writes them behind the barrier below
+  // (state_stage.cuh: why not in place).
+  float* const stage_o = reinterpret_cast<float*>(smem + Ly::kO);
+  static_assert(4 * Ly::kPlane64 >= sizeof(float) * sm90::kStageRows * sm90::kStageCols, "the stage fits dO's planes");
+  if (bp.dfinal.data) {
+    const float* const dfin = static_cast<const float*>(bp.dfinal.data);
+    sm90::stage_in<kThreads>(stage_o, !p.state_v_first, tid, [&](int r, int c) {
+      return dfin[p.state_offset(bp.dfinal.stride, n, hv, v0 + r, c)];
+    });
+    __syncthreads();
   }
+  CUTE_UNROLL
+  for (int i = 0; i < size(dS); ++i)
+    dS(i) = bp.dfinal.data ? stage_o[get<0>(cS(i)) * sm90::kStageCols + 64 * wg + get<1>(cS(i))] : 0.0f;
+  if (bp.dfinal.data) __syncthreads();
   auto store_state_planes = [&](unsigned char* sb) {  // (v, d) of value half v / 32: K-major [32][128]
     CUTE_UNROLL
     for (int i = 0; i < size(dS); i += 2) {
@@ -279,12 +289,16 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
     load_b(sb, ci - 1);
   }
 
+  // dh0 through the W buffer, free once the last chunk's products are done (the loop's last barrier).
   cp_async_wait<0>();
   if (bp.dh0.data) {
+    float* const stage_w = reinterpret_cast<float*>(smem + Ly::kW);
     CUTE_UNROLL
-    for (int i = 0; i < size(dS); ++i)
-      store_out(bp.dh0.data, bp.dh0.dtype,
-                p.state_offset(bp.dh0.stride, n, hv, v0 + get<0>(cS(i)), 64 * wg + get<1>(cS(i))), dS(i));
+    for (int i = 0; i < size(dS); ++i) stage_w[get<0>(cS(i)) * sm90::kStageCols + 64 * wg + get<1>(cS(i))] = dS(i);
+    __syncthreads();
+    sm90::stage_out<kThreads>(stage_w, !p.state_v_first, tid, [&](int r, int c, float x) {
+      store_out(bp.dh0.data, bp.dh0.dtype, p.state_offset(bp.dh0.stride, n, hv, v0 + r, c), x);
+    });
   }
 #else
   __trap();  // launched only where reverse_wgmma_runs says so

@@ -42,6 +42,7 @@
 #if defined(KDA_HAS_CUTE)
 #include <cutlass/arch/barrier.h>
 
+#include "cuda/hopper/state_stage.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 #include "cuda/hopper/wgmma_bf16x3.cuh"
 #endif
@@ -96,7 +97,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
   auto mn128 = [](unsigned char* sb, size_t off) {  // Kd (d, t)
     return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), LayMN128{});
   };
-  constexpr size_t kWl = Ly::kW + 2 * Ly::kRowPlane, kQl = Ly::kQ + 2 * Ly::kRowPlane, kKl = Ly::kKd + 2 * Ly::kRowPlane;
+  constexpr size_t kWl = Ly::kW + 2 * Ly::kRowPlane, kQl = Ly::kQ + 2 * Ly::kRowPlane;
+  constexpr size_t kKl = Ly::kKd + 2 * Ly::kRowPlane;
   constexpr size_t kSl = Ly::kS + 2 * Ly::kSPlane, kAl = Ly::kA + 2 * Ly::kAPlane, kVl = Ly::kVn + 2 * Ly::kVPlane;
 
   const int tid = threadIdx.x, wtid = tid % 128;
@@ -189,14 +191,21 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
       *reinterpret_cast<uint32_t*>(rc(sl, v, d)) = l;
     }
   };
+  // The initial state (or zeros) through the Kd buffer, free until the first chunk's group B is issued behind the
+  // loop's first barrier (state_stage.cuh: why not in place).
+  float* const stage_kd = reinterpret_cast<float*>(smem + Ly::kKd);
+  static_assert(4 * Ly::kRowPlane >= sizeof(float) * sm90::kStageRows * sm90::kStageCols, "the stage fits Kd's planes");
+  if (p.has_initial_state()) {
+    const float* const init = static_cast<const float*>(p.initial_state.data);
+    sm90::stage_in<kThreads>(stage_kd, !p.state_v_first, tid, [&](int r, int c) {
+      return init[p.state_offset(p.initial_state.stride, n, hv, v0 + r, c)];
+    });
+    __syncthreads();
+  }
   if (chain) {
     CUTE_UNROLL
-    for (int i = 0; i < size(S); ++i) {
-      const int v = get<0>(cVK(i)), d = get<1>(cVK(i));
-      S(i) = p.has_initial_state() ? static_cast<const float*>(p.initial_state.data)[p.state_offset(
-                                         p.initial_state.stride, n, hv, v0 + v, d)]
-                                   : 0.0f;
-    }
+    for (int i = 0; i < size(S); ++i)
+      S(i) = p.has_initial_state() ? stage_kd[get<0>(cVK(i)) * sm90::kStageCols + get<1>(cVK(i))] : 0.0f;
     store_state_planes(smem);
   }
   Tensor acc = partition_fragment_C(mma_xs, Shape<_64, _64>{});  // W S^T (chain), Qg S^T + A_qk V_new (output)
@@ -273,13 +282,21 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
   }
 
   // As chunk_state.cu: every read of initial_state happened before the first barrier and no other CTA touches
-  // these entries, so final_state may alias initial_state.
+  // these entries, so final_state may alias initial_state. Out through the W buffer, free once the last chunk's
+  // products are done (the barrier).
   cp_async_wait<0>();
-  if (chain && p.has_final_state()) {
-    CUTE_UNROLL
-    for (int i = 0; i < size(S); ++i)
-      static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + get<0>(cVK(i)),
-                                                        get<1>(cVK(i)))] = S(i);
+  if (p.has_final_state()) {
+    float* const stage_w = reinterpret_cast<float*>(smem + Ly::kW);
+    __syncthreads();
+    if (chain) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(S); ++i) stage_w[get<0>(cVK(i)) * sm90::kStageCols + get<1>(cVK(i))] = S(i);
+    }
+    __syncthreads();
+    float* const fin = static_cast<float*>(p.final_state);
+    sm90::stage_out<kThreads>(stage_w, !p.state_v_first, tid, [&](int r, int c, float x) {
+      fin[p.state_offset(p.final_state_stride, n, hv, v0 + r, c)] = x;
+    });
   }
 #else
   __trap();  // launched only where state_wgmma_runs says so
