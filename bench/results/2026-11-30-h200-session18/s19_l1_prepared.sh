@@ -5,7 +5,7 @@
 #   strides (~550 SASS instructions) instead of staged; ptxas: no spills (main's state kernel has 36 bytes of spills
 #   in the chain loop, suspected for its h64-fixed +28 us against wgr and train-h64's backward +76 us against the
 #   mma.sync main). Predicted: h64-fixed -20 to -40 against main, h96-fixed -40 to -70, train backward -100 to -180.
-# stgov (branch stgov, 4d4b36a = stg2 + this): each tile is copied by the warpgroup that reads it as soon as that
+# stgov (branch stgov, f8b1314 = stg2 + this): each tile is copied by the warpgroup that reads it as soon as that
 #   warpgroup is done with the previous chunk's (chain: W after W S^T, U after the V_new split, Kd + decay after
 #   V_new^T Kd; output: Qg after Qg S^T, A_qk after A_qk V_new), so every copy has about a whole chunk to land
 #   instead of one phase. Why: session 18's reading of the state pass (~10 K cycles a chunk; group A = 80 KB and
