@@ -39,13 +39,15 @@ run verify-bwdq-stg2 stg2 150 ./kda-verify --suite backward-quick --impl cuda-ge
 run tests-stgov stgov 150 ./kda_gpu_tests --gtest_filter='Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
-nc() {  # build workload
-  (cd /tmp/ab/$1 && LD_LIBRARY_PATH=. timeout 60 ncu --clock-control none -k regex:state_wgmma -c 1 --section \
+nc() {  # build workload kernel-regex
+  (cd /tmp/ab/$1 && LD_LIBRARY_PATH=. timeout 60 ncu --clock-control none -k regex:$3 -c 1 --section \
     SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats ./kda-bench --workload $2 \
-    --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$W/ncu-$1-$2.txt" 2>&1)
-  echo "== ncu $1 $2"; grep -E "Duration|Compute \(SM\)|DRAM Throughput|Mem Busy|Eligible Warps" "$W/ncu-$1-$2.txt" | cut -c1-100
+    --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$W/ncu-$1-$2-$3.txt" 2>&1)
+  echo "== ncu $1 $2 $3"; grep -E "Duration|Compute \(SM\)|DRAM Throughput|Mem Busy|Eligible Warps" \
+    "$W/ncu-$1-$2-$3.txt" | cut -c1-100
 }
-nc stg2 h64-fixed; nc stgov h64-fixed
+# The two state passes, and main's reverse pass on wgmma (wgr measured only -104 us of a predicted -600 to -850).
+nc stg2 h64-fixed state_wgmma; nc stgov h64-fixed state_wgmma; nc main train-h64-fixed reverse_wgmma
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
 OUT=$OUT timeout 240 bash scripts/gpu_ab.sh --builds main,stg2,stgov --impl cuda-generic --rounds 2 \
