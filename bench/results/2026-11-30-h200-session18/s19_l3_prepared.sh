@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 18 for session 19 (~260 s): dtail (branch dtail, 0893af5 = main 3a8f7ec's code + this) against
+# Prepared in session 18 for session 19 (~360 s): dtail (branch dtail, 0893af5 = main 3a8f7ec's code + this) against
 # main: the sm_90 bulk decode kernel with the last, partial round of units dealt in smaller units (bulk::make_plan;
 # docs/decode.md). Predicted: H32 B32 -8%, B128 -4%, B256 -1%; H12 B128 and B512-like whole rounds unchanged (the
 # plan takes no tail there); the bf16 pool at B32 about as fp32's. Checks: the decode GPU tests and decode-full on
@@ -30,6 +30,12 @@ OUT=$OUT timeout 150 bash scripts/gpu_ab.sh --builds main,dtail --impl cuda-gene
   --workload decode-h32-b32 --workload decode-h32-b128 --workload decode-h32-b256 --workload decode-h12-b128 \
   --workload decode-h32-b32-bf16
 echo "gpu_ab rc=$?"
+date -u
+# The backward's products kernel (2.81 ms of train-h64's 13 ms), full set with source, for its next design (pp, its
+# double-buffered staging, measured +299 us in session 18 without a profile to say why).
+OUT=$OUT timeout 100 bash scripts/gpu_ab.sh --builds main --impl cuda-generic --rounds 0 --ncu products_kernel \
+  --ncu-count 1 --workload train-h64-fixed
+echo "gpu_ab ncu rc=$?"
 date -u
 # What holds the bulk kernel's steady rate at 87% of the copy rate (#7 asks 90%): full ncu with source at B256.
 OUT=$OUT timeout 90 bash scripts/gpu_ab.sh --builds main --impl cuda-generic --rounds 0 --ncu decode_bulk_kernel \
