@@ -60,26 +60,17 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::ReverseWgmmaTypes;
-  using TB = Ty::TB;
   using Ly = WgmmaReverseLayout;
   constexpr size_t P = Ly::kPlane64;
   const ForwardParams& p = bp.f;
 
   extern __shared__ __align__(1024) unsigned char smem[];
-  if (threadIdx.x == 0 && (__cvta_generic_to_shared(smem) & 1023u) != 0) __trap();  // the swizzle needs 1 KB
-  // Views on a base the loop makes opaque a chunk (as state_wgmma.cu: hoisted, the addresses and descriptors spill).
-  auto opaque = [](unsigned char* sb) {
-    asm volatile("" : "+l"(sb));
-    return sb;
-  };
-  auto view = [](unsigned char* sb, size_t off, auto layout) {
-    return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), layout);
-  };
-  // Plane pairs: lo = hi + lo_off bytes.
-  auto mn64 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayMN64{}); };
-  auto k128 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayK128{}); };
-  auto k32 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayK32{}); };
-  auto mn32 = [&](unsigned char* sb, size_t off) { return view(sb, off, Ty::LayMN32{}); };
+  sm90::require_1k_aligned(smem);
+  // Plane views on a base sb (the loop passes sm90::opaque_base(smem)); a pair's lo plane follows its hi plane.
+  auto mn64 = [](unsigned char* sb, size_t off) { return sm90::plane<Ty::LayMN64>(sb, off); };
+  auto k128 = [](unsigned char* sb, size_t off) { return sm90::plane<Ty::LayK128>(sb, off); };
+  auto k32 = [](unsigned char* sb, size_t off) { return sm90::plane<Ty::LayK32>(sb, off); };
+  auto mn32 = [](unsigned char* sb, size_t off) { return sm90::plane<Ty::LayMN32>(sb, off); };
   // W / Qg key half h of plane l (0 hi, 1 lo): 4 P a tensor (P = one [64][64] plane), P a half; dS's value halves
   // ([32][128], P each) the same.
   auto half = [](size_t base, int l, int h) { return base + (2 * l + h) * P; };
@@ -193,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
 
 #pragma unroll 1
   for (int64_t ci = last - 1; ci >= first; --ci) {
-    unsigned char* const sb = opaque(smem);
+    unsigned char* const sb = sm90::opaque_base(smem);
     const ChunkRec rec = list[ci];
     if (ci > first) {  // the previous chunk's tiles (all but U) and dO rows into L2, a chunk before they are read
       const float* const t = tile_of(ci - 1);

@@ -69,7 +69,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
-  using TB = Ty::TB;
   using LayK128 = Ty::LayK128;
   using LayK64 = Ty::LayK64;
   using LayMN64 = Ty::LayMN64;
@@ -77,26 +76,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
   using Ly = WgmmaStateLayout;
 
   extern __shared__ __align__(1024) unsigned char smem[];
-  if (threadIdx.x == 0 && (__cvta_generic_to_shared(smem) & 1023u) != 0) __trap();  // the swizzle needs 1 KB
-  // The planes as CuTe tensors on a shared-memory base sb. The loop below passes a base the compiler cannot see
-  // through (opaque): the planes' addresses and the wgmma descriptors are the same every chunk, and hoisted out of the
-  // chain they held ~100 registers (ptxas: 255 and 416 bytes of spills).
-  auto opaque = [](unsigned char* sb) {
-    asm volatile("" : "+l"(sb));
-    return sb;
-  };
-  auto k128 = [](unsigned char* sb, size_t off) {  // W, Qg (t, d); S (v, d)
-    return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), LayK128{});
-  };
-  auto k64 = [](unsigned char* sb, size_t off) {  // A_qk (t, t')
-    return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), LayK64{});
-  };
-  auto mn64 = [](unsigned char* sb, size_t off) {  // V_new (v, t)
-    return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), LayMN64{});
-  };
-  auto mn128 = [](unsigned char* sb, size_t off) {  // Kd (d, t)
-    return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(sb + off)), LayMN128{});
-  };
+  sm90::require_1k_aligned(smem);
+  // The planes as CuTe tensors on a shared-memory base sb; the loop passes sm90::opaque_base(smem).
+  auto k128 = [](unsigned char* sb, size_t off) { return sm90::plane<LayK128>(sb, off); };  // W, Qg (t, d); S (v, d)
+  auto k64 = [](unsigned char* sb, size_t off) { return sm90::plane<LayK64>(sb, off); };    // A_qk (t, t')
+  auto mn64 = [](unsigned char* sb, size_t off) { return sm90::plane<LayMN64>(sb, off); };  // V_new (v, t)
+  auto mn128 = [](unsigned char* sb, size_t off) { return sm90::plane<LayMN128>(sb, off); };  // Kd (d, t)
   constexpr size_t kWl = Ly::kW + 2 * Ly::kRowPlane, kQl = Ly::kQ + 2 * Ly::kRowPlane;
   constexpr size_t kKl = Ly::kKd + 2 * Ly::kRowPlane;
   constexpr size_t kSl = Ly::kS + 2 * Ly::kSPlane, kAl = Ly::kA + 2 * Ly::kAPlane, kVl = Ly::kVn + 2 * Ly::kVPlane;
@@ -220,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
         *reinterpret_cast<float2*>(st + get<0>(cVK(i)) * kK + get<1>(cVK(i))) = make_float2(S(i), S(i + 1));
     }
 
-    unsigned char* const sb = opaque(smem);
+    unsigned char* const sb = sm90::opaque_base(smem);
 
     // ---- Phase A: group A of this chunk and the previous chunk's state planes, published.
     land_and_publish();

@@ -1,7 +1,8 @@
 // state_wgmma.cuh: the shared-memory layouts and wgmma atoms of the sm_90a state passes (state_wgmma.cu, the
 // forward's; reverse_wgmma.cu, the backward's), in one place for the kernels and for the host test that checks what
 // they assume of them (tests/gpu/test_wgmma_layout.cu, WgmmaStateLayout: 16-byte copy pieces contiguous, pair stores
-// adjacent, accumulator pairs adjacent columns).
+// adjacent, accumulator pairs adjacent columns), and the two kernels' shared-memory plumbing (plane views on an
+// opaque base, the base's alignment).
 // Needs CuTe (the nvidia-cutlass headers).
 #pragma once
 
@@ -52,5 +53,24 @@ struct ReverseWgmmaTypes {
   using MmaS = decltype(cute::make_tiled_mma(
       cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::MN, cute::GMMA::Major::MN>{}));  // dO'^T Qg, dU^T W
 };
+
+// A bf16 plane at byte offset off of the shared-memory base sb, viewed through the GMMA layout Lay.
+template <class Lay>
+__device__ __forceinline__ auto plane(unsigned char* sb, size_t off) {
+  return cute::make_tensor(cute::make_smem_ptr(reinterpret_cast<cutlass::bfloat16_t*>(sb + off)), Lay{});
+}
+
+// The shared-memory base as a value the compiler cannot see through. The kernels view their planes on it once a chunk:
+// the planes' addresses and the wgmma descriptors are the same every chunk, and hoisted out of the chain they held
+// ~100 registers (ptxas: 255 and 416 bytes of spills).
+__device__ __forceinline__ unsigned char* opaque_base(unsigned char* sb) {
+  asm volatile("" : "+l"(sb));
+  return sb;
+}
+
+// The GMMA layouts' 128-byte swizzle needs a 1 KB aligned shared-memory base: a trap, not wrong numbers, if not.
+__device__ __forceinline__ void require_1k_aligned(const unsigned char* smem) {
+  if (threadIdx.x == 0 && (__cvta_generic_to_shared(smem) & 1023u) != 0) __trap();
+}
 
 }  // namespace kda::cuda::sm90
