@@ -31,8 +31,8 @@ kda_status_t set_last_status(const Status& s) {
 namespace {
 
 // Resolves KDA_BACKEND_AUTO by device, and checks the chosen backend can run here (the operation's own support is
-// checked by its caller). `decode` says whether this is a decode call.
-Status resolve_backend(ForwardParams* p, kda_device_type_t device, [[maybe_unused]] bool decode = false) {
+// checked by its caller).
+Status resolve_backend(ForwardParams* p, kda_device_type_t device) {
   if (p->backend == KDA_BACKEND_AUTO)
     p->backend = device == KDA_DEVICE_CPU ? KDA_BACKEND_CPU : KDA_BACKEND_CUDA_GENERIC;
   switch (p->backend) {
@@ -141,7 +141,7 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
 Status run_decode(const kda_decode_args_t* args, void* workspace, size_t workspace_bytes, void* stream) {
   DecodeParams p;
   KDA_RETURN_IF_ERROR(validate_decode(args, &p));
-  KDA_RETURN_IF_ERROR(resolve_backend(&p.io, args->q.device_type, /*decode=*/true));
+  KDA_RETURN_IF_ERROR(resolve_backend(&p.io, args->q.device_type));
   switch (p.io.backend) {
     case KDA_BACKEND_REFERENCE: host_decode<double>(p); return Status::Ok();
     case KDA_BACKEND_CPU: host_decode<float>(p); return Status::Ok();
@@ -406,7 +406,7 @@ kda_status_t kda_decode_workspace_size(const kda_decode_args_t* args, size_t* wo
     if (workspace_bytes == nullptr) return {KDA_STATUS_INVALID_ARGUMENT, "workspace_bytes: NULL pointer"};
     kda::DecodeParams p;
     KDA_RETURN_IF_ERROR(kda::validate_decode(args, &p));
-    KDA_RETURN_IF_ERROR(kda::resolve_backend(&p.io, args->q.device_type, /*decode=*/true));
+    KDA_RETURN_IF_ERROR(kda::resolve_backend(&p.io, args->q.device_type));
     const bool cuda = p.io.backend == KDA_BACKEND_CUDA_GENERIC || p.io.backend == KDA_BACKEND_CUDA_RECURRENT ||
                       p.io.backend == KDA_BACKEND_CUDA_HOPPER;
     *workspace_bytes = cuda ? kda::cuda::decode_workspace_size(p) : 0;

@@ -146,6 +146,28 @@ TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
       }
 }
 
+// The two launches of a plan name every (sequence, value head, V tile) once: the blocks of the first cover chains
+// 0 .. first_chains - 1, the second's start at chain first_chains.
+TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
+  for (const auto& [N, HV, V, sms] : {std::tuple<int64_t, int, int, int>{1, 96, 128, 132}, {3, 64, 128, 132},
+                                     {5, 12, 64, 132}, {2, 7, 128, 16}}) {
+    const StatePassPlan plan = plan_state_pass(N * HV, V, sms, true);
+    std::set<std::tuple<int64_t, int, int>> seen;  // (n, hv, first column)
+    auto launch = [&](int bv, int64_t chain0, int64_t count) {
+      const int vtiles = V / bv;
+      for (unsigned block = 0; block < count * vtiles; ++block) {
+        const ChainTile c = chain_tile(block, vtiles, chain0, bv, HV);
+        ASSERT_TRUE(c.n >= 0 && c.n < N && c.hv >= 0 && c.hv < HV && c.v0 >= 0 && c.v0 + bv <= V);
+        ASSERT_EQ(c.v0, c.vt * bv);
+        for (int v = c.v0; v < c.v0 + bv; v += 32) ASSERT_TRUE(seen.insert({c.n, c.hv, v}).second);
+      }
+    };
+    launch(plan.bv_first, 0, plan.first_chains);
+    if (plan.first_chains < N * HV) launch(plan.bv_rest, plan.first_chains, N * HV - plan.first_chains);
+    EXPECT_EQ(static_cast<int64_t>(seen.size()), N * HV * (V / 32));
+  }
+}
+
 TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   const WorkspaceLayout w = workspace_layout(8192, 1, 64, 128, 128);
   EXPECT_EQ(w.cap, 129);

@@ -221,6 +221,19 @@ KDA_HOST_DEVICE StatePassPlan plan_state_pass(int64_t chains, int V, int sms, bo
   return StatePassPlan{64, first, 32};
 }
 
+// One CTA of a state or reverse pass launch (chunk_state.cu, chunk_reverse.cu, hopper/state_wgmma.cu,
+// hopper/reverse_wgmma.cu): block `block` of a launch over the chains chain0, chain0 + 1, ... (chain = n HV + hv) in
+// V tiles of bv columns, vtiles a chain: its sequence n, value head hv, and V tile vt from column v0.
+struct ChainTile {
+  int64_t n;
+  int hv, vt, v0;
+};
+KDA_HOST_DEVICE ChainTile chain_tile(unsigned block, int vtiles, int64_t chain0, int bv, int32_t HV) {
+  const int vt = static_cast<int>(block % vtiles);
+  const int64_t nh = chain0 + block / vtiles;
+  return ChainTile{nh / HV, static_cast<int>(nh % HV), vt, vt * bv};
+}
+
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1
 // tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named:
 //   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)

@@ -95,11 +95,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
-  const int vt = static_cast<int>(blockIdx.x % vtiles);
-  const int64_t nh = chain0 + blockIdx.x / vtiles;
-  const int hv = static_cast<int>(nh % p.HV);
-  const int64_t n = nh / p.HV;
-  const int v0 = vt * BV;
+  const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, BV, p.HV);
+  const int64_t n = ct.n;
+  const int hv = ct.hv, v0 = ct.v0;
   const int V = p.V;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);

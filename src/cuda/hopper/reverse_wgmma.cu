@@ -76,11 +76,9 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
   auto half = [](size_t base, int l, int h) { return base + (2 * l + h) * P; };
 
   const int tid = threadIdx.x, wtid = tid % 128, wg = tid / 128;
-  const int vt = static_cast<int>(blockIdx.x % vtiles);
-  const int64_t nh = chain0 + blockIdx.x / vtiles;
-  const int hv = static_cast<int>(nh % p.HV);
-  const int64_t n = nh / p.HV;
-  const int v0 = vt * kBV;
+  const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
+  const int64_t n = ct.n;
+  const int hv = ct.hv, vt = ct.vt, v0 = ct.v0;
   const int V = p.V;
 
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, kK, V, p.group);

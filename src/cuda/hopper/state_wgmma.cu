@@ -88,11 +88,9 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
 
   const int tid = threadIdx.x, wtid = tid % 128;
   const bool chain = tid < 128;  // warpgroup 0; warpgroup 1 computes the output
-  const int vt = static_cast<int>(blockIdx.x % vtiles);
-  const int64_t nh = chain0 + blockIdx.x / vtiles;
-  const int hv = static_cast<int>(nh % p.HV);
-  const int64_t n = nh / p.HV;
-  const int v0 = vt * kBV;
+  const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
+  const int64_t n = ct.n;
+  const int hv = ct.hv, v0 = ct.v0;
   const int V = p.V;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, V);
