@@ -8,7 +8,9 @@
 // S^T fragment is read by 8 warps. wgmma reads a B tile once for its warpgroup's 64 rows: this kernel's products
 // read ~310 KB a chunk (W S^T and Qg S^T 96 KB each, V_new^T Kd 72 KB, A_qk V_new 48 KB), with the cp.async copies
 // and plane stores ~490 KB, ~3.8 K cycles: predicted 2-2.5x faster than 734 us at h64-fixed if the two warpgroups
-// overlap as planned (~1.5-2.6 K cycles of wgmma a chunk on each).
+// overlap as planned (~1.5-2.6 K cycles of wgmma a chunk on each). Measured (session 18, ncu): 658-661 us, shared
+// memory no longer the limit (Mem Busy 43%) but ~10 K cycles a chunk still, its copies each given one phase to land
+// behind a CTA barrier (bench/LEDGER.md).
 //
 // One CTA of 256 threads per (sequence, value head, 64-column V tile) walks the sequence's chunks as the mma.sync
 // kernel does, with two warpgroups:
