@@ -267,21 +267,16 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
   }
 
   // As chunk_state.cu: every read of initial_state happened before the first barrier and no other CTA touches
-  // these entries, so final_state may alias initial_state. Out through the W buffer, free once the last chunk's
-  // products are done (the barrier).
+  // these entries, so final_state may alias initial_state. Each thread stores its own fragment from a row base and
+  // two strides: a few instructions an element (state_stage.cuh: why not state_offset's per element). Staged
+  // through shared memory as the initial state is, the stage kept values live across the loop (ptxas: spills in it).
   cp_async_wait<0>();
-  if (p.has_final_state()) {
-    float* const stage_w = reinterpret_cast<float*>(smem + Ly::kW);
-    __syncthreads();
-    if (chain) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(S); ++i) stage_w[get<0>(cVK(i)) * sm90::kStageCols + get<1>(cVK(i))] = S(i);
-    }
-    __syncthreads();
-    float* const fin = static_cast<float*>(p.final_state);
-    sm90::stage_out<kThreads>(stage_w, !p.state_v_first, tid, [&](int r, int c, float x) {
-      fin[p.state_offset(p.final_state_stride, n, hv, v0 + r, c)] = x;
-    });
+  if (chain && p.has_final_state()) {
+    const int64_t* const st = p.final_state_stride;
+    const int64_t sr = p.state_v_first ? st[2] : st[3], sc = p.state_v_first ? st[3] : st[2];
+    float* const base = static_cast<float*>(p.final_state) + n * st[0] + hv * st[1] + v0 * sr;
+    CUTE_UNROLL
+    for (int i = 0; i < size(S); ++i) base[get<0>(cVK(i)) * sr + get<1>(cVK(i)) * sc] = S(i);
   }
 #else
   __trap();  // launched only where state_wgmma_runs says so
