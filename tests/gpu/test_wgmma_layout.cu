@@ -253,6 +253,37 @@ TEST(WgmmaStateLayout, WhatTheStatePassAssumes) {
   check_accumulator<Ty::MmaVK, 64, 128>("m64n128 accumulator (the state)");
 }
 
+// Where a TMA box with the 128-byte swizzle puts element (r, c) of a [rows][cols] tile read as boxes of 128-byte
+// rows (box b = the columns of bytes 128 b .. 128 b + 127, all rows; boxes one after another), from the PTX ISA's
+// description of the swizzle: the 16-byte chunk j of row r lands at chunk j ^ (r % 8) of its 128-byte row.
+long tma_sw128_byte(int r, int c, int rows, int elem_bytes) {
+  const int per_row = 128 / elem_bytes, b = c / per_row, cb = (c % per_row) * elem_bytes;
+  return long{b} * rows * 128 + r * 128 + (((cb / 16) ^ (r % 8)) * 16) + cb % 16;
+}
+
+// The state pass's TMA copies (state_wgmma.cu, load_a / load_b) put each stored plane row where its GMMA layout
+// expects it: W / Qg / S (K-major 64 x 128) and Kd (stored [t][d], MN-major (d, t)) as two boxes of 64 columns,
+// A_qk as one box; U's fp32 [64][64] as two boxes of 32 columns, read through sm90::u_offset. No GPU needed.
+TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
+  using Ty = kda::cuda::sm90::StateWgmmaTypes;
+  auto check = [](auto lay, const char* name, int rows, int cols, bool transposed) {
+    SCOPED_TRACE(name);
+    alignas(1024) static bf16 buf[128 * 128];
+    Tensor t = make_tensor(make_smem_ptr(buf), decltype(lay){});
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        const bf16* at = transposed ? raw_pointer_cast(&t(c, r)) : raw_pointer_cast(&t(r, c));
+        ASSERT_EQ(2 * (at - buf), tma_sw128_byte(r, c, rows, 2)) << r << "," << c;
+      }
+  };
+  check(Ty::LayK128{}, "W / Qg (K-major 64 x 128)", 64, 128, false);
+  check(Ty::LayK64{}, "A_qk (K-major 64 x 64)", 64, 64, false);
+  check(Ty::LayMN128{}, "Kd (stored [t][d], MN-major (d, t))", 64, 128, true);
+  for (int t = 0; t < 64; ++t)
+    for (int v = 0; v < 64; ++v)
+      ASSERT_EQ(kda::cuda::sm90::u_offset(t, v), tma_sw128_byte(t, v, 64, 4)) << t << "," << v;
+}
+
 // The same for the reverse pass (src/cuda/hopper/reverse_wgmma.cu), whose step A accumulates two products of different
 // operand majors (MmaUo, MmaUk) into one m64n32 accumulator: their accumulator layouts must agree element for element.
 TEST(WgmmaStateLayout, WhatTheReversePassAssumes) {

@@ -27,22 +27,30 @@
 // the CuTe tensors, so the copies, the plane stores and the wgmma descriptors agree by construction): W, Qg [t][d]
 // and S [v][d] K-major (A and B of W S^T / Qg S^T), Kd [t][d] MN-major (B of V_new^T Kd, N = d), A_qk [t][t']
 // K-major, V_new [t][v] MN-major (A of V_new^T Kd with M = v, B of A_qk V_new with N = v: one layout), hi then lo
-// plane each; U fp32 [64][68]; decay [128]: 181,760 bytes, one CTA per SM.
+// plane each; U fp32 as two swizzled boxes (sm90::u_offset); decay [128]; two mbarriers: 180,752 bytes, one CTA per SM.
 // Loads and barriers as chunk_state.cu: group A {W, U, Qg} lands behind the previous chunk's phase B, group B
-// {Kd, A_qk, decay} behind this chunk's phase A; every thread's cp.async data and plane stores are published to the
-// tensor cores' async proxy (fence.proxy.async) before the CTA barrier that precedes the wgmma reading them, and each
-// warpgroup waits for its own wgmma before the barrier that frees their operands.
+// {Kd, A_qk, decay} behind this chunk's phase A. Each group is one thread's TMA copies (a plane half, or U's half, a
+// box in the image the GMMA layout expects; decay one bulk copy) completing on the group's mbarrier: the cp.async
+// copies they replace cost ~26% of the kernel's instructions (address math for 20 16-byte pieces a thread a group;
+// ncu, session 19). Every thread's plane stores are published to the tensor cores' async proxy (fence.proxy.async)
+// before the CTA barrier that precedes the wgmma reading them, and each warpgroup waits for its own wgmma before the
+// barrier that frees their operands (and so before the next TMA into them).
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/hopper/tma_map.h"
 
 #if defined(KDA_HAS_CUTE)
 #include <cutlass/arch/barrier.h>
+
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
 
 #include "cuda/hopper/state_stage.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
@@ -58,16 +66,25 @@ using bf16 = __nv_bfloat16;
 // Byte offsets (a plane pair: the hi plane, then the lo plane).
 struct WgmmaStateLayout {
   static constexpr int kRowPlane = kC * kK, kSPlane = kBV * kK, kAPlane = kC * kC, kVPlane = kC * kBV;  // elements
-  static constexpr int PU = kBV + 4;  // U's fp32 row pitch
   static constexpr size_t kW = 0, kQ = kW + 4 * kRowPlane, kKd = kQ + 4 * kRowPlane, kS = kKd + 4 * kRowPlane;
   static constexpr size_t kA = kS + 4 * kSPlane, kVn = kA + 4 * kAPlane, kU = kVn + 4 * kVPlane;
-  static constexpr size_t kDec = kU + 4 * kC * PU;
-  static constexpr size_t kBytes = kDec + 4 * kK;
-  static_assert(kKd % 1024 == 0 && kS % 1024 == 0 && kA % 1024 == 0 && kVn % 1024 == 0, "GMMA planes: 1 KB aligned");
+  static constexpr size_t kDec = kU + 4 * kC * kBV, kBar = kDec + 4 * kK;  // mbarriers: group A, group B
+  static constexpr size_t kBytes = kBar + 2 * sizeof(uint64_t);
+  static_assert(kKd % 1024 == 0 && kS % 1024 == 0 && kA % 1024 == 0 && kVn % 1024 == 0 && kU % 1024 == 0,
+                "GMMA planes and TMA boxes with a 128-byte swizzle: 1 KB aligned");
 };
 
-__global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles,
-                                                                  int64_t chain0, const BackwardSaves keep) {
+// The workspace tiles as TMA sees them (launch_state_wgmma encodes them): every tile (chunk, value head) is a whole
+// number of 256-byte rows (TileLayout with K = 128: 450 + V rows).
+struct StateMaps {
+  CUtensorMap rows256;  // bf16 [rows][128]: W, Qg, Kd plane rows; boxes of 64 x 64
+  CUtensorMap rows128;  // bf16 [rows][64]: A_qk plane rows; boxes of 64 x 64
+  CUtensorMap u;        // fp32 [tiles][64][V]: U; boxes of 32 columns x 64 rows
+};
+
+__global__ void __launch_bounds__(kThreads, 1)
+    state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
+                       const __grid_constant__ StateMaps maps) {
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
@@ -103,53 +120,59 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
   const int64_t first = seq_first[n], last = seq_first[n + 1];
   const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
-  // cp.async of a dense hi / lo plane pair [kRows][kCols] (global, row-major) into the views hi / lo, 16-byte pieces
-  // (8 consecutive cols, contiguous in both swizzled layouts), a compile-time number a thread (straight-line address
-  // math: with run-time trip counts the copies spilled); at(view, r, c) names element (r, c) as stored.
-  auto copy_planes = [&](auto rows, auto cols, auto hi, auto lo, const float* src_f, auto at) {
-    constexpr int kRows = decltype(rows)::value, kCols = decltype(cols)::value, kPer = kRows * kCols / 8 / kThreads;
-    static_assert(kPer * kThreads * 8 == kRows * kCols, "copy_planes: the pieces must tile the CTA");
-    const bf16* const src = reinterpret_cast<const bf16*>(src_f);
-    CUTE_UNROLL
-    for (int i = 0; i < kPer; ++i) {
-      const int e = tid + i * kThreads, r = e / (kCols / 8), c = 8 * (e % (kCols / 8));
-      cp_async16(at(hi, r, c), src + r * kCols + c);
-      cp_async16(at(lo, r, c), src + kRows * kCols + r * kCols + c);
-    }
-  };
-  auto rc = [](auto& t, int r, int c) { return raw_pointer_cast(&t(r, c)); };  // the view is (row, col)
-  auto cr = [](auto& t, int r, int c) { return raw_pointer_cast(&t(c, r)); };  // the view is (col, row)
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
+  auto rc = [](auto& t, int r, int c) { return raw_pointer_cast(&t(r, c)); };  // the view is (row, col)
+  // TMA: one thread (the output warpgroup's first: the chain is the critical path) issues a group's copies, each
+  // completing its bytes on the group's mbarrier; every thread waits on it before reading. A tile's rows in the maps.
+  using Bar = cutlass::arch::ClusterTransactionBarrier;
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
+  const bool issuer = tid == kThreads / 2;
+  // Bytes each group's copies land: W, Qg plane pairs and U; Kd, A_qk plane pairs and decay.
+  constexpr uint32_t kTxA = 2 * 4 * Ly::kRowPlane + 4 * kC * kBV, kTxB = 4 * Ly::kRowPlane + 4 * Ly::kAPlane + 4 * kK;
+  const int tile_rows = static_cast<int>(tl.floats() * 4 / 256);
+  constexpr uint64_t kHint = static_cast<uint64_t>(TMA::CacheHintSm90::EVICT_NORMAL);
+  auto box = [&](const CUtensorMap& m, uint64_t* bar, unsigned char* dst, int col, int row) {
+    SM90_TMA_LOAD_2D::copy(&m, bar, kHint, dst, col, row);
+  };
+  auto pair256 = [&](uint64_t* bar, unsigned char* dst, int row) {  // a hi / lo plane pair [2][64][128]
+    box(maps.rows256, bar, dst, 0, row);
+    box(maps.rows256, bar, dst + 4 * kC * 32, 64, row);  // the second half of d: 8 KB on (LayK128, LayMN128)
+    box(maps.rows256, bar, dst + 2 * Ly::kRowPlane, 0, row + kC);
+    box(maps.rows256, bar, dst + 2 * Ly::kRowPlane + 4 * kC * 32, 64, row + kC);
+  };
   auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
-    if (ci < last) {
-      const float* t = tile_of(ci);
-      copy_planes(Int<kC>{}, Int<kK>{}, k128(sb, Ly::kW), k128(sb, kWl), t + tl.W(), rc);
-      copy_planes(Int<kC>{}, Int<kK>{}, k128(sb, Ly::kQ), k128(sb, kQl), t + tl.Qg(), rc);
-      float* const Us = reinterpret_cast<float*>(sb + Ly::kU);
-      static_assert(kC * kBV / 4 % kThreads == 0, "U: the pieces must tile the CTA");
-      CUTE_UNROLL
-      for (int i = 0; i < kC * kBV / 4 / kThreads; ++i) {
-        const int e = tid + i * kThreads, r = e / (kBV / 4), c = 4 * (e % (kBV / 4));
-        cp_async16(Us + r * Ly::PU + c, t + tl.U() + r * V + v0 + c);
-      }
+    if (ci < last && issuer) {
+      const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tile_rows;
+      Bar::arrive_and_expect_tx(&bars[0], kTxA);
+      pair256(&bars[0], sb + Ly::kW, row + static_cast<int>(tl.W() * 4 / 256));
+      pair256(&bars[0], sb + Ly::kQ, row + static_cast<int>(tl.Qg() * 4 / 256));
+      SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU, v0, 0, ti);
+      SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU + 8192, v0 + 32, 0, ti);
     }
-    cp_async_commit();
   };
   auto load_b = [&](unsigned char* sb, int64_t ci) {  // Kd (stored [t][d], viewed (d, t)), A_qk, decay
-    if (ci < last) {
-      const float* t = tile_of(ci);
-      copy_planes(Int<kC>{}, Int<kK>{}, mn128(sb, Ly::kKd), mn128(sb, kKl), t + tl.Kd(), cr);
-      copy_planes(Int<kC>{}, Int<kC>{}, k64(sb, Ly::kA), k64(sb, kAl), t + tl.Aqk(), rc);
-      float* const dec = reinterpret_cast<float*>(sb + Ly::kDec);
-      if (tid < kK / 4) cp_async16(dec + 4 * tid, t + tl.decay() + 4 * tid);
+    if (ci < last && issuer) {
+      const int ti = static_cast<int>(ci * p.HV + hv);
+      Bar::arrive_and_expect_tx(&bars[1], kTxB);
+      pair256(&bars[1], sb + Ly::kKd, ti * tile_rows + static_cast<int>(tl.Kd() * 4 / 256));
+      const int arow = 2 * ti * tile_rows + static_cast<int>(tl.Aqk() * 4 / 128);
+      box(maps.rows128, &bars[1], sb + Ly::kA, 0, arow);
+      box(maps.rows128, &bars[1], sb + kAl, 0, arow + kC);
+      SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[1], sb + Ly::kDec, 4 * kK);
     }
-    cp_async_commit();
   };
-  // Every thread: its cp.async data landed, then it and its own plane stores are published to the async proxy.
-  auto land_and_publish = [] {
-    cp_async_wait<0>();
+  // Every thread: its plane stores published to the async proxy; the group's copies landed (the mbarrier's phase of
+  // chunk ci, the group's (ci - first)-th completion).
+  auto land_and_publish = [&](int group, int64_t ci) {
     cutlass::arch::fence_view_async_shared();
+    Bar::wait(&bars[group], static_cast<uint32_t>((ci - first) & 1));
   };
+  if (tid == 0) {
+    Bar::init(&bars[0], 1);
+    Bar::init(&bars[1], 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
   load_a(smem, first);
 
   Ty::MmaXS mma_xs;
@@ -208,13 +231,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
     unsigned char* const sb = sm90::opaque_base(smem);
 
     // ---- Phase A: group A of this chunk and the previous chunk's state planes, published.
-    land_and_publish();
+    land_and_publish(0, ci);
     __syncthreads();
     load_b(sb, ci);
     clear(acc);
     if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's fp32 copy [C][V])
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
-      const float* const Us = reinterpret_cast<const float*>(sb + Ly::kU);
       auto vh = mn64(sb, Ly::kVn), vl = mn64(sb, kVl);
       float* const vn = keep.vnew ? keep.vnew + (ci * p.HV + hv) * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
@@ -222,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
       CUTE_UNROLL
       for (int i = 0; i < size(acc); i += 2) {
         const int t = get<0>(cXS(i)), v = get<1>(cXS(i));
-        const float2 u = *reinterpret_cast<const float2*>(Us + t * Ly::PU + v);
+        const float2 u = *reinterpret_cast<const float2*>(sb + Ly::kU + sm90::u_offset(t, v));
         const float x0 = u.x - acc(i), x1 = u.y - acc(i + 1);
         uint32_t h, l;
         split_bf16x2(x0, x1, h, l);
@@ -236,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
     }
 
     // ---- Phase B: group B landed; V_new's planes written and published; W, Qg, U and the state planes read.
-    land_and_publish();
+    land_and_publish(1, ci);
     __syncthreads();
     load_a(sb, ci + 1);
     if (chain) {  // S = S diag(decay) + V_new^T Kd, then its planes for the next chunk's phase A
@@ -270,7 +292,6 @@ __global__ void __launch_bounds__(kThreads, 1) state_wgmma_kernel(const ForwardP
   // these entries, so final_state may alias initial_state. Each thread stores its own fragment from a row base and
   // two strides: a few instructions an element (state_stage.cuh: why not state_offset's per element). Staged
   // through shared memory as the initial state is, the stage kept values live across the loop (ptxas: spills in it).
-  cp_async_wait<0>();
   if (chain && p.has_final_state()) {
     const int64_t* const st = p.final_state_stride;
     const int64_t sr = p.state_v_first ? st[2] : st[3], sc = p.state_v_first ? st[3] : st[2];
@@ -301,7 +322,10 @@ bool state_wgmma_available(const ForwardParams& p) {
 }
 
 bool state_wgmma_runs(const ForwardParams& p, int bv) {
-  return p.backend == KDA_BACKEND_CUDA_HOPPER && bv == kBV && state_wgmma_available(p);
+  if (p.backend != KDA_BACKEND_CUDA_HOPPER || bv != kBV || !state_wgmma_available(p)) return false;
+  // TMA coordinates are int32: the 128-byte rows of every tile must be addressable (~256 GB of workspace).
+  const int64_t rows = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V).cap * p.HV * TileLayout{kK, p.V}.floats() / 32;
+  return rows <= INT32_MAX;
 }
 
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
@@ -310,8 +334,26 @@ cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t c
   cudaError_t e = cudaFuncSetAttribute(state_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
+  // The maps span every tile of the workspace (state_wgmma_runs checked that their rows fit TMA's int32 coordinates).
+  const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V);
+  const TileLayout tl{kK, p.V};
+  const uint64_t tiles = static_cast<uint64_t>(wl.cap * p.HV), tile_bytes = static_cast<uint64_t>(tl.floats() * 4);
+  const char* const base = ws + wl.tiles;
+  StateMaps maps;
+  const uint64_t d256[2] = {128, tiles * tile_bytes / 256}, s256[1] = {256};
+  const uint64_t d128[2] = {64, tiles * tile_bytes / 128}, s128[1] = {128};
+  const uint64_t du[3] = {static_cast<uint64_t>(p.V), kC, tiles}, su[2] = {static_cast<uint64_t>(p.V) * 4, tile_bytes};
+  const uint32_t b64[2] = {64, kC}, bu[3] = {32, kC, 1};
+  if ((e = sm90::encode_tma_sw128(&maps.rows256, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d256, s256, b64)) !=
+          cudaSuccess ||
+      (e = sm90::encode_tma_sw128(&maps.rows128, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d128, s128, b64)) !=
+          cudaSuccess ||
+      (e = sm90::encode_tma_sw128(&maps.u, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, base + tl.U() * 4, du, su, bu)) !=
+          cudaSuccess)
+    return e;
   const int vtiles = p.V / kBV;
-  state_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep);
+  state_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep,
+                                                                                       maps);
   return cudaSuccess;
 }
 

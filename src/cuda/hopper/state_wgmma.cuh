@@ -23,9 +23,11 @@ struct StateWgmmaTypes {
   // V_new stored [t][v], viewed (v, t): MN-major, the A of V_new^T Kd (M = v) and the B of A_qk V_new (N = v).
   using LayMN64 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<TB>{},
                                                cute::Shape<cute::_64, cute::_64>{}));
-  // Kd stored [t][d], viewed (d, t): MN-major, the B of V_new^T Kd (N = d).
+  // Kd stored [t][d], viewed (d, t): MN-major, the B of V_new^T Kd (N = d). Atoms ordered t first, so each 64-column
+  // half of d holds its 64 rows of t contiguously: the image of one TMA box (64 x 64, 128-byte swizzle) a half.
   using LayMN128 = decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<TB>{},
-                                                cute::Shape<cute::_128, cute::_64>{}));
+                                                cute::Shape<cute::_128, cute::_64>{},
+                                                cute::Step<cute::_2, cute::_1>{}));
   using MmaXS = decltype(cute::make_tiled_mma(
       cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{}));  // W S^T, Qg S^T
   using MmaVK = decltype(cute::make_tiled_mma(
@@ -53,6 +55,13 @@ struct ReverseWgmmaTypes {
   using MmaS = decltype(cute::make_tiled_mma(
       cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::MN, cute::GMMA::Major::MN>{}));  // dO'^T Qg, dU^T W
 };
+
+// U's fp32 tile [64][64] (t, v) in shared memory as two TMA boxes of 32 columns (128-byte rows, 128-byte swizzle):
+// the byte offset of (t, v). Swizzled so the output fragment's float2 reads (8 rows, 4 column pairs a warp) spread
+// over the banks; a dense [64][64] would put all 8 rows on the same banks.
+__host__ __device__ constexpr int u_offset(int t, int v) {
+  return (v / 32) * 8192 + t * 128 + ((((v % 32) / 4) ^ (t % 8)) * 16) + (v % 4) * 4;
+}
 
 // A bf16 plane at byte offset off of the shared-memory base sb, viewed through the GMMA layout Lay.
 template <class Lay>
