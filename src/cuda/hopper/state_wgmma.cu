@@ -9,8 +9,8 @@
 // read ~310 KB a chunk (W S^T and Qg S^T 96 KB each, V_new^T Kd 72 KB, A_qk V_new 48 KB), with the cp.async copies
 // and plane stores ~490 KB, ~3.8 K cycles: predicted 2-2.5x faster than 734 us at h64-fixed if the two warpgroups
 // overlap as planned (~1.5-2.6 K cycles of wgmma a chunk on each). Measured (session 18, ncu): 658-661 us, shared
-// memory no longer the limit (Mem Busy 43%) but ~10 K cycles a chunk still, its copies each given one phase to land
-// behind a CTA barrier (bench/LEDGER.md).
+// memory no longer the limit (Mem Busy 43%) but ~10 K cycles a chunk still; with the copies on TMA (session 19)
+// 552 us, a quarter fewer instructions (bench/LEDGER.md).
 //
 // One CTA of 256 threads per (sequence, value head, 64-column V tile) walks the sequence's chunks as the mma.sync
 // kernel does, with two warpgroups:
