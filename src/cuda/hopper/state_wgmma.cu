@@ -23,8 +23,9 @@
 // accumulation, so the precision argument of chunk_state.cu holds unchanged; the sums' order differs, so the figures
 // are the verifier's to judge, not bit-equal to the mma.sync kernel's.
 //
-// Shared memory, all in CuTe's 128-byte-swizzled GMMA layouts (each plane 1 KB aligned; every access goes through
-// the CuTe tensors, so the copies, the plane stores and the wgmma descriptors agree by construction): W, Qg [t][d]
+// Shared memory, all in CuTe's 128-byte-swizzled GMMA layouts (each plane 1 KB aligned; the plane stores and the
+// wgmma descriptors go through the CuTe tensors, the TMA boxes are checked against them on the host,
+// test_wgmma_layout.cu TmaBoxesFillThePlanes): W, Qg [t][d]
 // and S [v][d] K-major (A and B of W S^T / Qg S^T), Kd [t][d] MN-major (B of V_new^T Kd, N = d), A_qk [t][t']
 // K-major, V_new [t][v] MN-major (A of V_new^T Kd with M = v, B of A_qk V_new with N = v: one layout), hi then lo
 // plane each; U fp32 as two swizzled boxes (sm90::u_offset); decay [128]; two mbarriers: 180,752 bytes, one CTA per SM.
