@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 19 for session 20's first device call (~470 s): the reverse pass's copies on TMA and the
-# accumulators' plane stores from per-thread bases, against main.
+# Prepared in session 19 for session 20's first device call (~450 s): checks of revtma, ssp and qgb, then the
+# forward's A/B of main, ssp and qgb on four prefill workloads (s20_l2: the backward's; s20_l3: kda beside FLA).
 # main (8f19fc5): session 19's merge, the state pass's copies on TMA (a678695; h64-fixed 1825 us, train-h64 backward
 #   12827 us in session 19's call 5).
 # revtma (branch revtma, 2581c4e = main + the tile maps in tma_map.cu + the reverse pass's copies on TMA, thread 0 and
@@ -10,37 +10,39 @@
 #   state pass's output stores from per-thread bases: store_state_planes 668 -> 335 SASS instructions a warp, 254 ->
 #   210 / 219 registers). Predicted: h64-fixed -30 to -80 us (the chain's phase B is ~40% store_state_planes),
 #   train backward -50 to -120 against revtma.
-# Both change no value: every verifier line must equal session 19's tma lines (l5/checks.tgz) but the timing column.
+# qgb (branch qgb, ssp + the output's A_qk V_new and Qg S^T both in phase B, Qg S^T last, on the chunk's state planes
+#   kept twice; phase A's tensor cores the chain's alone). Predicted: h64-fixed -20 to -60 against ssp.
+# revtma and ssp change no value: their verifier lines must equal session 19's tma lines (l5/checks.tgz) but the
+# timing column; qgb sums o's two products in the other order (its lines may differ in the last digits).
 # If a check fails: revtma - an mbarrier parity (chunks run from the last: (last - 1 - ci) & 1) or a box's row;
-# ssp - AccPlaneOffset against the kernel's use (the host tests WgmmaStateLayout.* pass, so look at the call sites).
+# ssp - AccPlaneOffset against the kernel's use (the host tests WgmmaStateLayout.* pass, so look at the call sites);
+# qgb - the state-plane pair of a chunk (s_planes) or Qg's group.
 # Run as: OUT=$OUT bash .carry/lease/s20_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-for b in main revtma ssp; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
+for b in main revtma ssp qgb; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
 W=$(mktemp -d)
 run() {  # name build threads timeout cmd...
   local n=$1 b=$2 th=$3 t=$4; shift 4
-  ( cd /tmp/ab/$b && OMP_NUM_THREADS=$th LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1; echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
+  ( cd /tmp/ab/$b && OMP_NUM_THREADS=$th LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1
+    echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
 }
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
-# Session 19's full run took ~145 s with seven processes on the 16 cores: the full one gets 8 threads here.
-run verify-full-ssp ssp 8 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
-run verify-bwdq-revtma revtma 2 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
-run verify-bwdq-ssp ssp 2 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+# Session 19's full run took ~145 s with seven processes on the 16 cores: the two full runs get 5 threads each here.
+run verify-full-ssp ssp 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+run verify-full-qgb qgb 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+run verify-bwdq-revtma revtma 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+run verify-bwdq-ssp ssp 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 F='Wgmma*:Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*:Backends/CudaBackwardDeterminism.*'
-run tests-revtma revtma 2 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!)
-run tests-ssp ssp 2 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!)
+for b in revtma ssp qgb; do run tests-$b $b 1 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!); done
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
-pre=main train=main
-grep -q "39 passed, 0 failed" "$W/verify-full-ssp.log" && grep -q "21 passed, 0 failed" "$W/verify-bwdq-ssp.log" &&
-  pre=main,ssp
-grep -q "21 passed, 0 failed" "$W/verify-bwdq-revtma.log" && train=$train,revtma
-grep -q "21 passed, 0 failed" "$W/verify-bwdq-ssp.log" && train=$train,ssp
-echo "timed: prefill $pre, train $train"
+pre=main
+for b in ssp qgb; do grep -q "39 passed, 0 failed" "$W/verify-full-$b.log" && pre=$pre,$b; done
+echo "timed: prefill $pre"
 nc() {  # build workload kernel-regex
   (cd /tmp/ab/$1 && LD_LIBRARY_PATH=. timeout 40 ncu --clock-control none -k regex:$3 -c 1 --section \
     SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats ./kda-bench \
@@ -48,14 +50,9 @@ nc() {  # build workload kernel-regex
   echo "== ncu $1 $2 $3"; grep -E "Duration|DRAM Throughput|Mem Busy|Eligible Warps|Executed Instructions " \
     "$W/ncu-$1-$2-$3.txt" | cut -c1-100
 }
-[ "$pre" = main,ssp ] && nc ssp h64-fixed state_wgmma
-for b in ${train//,/ }; do nc $b train-h64-fixed reverse_wgmma; done
+for b in ${pre//,/ }; do [ $b = main ] || nc $b h64-fixed state_wgmma; done
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-[ "$pre" = main ] || { OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \
-  --workload h64-fixed --workload h64-mixed --workload h64-uniform --workload h96-fixed --workload h96-mixed \
-  --workload h96-uniform; echo "gpu_ab rc=$?"; }
-date -u
-[ "$train" = main ] || { OUT=$OUT timeout 130 bash scripts/gpu_ab.sh --builds $train --impl cuda-generic --rounds 1 \
-  --workload train-h64-fixed; echo "gpu_ab train rc=$?"; }
+[ "$pre" = main ] || { OUT=$OUT timeout 230 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \
+  --workload h64-fixed --workload h64-mixed --workload h96-fixed --workload h96-uniform; echo "gpu_ab rc=$?"; }
 date -u
