@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 19 for session 20's second device call (~300 s): the backward's A/B of main, revtma and ssp
 # (their checks ran in s20_l1), ncu summaries of their reverse passes, and ncu with source of BUILD's state and
-# reverse passes (BUILD: the forward's winner of s20_l1, default ssp).
+# reverse passes and prepare kernel (BUILD: the forward's winner of s20_l1, default ssp).
 # Run as: BUILD=ssp OUT=$OUT bash .carry/lease/s20_l2_prepared.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +12,10 @@ OUT=$OUT timeout 150 bash scripts/gpu_ab.sh --builds main,revtma,ssp --impl cuda
   --workload train-h64-fixed
 echo "gpu_ab train rc=$?"
 date -u
-for x in "$BUILD state_wgmma h64-fixed" "$BUILD reverse_wgmma train-h64-fixed" "main reverse_wgmma train-h64-fixed"; do
+# ... and of the prepare kernel (1.27 ms of h64-fixed's 1.82 ms forward, 1.92 of h96-fixed's 2.95: the part of the
+# forward that issue #3 now hangs on; its last source-level ncu is session 11's, at 1.91 ms).
+for x in "$BUILD state_wgmma h64-fixed" "$BUILD reverse_wgmma train-h64-fixed" "main reverse_wgmma train-h64-fixed" \
+    "$BUILD prepare_kernel h64-fixed"; do
   set -- $x; mkdir -p "$OUT/ncu-$1-$2"
   OUT=$OUT/ncu-$1-$2 timeout 60 bash scripts/gpu_ab.sh --builds $1 --impl cuda-generic --rounds 0 --ncu $2 \
     --ncu-count 1 --workload $3
