@@ -10,7 +10,7 @@
 #   state pass's output stores from per-thread bases: store_state_planes 668 -> 335 SASS instructions a warp, 254 ->
 #   210 / 219 registers). Predicted: h64-fixed -30 to -80 us (the chain's phase B is ~40% store_state_planes),
 #   train backward -50 to -120 against revtma.
-# qgb (branch qgb, ssp + the output's A_qk V_new and Qg S^T both in phase B, Qg S^T last, on the chunk's state planes
+# qgb (branch qgb, 8801219 = ssp + the output's A_qk V_new and Qg S^T both in phase B, Qg S^T last, on the chunk's state planes
 #   kept twice; phase A's tensor cores the chain's alone). Predicted: h64-fixed -20 to -60 against ssp.
 # revtma and ssp change no value: their verifier lines must equal session 19's tma lines (l5/checks.tgz) but the
 # timing column; qgb sums o's two products in the other order (its lines may differ in the last digits).
