@@ -10,8 +10,9 @@
 #   state pass's output stores from per-thread bases: store_state_planes 668 -> 335 SASS instructions a warp, 254 ->
 #   210 / 219 registers). Predicted: h64-fixed -30 to -80 us (the chain's phase B is ~40% store_state_planes),
 #   train backward -50 to -120 against revtma.
-# qgb (branch qgb, 8801219 = ssp + the output's A_qk V_new and Qg S^T both in phase B, Qg S^T last, on the chunk's state planes
-#   kept twice; phase A's tensor cores the chain's alone). Predicted: h64-fixed -20 to -60 against ssp.
+# qgb (branch qgb, 8801219 = ssp + the output's A_qk V_new and Qg S^T both in phase B, Qg S^T last, on the
+#   chunk's state planes kept twice; phase A's tensor cores the chain's alone; the TMA rows from chunk_map.h
+#   tile_rows). Predicted: h64-fixed -20 to -60 against ssp.
 # revtma and ssp change no value: their verifier lines must equal session 19's tma lines (l5/checks.tgz) but the
 # timing column; qgb sums o's two products in the other order (its lines may differ in the last digits).
 # If a check fails: revtma - an mbarrier parity (chunks run from the last: (last - 1 - ci) & 1) or a box's row;
@@ -22,35 +23,25 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
-for b in main revtma ssp qgb; do mkdir -p /tmp/ab/$b && tar -xJf .carry/ab/$b.tar.xz -C /tmp/ab/$b; done
 W=$(mktemp -d)
-run() {  # name build threads timeout cmd...
-  local n=$1 b=$2 th=$3 t=$4; shift 4
-  ( cd /tmp/ab/$b && OMP_NUM_THREADS=$th LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1
-    echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
-}
+source scripts/lease_lib.sh
+lease_unpack main revtma ssp qgb
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
 # Session 19's full run took ~145 s with seven processes on the 16 cores: the two full runs get 5 threads each here.
-run verify-full-ssp ssp 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
-run verify-full-qgb qgb 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
-run verify-bwdq-revtma revtma 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
-run verify-bwdq-ssp ssp 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+lease_run verify-full-ssp ssp 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+lease_run verify-full-qgb qgb 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+for b in revtma ssp; do
+  lease_run verify-bwdq-$b $b 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+done
 F='Wgmma*:Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*:Backends/CudaBackwardDeterminism.*'
-for b in revtma ssp qgb; do run tests-$b $b 1 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!); done
+for b in revtma ssp qgb; do lease_run tests-$b $b 1 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!); done
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
 pre=main
 for b in ssp qgb; do grep -q "39 passed, 0 failed" "$W/verify-full-$b.log" && pre=$pre,$b; done
 echo "timed: prefill $pre"
-nc() {  # build workload kernel-regex
-  (cd /tmp/ab/$1 && LD_LIBRARY_PATH=. timeout 40 ncu --clock-control none -k regex:$3 -c 1 --section \
-    SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats ./kda-bench \
-    --workload $2 --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$W/ncu-$1-$2-$3.txt" 2>&1)
-  echo "== ncu $1 $2 $3"; grep -E "Duration|DRAM Throughput|Mem Busy|Eligible Warps|Executed Instructions " \
-    "$W/ncu-$1-$2-$3.txt" | cut -c1-100
-}
-for b in ${pre//,/ }; do [ $b = main ] || nc $b h64-fixed state_wgmma; done
+for b in ${pre//,/ }; do [ $b = main ] || lease_ncu $b h64-fixed state_wgmma; done
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
 [ "$pre" = main ] || { OUT=$OUT timeout 230 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \

@@ -1,0 +1,30 @@
+# lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
+# bench/results): unpack build archives, run checks in parallel each under its own timeout, and print an ncu summary
+# of one kernel launch. Source it from the repository root with W set to a scratch folder for the logs.
+
+# lease_unpack NAME...: .carry/ab/NAME.tar.xz (scripts/gpu_build.sh's archive) into /tmp/ab/NAME.
+lease_unpack() {
+  local b
+  for b in "$@"; do mkdir -p "/tmp/ab/$b" && tar -xJf ".carry/ab/$b.tar.xz" -C "/tmp/ab/$b"; done
+}
+
+# lease_run NAME BUILD THREADS TIMEOUT CMD...: CMD in BUILD's folder with OMP_NUM_THREADS=THREADS, its output in
+# $W/NAME.log; prints "== NAME rc=... <last line>". Start several with & and wait on their pids (never a bare wait
+# in a script whose output goes through tee: it would wait for the tee too).
+lease_run() {
+  local n=$1 b=$2 th=$3 t=$4
+  shift 4
+  ( cd "/tmp/ab/$b" && OMP_NUM_THREADS=$th LD_LIBRARY_PATH=. timeout "$t" "$@" > "$W/$n.log" 2>&1
+    echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
+}
+
+# lease_ncu BUILD WORKLOAD KERNEL_REGEX: one launch of the kernel under Nsight Compute (clocks as they are), the
+# summary sections in $W/ncu-BUILD-WORKLOAD-REGEX.txt; prints duration, DRAM, memory and scheduler figures.
+lease_ncu() {
+  local f="$W/ncu-$1-$2-$3.txt"
+  (cd "/tmp/ab/$1" && LD_LIBRARY_PATH=. timeout 40 ncu --clock-control none -k "regex:$3" -c 1 --section \
+    SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats --section InstructionStats ./kda-bench \
+    --workload "$2" --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$f" 2>&1)
+  echo "== ncu $1 $2 $3"
+  grep -E "Duration|DRAM Throughput|Mem Busy|Eligible Warps|Executed Instructions " "$f" | cut -c1-100
+}
