@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 19 for session 20's first device call (~450 s): checks of revtma, ssp and qgb, then the
-# forward's A/B of main, ssp and qgb on four prefill workloads (s20_l2: the backward's; s20_l3: kda beside FLA).
+# Prepared in session 19 for session 20's first device call (~500 s): checks of revtma, ssp, qgb and wide, then the
+# forward's A/B of main, ssp and qgb on four prefill workloads, and qgb against wide at h96-fixed (s20_l2: the
+# backward's; s20_l3: kda beside FLA).
 # main (8f19fc5): session 19's merge, the state pass's copies on TMA (a678695; h64-fixed 1825 us, train-h64 backward
 #   12827 us in session 19's call 5).
 # revtma (branch revtma, 2581c4e = main + the tile maps in tma_map.cu + the reverse pass's copies on TMA, thread 0 and
@@ -13,6 +14,10 @@
 # qgb (branch qgb, 8801219 = ssp + the output's A_qk V_new and Qg S^T both in phase B, Qg S^T last, on the
 #   chunk's state planes kept twice; phase A's tensor cores the chain's alone; the TMA rows from chunk_map.h
 #   tile_rows). Predicted: h64-fixed -20 to -60 against ssp.
+# wide (branch wide, qgb + the forward's state pass keeping 64-column tiles for every chain where they run on wgmma:
+#   no mma.sync 32-column second launch at h96-fixed, ~564 us in session 16's ncu, against ~552 us for the first,
+#   wgmma wave). Predicted: h96-fixed -30 to -100 us against qgb; nothing else moves (only fixed-length batches with
+#   a last wave to split). Timed after the A/B, at h96-fixed only.
 # revtma and ssp change no value: their verifier lines must equal session 19's tma lines (l5/checks.tgz) but the
 # timing column; qgb sums o's two products in the other order (its lines may differ in the last digits).
 # If a check fails: revtma - an mbarrier parity (chunks run from the last: (last - 1 - ci) & 1) or a box's row;
@@ -25,7 +30,7 @@ exec > >(tee "$OUT/l1.log") 2>&1
 date -u
 W=$(mktemp -d)
 source scripts/lease_lib.sh
-lease_unpack main revtma ssp qgb
+lease_unpack main revtma ssp qgb wide
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
 # Session 19's full run took ~145 s with seven processes on the 16 cores: the two full runs get 5 threads each here.
@@ -34,6 +39,7 @@ lease_run verify-full-qgb qgb 5 240 ./kda-verify --suite full --impl cuda-generi
 for b in revtma ssp; do
   lease_run verify-bwdq-$b $b 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 done
+lease_run verify-h96-wide wide 3 200 ./kda-verify --suite full --impl cuda-generic --seed $SF --filter h96 & pids+=($!)
 F='Wgmma*:Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*:Backends/CudaBackwardDeterminism.*'
 for b in revtma ssp qgb; do lease_run tests-$b $b 1 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!); done
 wait "${pids[@]}"  # never a bare wait (the tee above)
@@ -44,6 +50,10 @@ echo "timed: prefill $pre"
 for b in ${pre//,/ }; do [ $b = main ] || lease_ncu $b h64-fixed state_wgmma; done
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-[ "$pre" = main ] || { OUT=$OUT timeout 230 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \
+[ "$pre" = main ] || { OUT=$OUT timeout 200 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \
   --workload h64-fixed --workload h64-mixed --workload h96-fixed --workload h96-uniform; echo "gpu_ab rc=$?"; }
+date -u
+grep -q "passed, 0 failed" "$W/verify-h96-wide.log" && grep -q "39 passed, 0 failed" "$W/verify-full-qgb.log" && {
+  OUT=$OUT timeout 70 bash scripts/gpu_ab.sh --builds qgb,wide --impl cuda-generic --rounds 2 --workload h96-fixed
+  echo "gpu_ab wide rc=$?"; }
 date -u

@@ -4,9 +4,9 @@
 # state pass session 19 measured only across calls: 1.04-1.14) and the training step at train-h64-fixed (issue #9;
 # session 17: 1.89x FLA). FLA's Triton cache travels in .carry/triton.tgz (session 19's prefill run, 41 MB) and
 # comes back as $OUT/triton.tgz.part-* (join with cat, save to .carry/triton.tgz).
-# Run as: BUILD=ssp OUT=$OUT bash .carry/lease/s20_l3_prepared.sh   with carry [".carry/lease", ".carry/ab", ".whl",
-# ".carry/triton.tgz"] (with the four archives of .carry/ab, ~21 MB, the carry is ~63 of its 64 MiB: add nothing,
-# or carry only .carry/ab/$BUILD.*).
+# Run as: BUILD=ssp OUT=$OUT bash .carry/lease/s20_l3_prepared.sh   with carry [".carry/lease",
+# ".carry/ab/ssp.tar.xz", ".carry/ab/ssp.COMMIT", ".whl", ".carry/triton.tgz"] (BUILD's two files only: with all five
+# archives of .carry/ab, ~26 MB, and the 41 MB Triton cache the carry would pass its 64 MiB).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l3.log") 2>&1
