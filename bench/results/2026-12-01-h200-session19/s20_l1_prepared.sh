@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 19 for session 20's first device call (~500 s): checks of revtma, ssp, qgb and wide, then the
+# Prepared in session 19 for session 20's first device call (~500 s): checks of revtma, ssp, qgb, wide, nb, then the
 # forward's A/B of main, ssp and qgb on four prefill workloads, and qgb against wide at h96-fixed (s20_l2: the
 # backward's; s20_l3: kda beside FLA).
 # main (8f19fc5): session 19's merge, the state pass's copies on TMA (a678695; h64-fixed 1825 us, train-h64 backward
@@ -18,6 +18,9 @@
 #   no mma.sync 32-column second launch at h96-fixed, ~564 us in session 16's ncu, against ~552 us for the first,
 #   wgmma wave). Predicted: h96-fixed -30 to -100 us against qgb; nothing else moves (only fixed-length batches with
 #   a last wave to split). Timed after the A/B, at h96-fixed only.
+# nb (branch nb, wide + no output products in the state pass when no output is wanted, i.e. the backward's
+#   recompute). Checked here (backward-quick), timed in s20_l2. Predicted: train-h64 backward -50 to -100 against
+#   qgb (session 19's stgnb: -80 on the cp.async pass).
 # revtma and ssp change no value: their verifier lines must equal session 19's tma lines (l5/checks.tgz) but the
 # timing column; qgb sums o's two products in the other order (its lines may differ in the last digits).
 # If a check fails: revtma - an mbarrier parity (chunks run from the last: (last - 1 - ci) & 1) or a box's row;
@@ -30,18 +33,18 @@ exec > >(tee "$OUT/l1.log") 2>&1
 date -u
 W=$(mktemp -d)
 source scripts/lease_lib.sh
-lease_unpack main revtma ssp qgb wide
+lease_unpack main revtma ssp qgb wide nb
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
 # Session 19's full run took ~145 s with seven processes on the 16 cores: the two full runs get 5 threads each here.
 lease_run verify-full-ssp ssp 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
 lease_run verify-full-qgb qgb 5 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
-for b in revtma ssp; do
+for b in revtma ssp qgb nb; do
   lease_run verify-bwdq-$b $b 1 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 done
 lease_run verify-h96-wide wide 3 200 ./kda-verify --suite full --impl cuda-generic --seed $SF --filter h96 & pids+=($!)
 F='Wgmma*:Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*:Backends/CudaBackwardDeterminism.*'
-for b in revtma ssp qgb; do lease_run tests-$b $b 1 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!); done
+for b in revtma ssp qgb nb; do lease_run tests-$b $b 1 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!); done
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
 pre=main

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Prepared in session 19 for session 20's second device call (~300 s): the backward's A/B of main, revtma and ssp
-# (their checks ran in s20_l1), ncu summaries of their reverse passes, and ncu with source of BUILD's state and
-# reverse passes and prepare kernel (BUILD: the forward's winner of s20_l1, default ssp).
+# Prepared in session 19 for session 20's second device call (~350 s): the backward's A/B of main, revtma, ssp, qgb
+# and nb (their checks ran in s20_l1; drop a build whose backward-quick failed there), then ncu with source of
+# BUILD's state and reverse passes and prepare kernel, and of main's reverse pass (BUILD: the forward's winner of
+# s20_l1, default ssp).
 # Run as: BUILD=ssp OUT=$OUT bash .carry/lease/s20_l2_prepared.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l2.log") 2>&1
 date -u
 BUILD=${BUILD:-ssp}
-OUT=$OUT timeout 150 bash scripts/gpu_ab.sh --builds main,revtma,ssp --impl cuda-generic --rounds 1 \
+OUT=$OUT timeout 220 bash scripts/gpu_ab.sh --builds main,revtma,ssp,qgb,nb --impl cuda-generic --rounds 1 \
   --workload train-h64-fixed
 echo "gpu_ab train rc=$?"
 date -u
