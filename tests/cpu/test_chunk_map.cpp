@@ -168,6 +168,25 @@ TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
   }
 }
 
+// chain_chunks reads sequence n's range from seq_first (entries first .. last - 1) and names the list and tiles at
+// their workspace offsets; b is n for a fixed-length batch and 0 for a packed one.
+TEST(ChunkMap, ChainChunksReadTheSequencesRange) {
+  const WorkspaceLayout w = workspace_layout(3000, 3, 2, 128, 64);
+  std::vector<int64_t> buf(static_cast<size_t>(w.bytes / 8 + 1), 0);
+  char* const ws = reinterpret_cast<char*>(buf.data());
+  const int64_t seq_first[4] = {0, 5, 5, 47};  // sequence 1 owns no chunk
+  std::copy(seq_first, seq_first + 4, reinterpret_cast<int64_t*>(ws + w.seq_first));
+  for (int64_t n = 0; n < 3; ++n) {
+    const ChainChunks c = chain_chunks(ws, w, n, false);
+    EXPECT_EQ(c.first, seq_first[n]);
+    EXPECT_EQ(c.last, seq_first[n + 1]);
+    EXPECT_EQ(c.b, n);
+    EXPECT_EQ(chain_chunks(ws, w, n, true).b, 0);
+    EXPECT_EQ(reinterpret_cast<const char*>(c.list), ws + w.list);
+    EXPECT_EQ(reinterpret_cast<const char*>(c.tiles), ws + w.tiles);
+  }
+}
+
 TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   const WorkspaceLayout w = workspace_layout(8192, 1, 64, 128, 128);
   EXPECT_EQ(w.cap, 129);

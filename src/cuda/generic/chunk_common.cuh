@@ -17,6 +17,7 @@
 
 #include "common/math.h"
 #include "common/params.h"
+#include "cuda/device_common.cuh"
 #include "cuda/generic/chunk_map.h"
 #include "cuda/generic/mma_layout.h"
 
@@ -213,6 +214,49 @@ __device__ __forceinline__ void prefetch_row_l2(const TensorView& x, int64_t b, 
   const char* const row =
       static_cast<const char*>(x.data) + (b * x.stride[0] + t * x.stride[1] + head * x.stride[2] + col0) * esize;
   for (int64_t off = 0; off < n * esize; off += 128) prefetch_l2(row + off);
+}
+
+// The reverse passes' (chunk_reverse.cu, hopper/reverse_wgmma.cu) L2 requests a chunk before the reads: the previous
+// chunk's tile (all but U; this CTA's share of what its chain's vtiles V tiles read) and this CTA's bv columns of
+// that chunk's dO rows, one row a thread.
+template <int kThreads>
+__device__ __forceinline__ void prefetch_previous_chunk(const float* tile, const TileLayout& tl, const TensorView& dout,
+                                                        const ChunkRec& prev, int64_t b, int hv, int v0, int bv,
+                                                        int vt, int vtiles, int tid) {
+  prefetch_share_l2<kThreads>(tile, tl.U() * 4, vt, vtiles, tid);                                // W, Qg, Kd
+  prefetch_share_l2<kThreads>(tile + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
+  if (tid < prev.len) prefetch_row_l2(dout, b, prev.start + tid, hv, v0, bv);
+}
+
+// dO' = scale dO on a chunk's rows (zeros past rec.len) for the reverse passes: the CTA's bv columns from v0 as pairs,
+// pair i of thread tid at row e / (bv / 2), columns 2 (e % (bv / 2)) + {0, 1}, e = tid + i kThreads, handed to
+// store(r, c, x0, x1). The raw bits of all the thread's pairs are loaded first and converted after (2 kE registers):
+// one round trip a chunk, not one a pair (ncu, session 9: these loads, converted where issued, were 33% of the
+// reverse pass's stall samples).
+template <int kThreads, int BV, class Store>
+__device__ __forceinline__ void scaled_dout_pairs(const TensorView& dO, float scale, const ChunkRec& rec, int64_t b,
+                                                  int hv, int v0, int tid, Store store) {
+  const int64_t base = b * dO.stride[0] + hv * dO.stride[2];
+  constexpr int kE = kChunk * BV / 2 / kThreads;
+  static_assert(kE * kThreads == kChunk * BV / 2, "reverse: dO' pairs must tile the CTA");
+  uint32_t raw[kE][2];
+#pragma unroll
+  for (int i = 0; i < kE; ++i) {
+    const int e = tid + i * kThreads, r = e / (BV / 2), c = 2 * (e % (BV / 2));
+    if (r < rec.len)
+      load_bits_strided(raw[i], dO.data, dO.dtype, base + (rec.start + r) * dO.stride[1] + (v0 + c) * dO.stride[3],
+                        dO.stride[3]);
+  }
+#pragma unroll
+  for (int i = 0; i < kE; ++i) {
+    const int e = tid + i * kThreads, r = e / (BV / 2), c = 2 * (e % (BV / 2));
+    float x0 = 0.0f, x1 = 0.0f;
+    if (r < rec.len) {
+      x0 = scale * bits_to_float(raw[i][0], dO.dtype);
+      x1 = scale * bits_to_float(raw[i][1], dO.dtype);
+    }
+    store(r, c, x0, x1);
+  }
 }
 
 // Asks L2 for one row of a chunk's inputs: token rec.start + r of q (which 0), k (1), g (2) or v (3), for value head

@@ -234,6 +234,20 @@ KDA_HOST_DEVICE ChainTile chain_tile(unsigned block, int vtiles, int64_t chain0,
   return ChainTile{nh / HV, static_cast<int>(nh % HV), vt, vt * bv};
 }
 
+// What a state or reverse pass CTA reads of the forward's workspace (layout wl at ws) for its sequence n: the chunk
+// list and its entries first .. last - 1 (seq_first), the tiles' base, and n's batch index in the inputs (0 when the
+// batch is packed through cu_seqlens).
+struct ChainChunks {
+  const ChunkRec* list;
+  const float* tiles;
+  int64_t first, last, b;
+};
+KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& wl, int64_t n, bool packed) {
+  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
+  return ChainChunks{reinterpret_cast<const ChunkRec*>(ws + wl.list), reinterpret_cast<const float*>(ws + wl.tiles),
+                     seq_first[n], seq_first[n + 1], packed ? 0 : n};
+}
+
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1
 // tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named:
 //   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)

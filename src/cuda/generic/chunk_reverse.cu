@@ -81,14 +81,13 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
-  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
-  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChunkRec* const list = cc.list;
+  const float* const tiles = cc.tiles;
+  const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{K, V};
-  const float* const tiles = reinterpret_cast<const float*>(ws + wl.tiles);
   float* const du_g = reinterpret_cast<float*>(ws + bl.du);
   float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
-  const int64_t first = seq_first[n], last = seq_first[n + 1];
-  const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
   // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree).
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
@@ -148,13 +147,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 #pragma unroll 1
   for (int64_t ci = last - 1; ci >= first; --ci) {
     const ChunkRec rec = list[ci];
-    if (ci > first) {  // the previous chunk's tiles (all but U) and dO rows into L2, a chunk before they are read
-      const float* const t = tile_of(ci - 1);
-      prefetch_share_l2<kThreads>(t, tl.U() * 4, vt, vtiles, tid);                            // W, Qg, Kd
-      prefetch_share_l2<kThreads>(t + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
-      const ChunkRec prev = list[ci - 1];
-      if (tid < prev.len) prefetch_row_l2(bp.dout, b, prev.start + tid, hv, v0, BV);  // this CTA's columns of row tid
-    }
+    if (ci > first)
+      prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, BV, vt, vtiles, tid);
 
     // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
     {
@@ -166,33 +160,10 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
         *reinterpret_cast<float2*>(ds + int64_t{v0 + sv + 8} * K + d) = make_float2(dS[nt][2], dS[nt][3]);
       }
     }
-    // dO' = scale dO of the chunk's rows (zeros past its length), split into planes [token][v]. The raw bits of all of
-    // the thread's kE pairs are loaded first, converted and stored after (2 kE = 16 registers at BV = 64): one round
-    // trip per chunk, not one per pair (ncu: these loads, converted where issued, were 33% of the stall samples).
-    {
-      const TensorView& dO = bp.dout;
-      const int64_t base = b * dO.stride[0] + hv * dO.stride[2];
-      constexpr int kE = kC * BV / 2 / kThreads;
-      static_assert(kE * kThreads == kC * BV / 2, "reverse: dO' pairs must tile the CTA");
-      uint32_t raw[kE][2];
-#pragma unroll
-      for (int i = 0; i < kE; ++i) {
-        const int e = tid + i * kThreads, r = e / (BV / 2), c = 2 * (e % (BV / 2));
-        if (r < rec.len)
-          load_bits_strided(raw[i], dO.data, dO.dtype, base + (rec.start + r) * dO.stride[1] + (v0 + c) * dO.stride[3],
-                            dO.stride[3]);
-      }
-#pragma unroll
-      for (int i = 0; i < kE; ++i) {
-        const int e = tid + i * kThreads, r = e / (BV / 2), c = 2 * (e % (BV / 2));
-        float x0 = 0.0f, x1 = 0.0f;
-        if (r < rec.len) {
-          x0 = p.scale * bits_to_float(raw[i][0], dO.dtype);
-          x1 = p.scale * bits_to_float(raw[i][1], dO.dtype);
-        }
-        store_split2(Oh, Ly::kVPlane, r * PV + c, x0, x1);
-      }
-    }
+    // dO' = scale dO of the chunk's rows (zeros past its length), split into planes [token][v].
+    scaled_dout_pairs<kThreads, BV>(bp.dout, p.scale, rec, b, hv, v0, tid, [&](int r, int c, float x0, float x1) {
+      store_split2(Oh, Ly::kVPlane, r * PV + c, x0, x1);
+    });
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T. A_qk^T: the A_qk planes [r][t] are k-major for A = [t][r] (trans); it is
     // upper triangular (A_qk lower), so the k-steps start at the diagonal block. dO' [r][v] is k-major (trans).

@@ -101,12 +101,11 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const int V = p.V;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
-  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
-  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChunkRec* const list = cc.list;
+  const float* const tiles = cc.tiles;
+  const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{K, V};
-  const float* const tiles = reinterpret_cast<const float*>(ws + wl.tiles);
-  const int64_t first = seq_first[n], last = seq_first[n + 1];
-  const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
   // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree): A = the
   // tiles phase A reads {W, U, Qg}, B = those phase B reads {Kd, decay, A_qk}.

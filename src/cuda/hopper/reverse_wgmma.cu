@@ -84,14 +84,13 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
 
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, kK, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
-  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
-  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChunkRec* const list = cc.list;
+  const float* const tiles = cc.tiles;
+  const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{kK, V};
-  const float* const tiles = reinterpret_cast<const float*>(ws + wl.tiles);
   float* const du_g = reinterpret_cast<float*>(ws + bl.du);
   float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
-  const int64_t first = seq_first[n], last = seq_first[n + 1];
-  const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
   // cp.async of a dense hi / lo plane pair [kRows][kCols] (global, row-major; lo kRows kCols elements after hi),
   // 16-byte pieces of 8 consecutive cols; at(l, r, c) is the shared-memory address of element (r, c) of plane l.
@@ -185,13 +184,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
   for (int64_t ci = last - 1; ci >= first; --ci) {
     unsigned char* const sb = sm90::opaque_base(smem);
     const ChunkRec rec = list[ci];
-    if (ci > first) {  // the previous chunk's tiles (all but U) and dO rows into L2, a chunk before they are read
-      const float* const t = tile_of(ci - 1);
-      prefetch_share_l2<kThreads>(t, tl.U() * 4, vt, vtiles, tid);                            // W, Qg, Kd
-      prefetch_share_l2<kThreads>(t + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
-      const ChunkRec prev = list[ci - 1];
-      if (tid < prev.len) prefetch_row_l2(bp.dout, b, prev.start + tid, hv, v0, kBV);  // this CTA's columns of row tid
-    }
+    if (ci > first)
+      prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, kBV, vt, vtiles, tid);
 
     // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
     {
@@ -201,29 +195,10 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
         *reinterpret_cast<float2*>(ds + get<0>(cS(i)) * kK + get<1>(cS(i))) = make_float2(dS(i), dS(i + 1));
     }
     // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
-    // t): the raw bits of the thread's kE pairs loaded first, converted and stored after (chunk_reverse.cu).
+    // t).
     {
-      const TensorView& dO = bp.dout;
-      const int64_t base = b * dO.stride[0] + hv * dO.stride[2];
-      constexpr int kE = kC * kBV / 2 / kThreads;
-      static_assert(kE * kThreads == kC * kBV / 2, "reverse: dO' pairs must tile the CTA");
-      uint32_t raw[kE][2];
-      CUTE_UNROLL
-      for (int i = 0; i < kE; ++i) {
-        const int e = tid + i * kThreads, r = e / (kBV / 2), c = 2 * (e % (kBV / 2));
-        if (r < rec.len)
-          load_bits_strided(raw[i], dO.data, dO.dtype, base + (rec.start + r) * dO.stride[1] + (v0 + c) * dO.stride[3],
-                            dO.stride[3]);
-      }
       auto oh = mn64(sb, Ly::kO), ol = mn64(sb, Ly::kO + P);
-      CUTE_UNROLL
-      for (int i = 0; i < kE; ++i) {
-        const int e = tid + i * kThreads, r = e / (kBV / 2), c = 2 * (e % (kBV / 2));
-        float x0 = 0.0f, x1 = 0.0f;
-        if (r < rec.len) {
-          x0 = p.scale * bits_to_float(raw[i][0], dO.dtype);
-          x1 = p.scale * bits_to_float(raw[i][1], dO.dtype);
-        }
+      scaled_dout_pairs<kThreads, kBV>(bp.dout, p.scale, rec, b, hv, v0, tid, [&](int r, int c, float x0, float x1) {
         uint32_t h, l;
         split_bf16x2(x0, x1, h, l);
         *reinterpret_cast<uint32_t*>(raw_pointer_cast(&oh(c, r))) = h;
@@ -231,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
         auto o32h = mn32(sb, Ly::kO32 + (c / 32) * (P / 2)), o32l = mn32(sb, Ly::kO32 + P + (c / 32) * (P / 2));
         *reinterpret_cast<uint32_t*>(raw_pointer_cast(&o32h(c % 32, r))) = h;
         *reinterpret_cast<uint32_t*>(raw_pointer_cast(&o32l(c % 32, r))) = l;
-      }
+      });
     }
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.

@@ -114,12 +114,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int V = p.V;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, V);
-  const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
-  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChunkRec* const list = cc.list;
+  const float* const tiles = cc.tiles;
+  const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{kK, V};
-  const float* const tiles = reinterpret_cast<const float*>(ws + wl.tiles);
-  const int64_t first = seq_first[n], last = seq_first[n + 1];
-  const int64_t b = p.has_cu_seqlens() ? 0 : n;
 
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
   auto rc = [](auto& t, int r, int c) { return raw_pointer_cast(&t(r, c)); };  // the view is (row, col)
