@@ -2,8 +2,9 @@
 # Prepared in session 19 for session 20's first device call (~500 s): checks of revtma, ssp, qgb, wide, nb, then the
 # forward's A/B of main, ssp and qgb on four prefill workloads, and qgb against wide at h96-fixed (s20_l2: the
 # backward's; s20_l3: kda beside FLA).
-# main (8f19fc5): session 19's merge, the state pass's copies on TMA (a678695; h64-fixed 1825 us, train-h64 backward
-#   12827 us in session 19's call 5).
+# main (feb64fa): session 19's merge, the state pass's copies on TMA (a678695; h64-fixed 1825 us, train-h64 backward
+#   12827 us in session 19's call 5), + the passes' prologue / prefetch / dO' loads from shared helpers (SASS: register
+#   renaming, a few integer ops; its checks run in s20_l2). The branches below rest on 8f19fc5, before that refactor.
 # revtma (branch revtma, 2581c4e = main + the tile maps in tma_map.cu + the reverse pass's copies on TMA, thread 0 and
 #   one mbarrier a step; the L2 prefetch kept): its copies were 16% of the reverse pass's instructions. Predicted:
 #   train-h64 backward -60 to -150 us; forward unchanged (the state pass's SASS is main's).
