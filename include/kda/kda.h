@@ -90,7 +90,8 @@ typedef enum kda_backend {
                                    path wherever it applies and no checkpoints are asked for (with its sm_90a state
                                    passes where they apply, KDA_BACKEND_CUDA_HOPPER, else on mma.sync,
                                    KDA_BACKEND_CUDA_CHUNKED), the token-recurrent kernel (KDA_BACKEND_CUDA_RECURRENT)
-                                   otherwise; so ask kda_forward_workspace_size first. Judged as tensor-core code (docs/numerics.md).
+                                   otherwise; so ask kda_forward_workspace_size first. Judged as tensor-core code
+                                   (docs/numerics.md).
                                    Decode: at small batches (1-4 tokens per sequence, K in {64, 128, 256}, a
                                    value-first fp32 pool) the row-split kernel, else the sm_90 bulk-copy kernel where
                                    it applies (KDA_BACKEND_CUDA_HOPPER), the portable fp32 decode kernel otherwise

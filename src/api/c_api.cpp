@@ -126,8 +126,9 @@ Status run_forward(const kda_forward_args_t* args, void* workspace, size_t works
     return make_status(KDA_STATUS_INVALID_ARGUMENT, "workspace: NULL, but %zu bytes are needed", need);
   if (p.has_checkpoints() && chunked_backend(p.backend))
     return Status{KDA_STATUS_NOT_SUPPORTED,
-                  "state_checkpoints: not supported by KDA_BACKEND_CUDA_CHUNKED / HOPPER (the two-phase chunked path); "
-                  "use KDA_BACKEND_CUDA_GENERIC or KDA_BACKEND_CUDA_RECURRENT (the token-recurrent kernel writes them)"};
+                  "state_checkpoints: not supported by KDA_BACKEND_CUDA_CHUNKED / HOPPER (the two-phase chunked "
+                  "path); use KDA_BACKEND_CUDA_GENERIC or KDA_BACKEND_CUDA_RECURRENT (the token-recurrent kernel "
+                  "writes them)"};
   switch (p.backend) {
     case KDA_BACKEND_REFERENCE: return reference::forward(p);
     case KDA_BACKEND_CPU: return cpu::forward(p);
