@@ -38,7 +38,6 @@
 // barrier that frees their operands (and so before the next TMA into them).
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
@@ -75,17 +74,9 @@ struct WgmmaStateLayout {
                 "GMMA planes and TMA boxes with a 128-byte swizzle: 1 KB aligned");
 };
 
-// The workspace tiles as TMA sees them (launch_state_wgmma encodes them): every tile (chunk, value head) is a whole
-// number of 256-byte rows (TileLayout with K = 128: 450 + V rows).
-struct StateMaps {
-  CUtensorMap rows256;  // bf16 [rows][128]: W, Qg, Kd plane rows; boxes of 64 x 64
-  CUtensorMap rows128;  // bf16 [rows][64]: A_qk plane rows; boxes of 64 x 64
-  CUtensorMap u;        // fp32 [tiles][64][V]: U; boxes of 32 columns x 64 rows
-};
-
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
-                       const __grid_constant__ StateMaps maps) {
+                       const __grid_constant__ sm90::TileMaps maps) {
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
@@ -323,9 +314,8 @@ bool state_wgmma_available(const ForwardParams& p) {
 
 bool state_wgmma_runs(const ForwardParams& p, int bv) {
   if (p.backend != KDA_BACKEND_CUDA_HOPPER || bv != kBV || !state_wgmma_available(p)) return false;
-  // TMA coordinates are int32: the 128-byte rows of every tile must be addressable (~256 GB of workspace).
-  const int64_t rows = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V).cap * p.HV * TileLayout{kK, p.V}.floats() / 32;
-  return rows <= INT32_MAX;
+  // TMA coordinates are int32: the rows of every tile must be addressable (~256 GB of workspace).
+  return sm90::tile_maps_fit(workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V).cap * p.HV, p.V);
 }
 
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
@@ -336,21 +326,8 @@ cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t c
   if (e != cudaSuccess) return e;
   // The maps span every tile of the workspace (state_wgmma_runs checked that their rows fit TMA's int32 coordinates).
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V);
-  const TileLayout tl{kK, p.V};
-  const uint64_t tiles = static_cast<uint64_t>(wl.cap * p.HV), tile_bytes = static_cast<uint64_t>(tl.floats() * 4);
-  const char* const base = ws + wl.tiles;
-  StateMaps maps;
-  const uint64_t d256[2] = {128, tiles * tile_bytes / 256}, s256[1] = {256};
-  const uint64_t d128[2] = {64, tiles * tile_bytes / 128}, s128[1] = {128};
-  const uint64_t du[3] = {static_cast<uint64_t>(p.V), kC, tiles}, su[2] = {static_cast<uint64_t>(p.V) * 4, tile_bytes};
-  const uint32_t b64[2] = {64, kC}, bu[3] = {32, kC, 1};
-  if ((e = sm90::encode_tma_sw128(&maps.rows256, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d256, s256, b64)) !=
-          cudaSuccess ||
-      (e = sm90::encode_tma_sw128(&maps.rows128, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d128, s128, b64)) !=
-          cudaSuccess ||
-      (e = sm90::encode_tma_sw128(&maps.u, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, base + tl.U() * 4, du, su, bu)) !=
-          cudaSuccess)
-    return e;
+  sm90::TileMaps maps;
+  if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * p.HV, p.V, &maps)) != cudaSuccess) return e;
   const int vtiles = p.V / kBV;
   state_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep,
                                                                                        maps);

@@ -3,6 +3,10 @@
 
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
 
+#include <climits>
+
+#include "cuda/generic/chunk_map.h"
+
 namespace kda::cuda::sm90 {
 
 cudaError_t encode_tma_sw128(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base,
@@ -31,6 +35,26 @@ cudaError_t encode_tma_sw128(CUtensorMap* map, CUtensorMapDataType type, int ran
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+bool tile_maps_fit(int64_t n_tiles, int V) {
+  return n_tiles * TileLayout{128, V}.floats() * 4 / 128 <= INT32_MAX;  // the 128-byte rows, the most numerous
+}
+
+cudaError_t encode_tile_maps(const void* tiles, int64_t n_tiles, int V, TileMaps* maps) {
+  const TileLayout tl{128, V};
+  const uint64_t n = static_cast<uint64_t>(n_tiles), tile_bytes = static_cast<uint64_t>(tl.floats() * 4);
+  const uint64_t d256[2] = {128, n * tile_bytes / 256}, s256[1] = {256};
+  const uint64_t d128[2] = {64, n * tile_bytes / 128}, s128[1] = {128};
+  const uint64_t du[3] = {static_cast<uint64_t>(V), kChunk, n}, su[2] = {static_cast<uint64_t>(V) * 4, tile_bytes};
+  const uint32_t b64[2] = {64, kChunk}, bu[3] = {32, kChunk, 1};
+  const char* const base = static_cast<const char*>(tiles);
+  cudaError_t e = encode_tma_sw128(&maps->rows256, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d256, s256, b64);
+  if (e == cudaSuccess)
+    e = encode_tma_sw128(&maps->rows128, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, d128, s128, b64);
+  if (e == cudaSuccess)
+    e = encode_tma_sw128(&maps->u, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, base + tl.U() * 4, du, su, bu);
+  return e;
 }
 
 }  // namespace kda::cuda::sm90

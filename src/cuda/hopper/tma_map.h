@@ -1,5 +1,6 @@
 // tma_map.h: TMA descriptors (CUtensorMap) for the sm_90a kernels, encoded on the host by the driver's
-// cuTensorMapEncodeTiled, reached through the runtime's driver entry point (no link against libcuda).
+// cuTensorMapEncodeTiled, reached through the runtime's driver entry point (no link against libcuda); and the maps of
+// the chunked path's workspace tiles (chunk_map.h TileLayout, K = 128) that the state and reverse passes copy.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only)
@@ -14,5 +15,16 @@ namespace kda::cuda::sm90 {
 // cudaErrorInvalidValue where the driver refuses the shape (alignment, box size) or has no such entry point.
 cudaError_t encode_tma_sw128(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base,
                              const uint64_t* dims, const uint64_t* strides, const uint32_t* box);
+
+// The workspace tiles (K = 128) as TMA sees them: every tile (chunk, value head) is a whole number of 256-byte rows
+// (450 + V), so its W, Qg, Kd plane rows are rows of one bf16 [rows][128] map and its A_qk plane rows rows of one
+// bf16 [rows][64] map; U is an fp32 [tiles][64][V] map. Boxes: 64 x 64 (bf16), 32 columns x 64 rows (U).
+struct TileMaps {
+  CUtensorMap rows256, rows128, u;
+};
+// tiles: the first tile (16-byte aligned); n_tiles tiles of V value columns. Rows past INT32_MAX cannot be addressed
+// (tile_maps_fit).
+cudaError_t encode_tile_maps(const void* tiles, int64_t n_tiles, int V, TileMaps* maps);
+bool tile_maps_fit(int64_t n_tiles, int V);
 
 }  // namespace kda::cuda::sm90
