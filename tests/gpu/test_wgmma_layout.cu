@@ -261,9 +261,10 @@ long tma_sw128_byte(int r, int c, int rows, int elem_bytes) {
   return long{b} * rows * 128 + r * 128 + (((cb / 16) ^ (r % 8)) * 16) + cb % 16;
 }
 
-// The state pass's TMA copies (state_wgmma.cu, load_a / load_b) put each stored plane row where its GMMA layout
-// expects it: W / Qg / S (K-major 64 x 128) and Kd (stored [t][d], MN-major (d, t)) as two boxes of 64 columns,
-// A_qk as one box; U's fp32 [64][64] as two boxes of 32 columns, read through sm90::u_offset. No GPU needed.
+// The state and reverse passes' TMA copies (state_wgmma.cu, reverse_wgmma.cu: load_a / load_b) put each stored
+// plane row where its GMMA layout expects it: W / Qg / S (K-major 64 x 128) and Kd (stored [t][d], MN-major (d, t))
+// as two boxes of 64 columns, A_qk as one box; U's fp32 [64][64] as two boxes of 32 columns, read through
+// sm90::u_offset. No GPU needed.
 TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
   using Ty = kda::cuda::sm90::StateWgmmaTypes;
   auto check = [](auto lay, const char* name, int rows, int cols, bool transposed) {
@@ -282,6 +283,18 @@ TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
   for (int t = 0; t < 64; ++t)
     for (int v = 0; v < 64; ++v)
       ASSERT_EQ(kda::cuda::sm90::u_offset(t, v), tma_sw128_byte(t, v, 64, 4)) << t << "," << v;
+  // The reverse pass (reverse_wgmma.cu): Kd as above; A_qk stored [r][t], viewed (t, r) MN-major, one box; W / Qg
+  // stored [t][d] as two key halves viewed (d - 64 h, t) MN-major, half 1 one plane (8 KB) after half 0.
+  using Ry = kda::cuda::sm90::ReverseWgmmaTypes;
+  check(Ry::LayMN64{}, "A_qk (stored [r][t], MN-major (t, r))", 64, 64, true);
+  alignas(1024) static bf16 halves[2 * 64 * 64];
+  Tensor h0 = make_tensor(make_smem_ptr(halves), Ry::LayMN64{});
+  Tensor h1 = make_tensor(make_smem_ptr(halves + 64 * 64), Ry::LayMN64{});
+  for (int t = 0; t < 64; ++t)
+    for (int d = 0; d < 128; ++d) {
+      const bf16* at = d < 64 ? raw_pointer_cast(&h0(d, t)) : raw_pointer_cast(&h1(d - 64, t));
+      ASSERT_EQ(2 * (at - halves), tma_sw128_byte(t, d, 64, 2)) << t << "," << d;
+    }
 }
 
 // The same for the reverse pass (src/cuda/hopper/reverse_wgmma.cu), whose step A accumulates two products of different

@@ -18,9 +18,11 @@
 // Shared memory, CuTe's GMMA layouts (state_wgmma.cuh ReverseWgmmaTypes; every access through the CuTe tensors): W
 // and Qg stored [t][d], viewed (d, t) MN-major in two key halves; Kd [t][d] K-major; dS (v, d) K-major in two value
 // halves; A_qk stored [r][t], viewed (t, r) MN-major; dO' (v, t) MN-major and again in two value halves (64-byte
-// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]: 197,120 bytes, one CTA per SM. Loads,
-// barriers and the L2 prefetch as chunk_reverse.cu; every thread's cp.async data and plane stores are published to the
-// async proxy (fence.proxy.async) before the barrier that precedes the wgmma reading them.
+// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; two mbarriers: 197,136 bytes, one CTA per SM.
+// Barriers and the L2 prefetch as chunk_reverse.cu. The tiles are copied by TMA, one thread's boxes a group
+// ({Kd, A_qk} for step A, {Qg, W, decay} for step B; each plane half a box in the image of its GMMA layout, as
+// state_wgmma.cu) completing on the group's mbarrier; every thread's plane stores are published to the async proxy
+// (fence.proxy.async) before the barrier that precedes the wgmma reading them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -30,9 +32,13 @@
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/hopper/tma_map.h"
 
 #if defined(KDA_HAS_CUTE)
 #include <cutlass/arch/barrier.h>
+
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
 
 #include "cuda/hopper/state_stage.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
@@ -51,13 +57,14 @@ struct WgmmaReverseLayout {
   static constexpr size_t kW = 0, kQ = kW + 4 * kPlane64;  // hi / lo x two key halves
   static constexpr size_t kKd = kQ + 4 * kPlane64, kS = kKd + 4 * kPlane64, kA = kS + 4 * kPlane64;
   static constexpr size_t kO = kA + 2 * kPlane64, kO32 = kO + 2 * kPlane64, kU = kO32 + 2 * kPlane64;
-  static constexpr size_t kDec = kU + 2 * kPlane64;
-  static constexpr size_t kBytes = kDec + 4 * kK;
-  static_assert(kPlane64 % 1024 == 0 && kBytes == 197120, "GMMA planes: 1 KB aligned");
+  static constexpr size_t kDec = kU + 2 * kPlane64, kBar = kDec + 4 * kK;  // mbarriers: step A's tiles, step B's
+  static constexpr size_t kBytes = kBar + 2 * sizeof(uint64_t);
+  static_assert(kPlane64 % 1024 == 0 && kBytes == 197136, "GMMA planes and TMA boxes: 1 KB aligned");
 };
 
-__global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const BackwardParams bp, char* ws, int vtiles,
-                                                                    int64_t chain0) {
+__global__ void __launch_bounds__(kThreads, 1)
+    reverse_wgmma_kernel(const BackwardParams bp, char* ws, int vtiles, int64_t chain0,
+                         const __grid_constant__ sm90::TileMaps maps) {
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::ReverseWgmmaTypes;
@@ -92,51 +99,55 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
   float* const du_g = reinterpret_cast<float*>(ws + bl.du);
   float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
 
-  // cp.async of a dense hi / lo plane pair [kRows][kCols] (global, row-major; lo kRows kCols elements after hi),
-  // 16-byte pieces of 8 consecutive cols; at(l, r, c) is the shared-memory address of element (r, c) of plane l.
-  auto copy_pair = [&](auto rows, auto cols, const float* src_f, auto at) {
-    constexpr int kRows = decltype(rows)::value, kCols = decltype(cols)::value, kPer = kRows * kCols / 8 / kThreads;
-    static_assert(kPer * kThreads * 8 == kRows * kCols, "copy_pair: the pieces must tile the CTA");
-    const bf16* const src = reinterpret_cast<const bf16*>(src_f);
-    CUTE_UNROLL
-    for (int i = 0; i < kPer; ++i) {
-      const int e = tid + i * kThreads, r = e / (kCols / 8), c = 8 * (e % (kCols / 8));
-      cp_async16(at(0, r, c), src + r * kCols + c);
-      cp_async16(at(1, r, c), src + kRows * kCols + r * kCols + c);
-    }
-  };
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
-  // Stored [t][d] (W, Qg): element (t, d) of plane l is (d - 64 h, t) of key half h = d / 64.
-  auto halves_at = [&](unsigned char* sb, size_t base) {
-    return [=](int l, int t, int d) {
-      auto v = mn64(sb, half(base, l, d / 64));
-      return raw_pointer_cast(&v(d % 64, t));
-    };
+  // TMA (tma_map.h TileMaps): thread 0 issues a group's boxes, completing on the group's mbarrier.
+  using Bar = cutlass::arch::ClusterTransactionBarrier;
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
+  constexpr uint32_t kTxA = 4 * P + 2 * P, kTxB = 8 * P + 4 * kK;  // Kd, A_qk pairs; Qg, W pairs, decay (bytes)
+  const int tile_rows = static_cast<int>(tl.floats() * 4 / 256);
+  constexpr uint64_t kHint = static_cast<uint64_t>(TMA::CacheHintSm90::EVICT_NORMAL);
+  auto box = [&](const CUtensorMap& m, uint64_t* bar, unsigned char* dst, int col, int row) {
+    SM90_TMA_LOAD_2D::copy(&m, bar, kHint, dst, col, row);
   };
-  auto load_a = [&](unsigned char* sb, int64_t ci) {  // Kd, A_qk
-    if (ci >= first) {
-      const float* t = tile_of(ci);
-      copy_pair(Int<kC>{}, Int<kK>{}, t + tl.Kd(), [=](int l, int r, int c) {
-        auto v = k128(sb, Ly::kKd + l * 2 * P);
-        return raw_pointer_cast(&v(r, c));
-      });
-      copy_pair(Int<kC>{}, Int<kC>{}, t + tl.Aqk(), [=](int l, int r, int c) {  // stored [r][t], viewed (t, r)
-        auto v = mn64(sb, Ly::kA + l * P);
-        return raw_pointer_cast(&v(c, r));
-      });
+  // A plane pair stored [t][d] (hi then lo, [64][128] each) as four boxes of 64 x 64 to dst + 0, P (the second half
+  // of d), 2 P (lo), 3 P: Kd's K-major planes (LayK128) and W / Qg's key halves (half() = base + (2 l + h) P).
+  auto pair256 = [&](uint64_t* bar, unsigned char* dst, int row) {
+    box(maps.rows256, bar, dst, 0, row);
+    box(maps.rows256, bar, dst + P, 64, row);
+    box(maps.rows256, bar, dst + 2 * P, 0, row + kC);
+    box(maps.rows256, bar, dst + 3 * P, 64, row + kC);
+  };
+  auto load_a = [&](unsigned char* sb, int64_t ci) {  // Kd, A_qk (stored [r][t], viewed (t, r): one box a plane)
+    if (ci >= first && tid == 0) {
+      const int ti = static_cast<int>(ci * p.HV + hv);
+      Bar::arrive_and_expect_tx(&bars[0], kTxA);
+      pair256(&bars[0], sb + Ly::kKd, ti * tile_rows + static_cast<int>(tl.Kd() * 4 / 256));
+      const int arow = 2 * ti * tile_rows + static_cast<int>(tl.Aqk() * 4 / 128);
+      box(maps.rows128, &bars[0], sb + Ly::kA, 0, arow);
+      box(maps.rows128, &bars[0], sb + Ly::kA + P, 0, arow + kC);
     }
-    cp_async_commit();
   };
   auto load_b = [&](unsigned char* sb, int64_t ci) {  // Qg, W, decay
-    if (ci >= first) {
-      const float* t = tile_of(ci);
-      copy_pair(Int<kC>{}, Int<kK>{}, t + tl.Qg(), halves_at(sb, Ly::kQ));
-      copy_pair(Int<kC>{}, Int<kK>{}, t + tl.W(), halves_at(sb, Ly::kW));
-      float* const dec = reinterpret_cast<float*>(sb + Ly::kDec);
-      if (tid < kK / 4) cp_async16(dec + 4 * tid, t + tl.decay() + 4 * tid);
+    if (ci >= first && tid == 0) {
+      const int row = static_cast<int>(ci * p.HV + hv) * tile_rows;
+      Bar::arrive_and_expect_tx(&bars[1], kTxB);
+      pair256(&bars[1], sb + Ly::kQ, row + static_cast<int>(tl.Qg() * 4 / 256));
+      pair256(&bars[1], sb + Ly::kW, row + static_cast<int>(tl.W() * 4 / 256));
+      SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[1], sb + Ly::kDec, 4 * kK);
     }
-    cp_async_commit();
   };
+  // Every thread: its plane stores published to the async proxy; the group's copies of chunk ci landed (the
+  // mbarrier's (last - 1 - ci)-th completion: the chunks run from the last).
+  auto land_and_publish = [&](int group, int64_t ci) {
+    cutlass::arch::fence_view_async_shared();
+    Bar::wait(&bars[group], static_cast<uint32_t>((last - 1 - ci) & 1));
+  };
+  if (tid == 0) {
+    Bar::init(&bars[0], 1);
+    Bar::init(&bars[1], 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
   load_a(smem, last - 1);
   load_b(smem, last - 1);
 
@@ -210,8 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
     }
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.
-    cp_async_wait<1>();
-    cutlass::arch::fence_view_async_shared();
+    land_and_publish(0, ci);
     __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step
     {
       clear(accU);
@@ -237,8 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
     load_a(sb, ci - 1);
 
     // ---- B: dS = dS diag(decay) + dO'^T Qg + (-dU)^T W, this warpgroup's 64 key columns.
-    cp_async_wait<1>();
-    cutlass::arch::fence_view_async_shared();
+    land_and_publish(1, ci);
     __syncthreads();  // Qg, W, decay of this chunk; -dU's planes published
     {
       const float* const dec = reinterpret_cast<const float*>(sb + Ly::kDec);
@@ -255,7 +264,6 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_wgmma_kernel(const Backwa
   }
 
   // dh0 through the W buffer, free once the last chunk's products are done (the loop's last barrier).
-  cp_async_wait<0>();
   if (bp.dh0.data) {
     float* const stage_w = reinterpret_cast<float*>(smem + Ly::kW);
     CUTE_UNROLL
@@ -279,8 +287,13 @@ cudaError_t launch_reverse_wgmma(const BackwardParams& bp, char* ws, int64_t cha
   cudaError_t e = cudaFuncSetAttribute(reverse_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
+  // The maps span every forward tile of the workspace (reverse_wgmma_runs = state_wgmma_runs checked their rows).
+  const WorkspaceLayout wl = workspace_layout(bp.f.B * bp.f.T, bp.f.N, bp.f.HV, kK, bp.f.V);
+  sm90::TileMaps maps;
+  if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * bp.f.HV, bp.f.V, &maps)) != cudaSuccess) return e;
   const int vtiles = bp.f.V / kBV;
-  reverse_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles, chain0);
+  reverse_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles, chain0,
+                                                                                         maps);
   return cudaSuccess;
 }
 
