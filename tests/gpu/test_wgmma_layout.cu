@@ -297,6 +297,32 @@ TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
     }
 }
 
+// sm90::acc_row / acc_col / AccPlaneOffset (the state pass's plane and output stores) against CuTe: pair j of thread
+// wtid's accumulator is (acc_row, acc_col) and lands where the plane's layout holds it: the state S (v, d) in LayK128
+// (m64n128), V_new (t, v) at (v, t) of LayMN64 (m64n64). The pair's second element is the next column, adjacent in
+// both (WhatTheStatePassAssumes).
+TEST(WgmmaStateLayout, AccumulatorPairsLandOnTheirPlaneElements) {
+  using Ty = kda::cuda::sm90::StateWgmmaTypes;
+  auto check = [](auto mma, auto lay, auto n, bool transposed, const char* name) {
+    SCOPED_TRACE(name);
+    alignas(1024) static bf16 buf[64 * 128];
+    Tensor t = make_tensor(make_smem_ptr(buf), decltype(lay){});
+    for (int wtid = 0; wtid < 128; ++wtid) {
+      Tensor c = mma.get_thread_slice(wtid).partition_C(make_identity_tensor(Shape<_64, decltype(n)>{}));
+      const kda::cuda::sm90::AccPlaneOffset at(wtid);
+      for (int j = 0; j < size(c) / 2; ++j) {
+        const int r = get<0>(c(2 * j)), col = get<1>(c(2 * j));
+        ASSERT_EQ(r, kda::cuda::sm90::acc_row(wtid, j)) << wtid << " " << j;
+        ASSERT_EQ(col, kda::cuda::sm90::acc_col(wtid, j)) << wtid << " " << j;
+        const bf16* e = transposed ? raw_pointer_cast(&t(col, r)) : raw_pointer_cast(&t(r, col));
+        ASSERT_EQ(2 * (e - buf), static_cast<long>(at(j))) << wtid << " " << j;
+      }
+    }
+  };
+  check(Ty::MmaVK{}, Ty::LayK128{}, Int<128>{}, false, "the state S (v, d), m64n128");
+  check(Ty::MmaXS{}, Ty::LayMN64{}, Int<64>{}, true, "V_new (t, v) at (v, t), m64n64");
+}
+
 // The same for the reverse pass (src/cuda/hopper/reverse_wgmma.cu), whose step A accumulates two products of different
 // operand majors (MmaUo, MmaUk) into one m64n32 accumulator: their accumulator layouts must agree element for element.
 TEST(WgmmaStateLayout, WhatTheReversePassAssumes) {

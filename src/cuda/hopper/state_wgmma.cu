@@ -23,12 +23,12 @@
 // accumulation, so the precision argument of chunk_state.cu holds unchanged; the sums' order differs, so the figures
 // are the verifier's to judge, not bit-equal to the mma.sync kernel's.
 //
-// Shared memory, all in CuTe's 128-byte-swizzled GMMA layouts (each plane 1 KB aligned; the plane stores and the
-// wgmma descriptors go through the CuTe tensors, the TMA boxes are checked against them on the host,
-// test_wgmma_layout.cu TmaBoxesFillThePlanes): W, Qg [t][d]
-// and S [v][d] K-major (A and B of W S^T / Qg S^T), Kd [t][d] MN-major (B of V_new^T Kd, N = d), A_qk [t][t']
-// K-major, V_new [t][v] MN-major (A of V_new^T Kd with M = v, B of A_qk V_new with N = v: one layout), hi then lo
-// plane each; U fp32 as two swizzled boxes (sm90::u_offset); decay [128]; two mbarriers: 180,752 bytes, one CTA per SM.
+// Shared memory, all in CuTe's 128-byte-swizzled GMMA layouts (each plane 1 KB aligned; the wgmma descriptors come
+// from the CuTe tensors; the TMA boxes and the accumulators' plane stores, sm90::AccPlaneOffset, are checked against
+// them on the host, test_wgmma_layout.cu): W, Qg [t][d] and S [v][d] K-major (A and B of W S^T / Qg S^T), Kd [t][d]
+// MN-major (B of V_new^T Kd, N = d), A_qk [t][t'] K-major, V_new [t][v] MN-major (A of V_new^T Kd with M = v, B of
+// A_qk V_new with N = v: one layout), hi then lo plane each; U fp32 as two swizzled boxes (sm90::u_offset); decay
+// [128]; two mbarriers: 180,752 bytes, one CTA per SM.
 // Loads and barriers as chunk_state.cu: group A {W, U, Qg} lands behind the previous chunk's phase B, group B
 // {Kd, A_qk, decay} behind this chunk's phase A. Each group is one thread's TMA copies (a plane half, or U's half, a
 // box in the image the GMMA layout expects; decay one bulk copy) completing on the group's mbarrier: the cp.async
@@ -112,7 +112,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const TileLayout tl{kK, V};
 
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
-  auto rc = [](auto& t, int r, int c) { return raw_pointer_cast(&t(r, c)); };  // the view is (row, col)
   // TMA: one thread (the output warpgroup's first: the chain is the critical path) issues a group's copies, each
   // completing its bytes on the group's mbarrier; every thread waits on it before reading. A tile's rows in the maps.
   using Bar = cutlass::arch::ClusterTransactionBarrier;
@@ -179,15 +178,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The state [v][d] of this V tile: warpgroup 0's m64n128 accumulator for the whole chain.
   Tensor S = partition_fragment_C(mma_vk, Shape<_64, _128>{});
+  // This thread's accumulator pairs in a plane (S's (v, d) planes, V_new's stored [t][v]): sm90::AccPlaneOffset.
+  const sm90::AccPlaneOffset at(wtid);
+  auto shared_u32 = [](const unsigned char* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   auto store_state_planes = [&](unsigned char* sb) {
-    auto sh = k128(sb, Ly::kS), sl = k128(sb, kSl);
+    const uint32_t sh = shared_u32(sb + Ly::kS), sl = shared_u32(sb + kSl);
     CUTE_UNROLL
-    for (int i = 0; i < size(S); i += 2) {
-      const int v = get<0>(cVK(i)), d = get<1>(cVK(i));
+    for (int j = 0; j < size(S) / 2; ++j) {
       uint32_t h, l;
-      split_bf16x2(S(i), S(i + 1), h, l);
-      *reinterpret_cast<uint32_t*>(rc(sh, v, d)) = h;
-      *reinterpret_cast<uint32_t*>(rc(sl, v, d)) = l;
+      split_bf16x2(S(2 * j), S(2 * j + 1), h, l);
+      sm90::st_shared_u32(sh + at(j), h);
+      sm90::st_shared_u32(sl + at(j), l);
     }
   };
   // The initial state (or zeros) through the Kd buffer, free until the first chunk's group B is issued behind the
@@ -228,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     clear(acc);
     if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's fp32 copy [C][V])
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
-      auto vh = mn64(sb, Ly::kVn), vl = mn64(sb, kVl);
+      const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl);
       float* const vn = keep.vnew ? keep.vnew + (ci * p.HV + hv) * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
       asm volatile("" : "+r"(Vo));
@@ -239,9 +240,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const float x0 = u.x - acc(i), x1 = u.y - acc(i + 1);
         uint32_t h, l;
         split_bf16x2(x0, x1, h, l);
-        // (v, t) and (v + 1, t) are adjacent in the MN-major layout (v even).
-        *reinterpret_cast<uint32_t*>(rc(vh, v, t)) = h;
-        *reinterpret_cast<uint32_t*>(rc(vl, v, t)) = l;
+        sm90::st_shared_u32(vh + at(i / 2), h);  // (v, t) and (v + 1, t) adjacent in the MN-major layout (v even)
+        sm90::st_shared_u32(vl + at(i / 2), l);
         if (vn) *reinterpret_cast<float2*>(vn + t * Vo + v) = make_float2(x0, x1);
       }
     } else {  // o = Qg S^T, held into phase B
@@ -261,20 +261,28 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {  // o += A_qk V_new; the chunk's L rows to out
       sm90::wgmma_bf16x3(mma_av, thr_av, k64(sb, Ly::kA), k64(sb, kAl), mn64(sb, Ly::kVn), mn64(sb, kVl), acc);
       if (p.out != nullptr) {
-        const int64_t ob = b * p.out_stride[0] + hv * p.out_stride[2] + v0;
-        CUTE_UNROLL
-        for (int i = 0; i < size(acc); i += 2) {
-          const int t = get<0>(cXS(i)), v = get<1>(cXS(i));
-          if (t >= rec.len) continue;
-          const int64_t o = ob + (rec.start + t) * p.out_stride[1] + v;
-          const float x0 = p.scale * acc(i), x1 = p.scale * acc(i + 1);
-          if (p.out_dtype == KDA_DTYPE_BFLOAT16)
-            *reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(p.out) + o) = __floats2bfloat162_rn(x0, x1);
-          else if (p.out_dtype == KDA_DTYPE_FLOAT16)
-            *reinterpret_cast<__half2*>(static_cast<__half*>(p.out) + o) = __floats2half2_rn(x0, x1);
-          else
-            *reinterpret_cast<float2*>(static_cast<float*>(p.out) + o) = make_float2(x0, x1);
-        }
+        // This thread's two rows of the chunk (pair j at row r + 8 (j % 2), columns v0 + acc_col(wtid, j), v
+        // contiguous): the row offsets and the dtype branch once a chunk (per element they were 11% of the pass's
+        // instructions, ncu session 19).
+        const int r = sm90::acc_row(wtid, 0);
+        const int64_t o0 = b * p.out_stride[0] + hv * p.out_stride[2] + v0 + sm90::acc_col(wtid, 0) +
+                           (rec.start + r) * p.out_stride[1];
+        const int64_t o8 = o0 + 8 * p.out_stride[1];
+        const bool in0 = r < rec.len, in8 = r + 8 < rec.len;
+        auto put = [&](auto* out, auto pack) {
+          using Pair = decltype(pack(0.0f, 0.0f));
+          CUTE_UNROLL
+          for (int j = 0; j < size(acc) / 2; ++j)
+            if (j % 2 ? in8 : in0)
+              *reinterpret_cast<Pair*>(out + (j % 2 ? o8 : o0) + 8 * (j / 2)) =
+                  pack(p.scale * acc(2 * j), p.scale * acc(2 * j + 1));
+        };
+        if (p.out_dtype == KDA_DTYPE_BFLOAT16)
+          put(static_cast<bf16*>(p.out), [](float x0, float x1) { return __floats2bfloat162_rn(x0, x1); });
+        else if (p.out_dtype == KDA_DTYPE_FLOAT16)
+          put(static_cast<__half*>(p.out), [](float x0, float x1) { return __floats2half2_rn(x0, x1); });
+        else
+          put(static_cast<float*>(p.out), [](float x0, float x1) { return make_float2(x0, x1); });
       }
     }
   }

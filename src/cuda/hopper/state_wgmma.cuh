@@ -63,6 +63,32 @@ __host__ __device__ constexpr int u_offset(int t, int v) {
   return (v / 32) * 8192 + t * 128 + ((((v % 32) / 4) ^ (t % 8)) * 16) + (v % 4) * 4;
 }
 
+// Where thread wtid of a warpgroup puts its m64nN fp32 accumulator pairs in a [64][N] bf16 plane with the 128-byte
+// swizzle, N a multiple of 64 (8 KB a 64-column box): the state's (v, d) planes (LayK128) and V_new's stored [t][v]
+// (LayMN64 viewed (v, t)). Pair j (elements 2 j, 2 j + 1 of CuTe's accumulator) is row acc_row(wtid, j), columns
+// acc_col(wtid, j) + {0, 1}; its byte offset is the thread's base plus a term fixed by j
+// but for one XOR with the thread's row % 8 (the swizzle), so a plane's stores cost a few instructions a 16-byte
+// column, not the ~12 a pair of the layout's general index math (ncu, session 19: 28% of the state pass's
+// instructions). tests/gpu/test_wgmma_layout.cu checks it against CuTe's accumulator and plane layouts.
+__host__ __device__ constexpr int acc_row(int wtid, int j) { return 16 * (wtid / 32) + (wtid % 32) / 4 + 8 * (j % 2); }
+__host__ __device__ constexpr int acc_col(int wtid, int j) { return 8 * (j / 2) + 2 * (wtid % 4); }
+struct AccPlaneOffset {
+  uint32_t base, x;  // (row % 8 is (wtid % 32) / 4) row 128 + 4 (wtid % 4); (row % 8) 16
+  __host__ __device__ explicit AccPlaneOffset(int wtid)
+      : base(static_cast<uint32_t>((16 * (wtid / 32) + (wtid % 32) / 4) * 128 + 4 * (wtid % 4))),
+        x(static_cast<uint32_t>((wtid % 32) / 4 * 16)) {}
+  __host__ __device__ uint32_t operator()(int j) const {
+    const int c = j / 2;  // the 8-column group
+    return base + static_cast<uint32_t>((c / 8) * 8192 + (j % 2) * 1024) + ((static_cast<uint32_t>(c % 8) * 16) ^ x);
+  }
+};
+
+// A 32-bit store to shared memory at a shared-space byte address (the planes' base is opaque, so a plain pointer
+// store would be a generic ST).
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
 // A bf16 plane at byte offset off of the shared-memory base sb, viewed through the GMMA layout Lay.
 template <class Lay>
 __device__ __forceinline__ auto plane(unsigned char* sb, size_t off) {
