@@ -323,6 +323,37 @@ TEST(WgmmaStateLayout, AccumulatorPairsLandOnTheirPlaneElements) {
   check(Ty::MmaXS{}, Ty::LayMN64{}, Int<64>{}, true, "V_new (t, v) at (v, t), m64n64");
 }
 
+// The reverse pass's plane stores (reverse_wgmma.cu): warpgroup wg's dS pair j, (v, 64 wg + column) of MmaS, in value
+// half v / 32's K-major [32][128] planes (8 KB each, half 1 after half 0) at (v / 32) 8 KB + wg 4 KB +
+// AccPlaneOffset(wtid % 64)(j); its -dU pair j, (t, 32 wg + column) of MmaUo, at (v, t) of LayMN64:
+// AccPlaneOffset(wtid)(j + 8 wg).
+TEST(WgmmaStateLayout, ReverseAccumulatorPairsLandOnTheirPlaneElements) {
+  using Ry = kda::cuda::sm90::ReverseWgmmaTypes;
+  using kda::cuda::sm90::AccPlaneOffset;
+  alignas(1024) static bf16 buf[2 * 32 * 128];
+  Tensor s0 = make_tensor(make_smem_ptr(buf), Ry::LayK32{});
+  Tensor s1 = make_tensor(make_smem_ptr(buf + 32 * 128), Ry::LayK32{});
+  Tensor u = make_tensor(make_smem_ptr(buf), Ry::LayMN64{});
+  Ry::MmaS mma_s;
+  Ry::MmaUo mma_u;
+  for (int wg = 0; wg < 2; ++wg)
+    for (int wtid = 0; wtid < 128; ++wtid) {
+      Tensor cs = mma_s.get_thread_slice(wtid).partition_C(make_identity_tensor(Shape<_64, _64>{}));
+      for (int j = 0; j < size(cs) / 2; ++j) {
+        const int v = get<0>(cs(2 * j)), d = 64 * wg + get<1>(cs(2 * j));
+        const bf16* e = v < 32 ? raw_pointer_cast(&s0(v, d)) : raw_pointer_cast(&s1(v - 32, d));
+        ASSERT_EQ(2 * (e - buf), (wtid / 64) * 8192 + wg * 4096 + static_cast<long>(AccPlaneOffset(wtid % 64)(j)))
+            << "dS " << wg << " " << wtid << " " << j;
+      }
+      Tensor cu = mma_u.get_thread_slice(wtid).partition_C(make_identity_tensor(Shape<_64, _32>{}));
+      for (int j = 0; j < size(cu) / 2; ++j) {
+        const int t = get<0>(cu(2 * j)), v = 32 * wg + get<1>(cu(2 * j));
+        ASSERT_EQ(2 * (raw_pointer_cast(&u(v, t)) - buf), static_cast<long>(AccPlaneOffset(wtid)(j + 8 * wg)))
+            << "-dU " << wg << " " << wtid << " " << j;
+      }
+    }
+}
+
 // The same for the reverse pass (src/cuda/hopper/reverse_wgmma.cu), whose step A accumulates two products of different
 // operand majors (MmaUo, MmaUk) into one m64n32 accumulator: their accumulator layouts must agree element for element.
 TEST(WgmmaStateLayout, WhatTheReversePassAssumes) {

@@ -177,15 +177,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < size(dS); ++i)
     dS(i) = bp.dfinal.data ? stage_o[get<0>(cS(i)) * sm90::kStageCols + 64 * wg + get<1>(cS(i))] : 0.0f;
   if (bp.dfinal.data) __syncthreads();
-  auto store_state_planes = [&](unsigned char* sb) {  // (v, d) of value half v / 32: K-major [32][128]
+  // This thread's accumulator pairs in the planes (sm90::AccPlaneOffset; tests/gpu/test_wgmma_layout.cu checks both
+  // uses). dS pair j, (v, 64 wg + column): value half v / 32 = wtid / 64, K-major [32][128] (rows v % 32, so the
+  // offsets of thread wtid % 64), its warpgroup's 64-column box 4 KB in. -dU pair j, (t, 32 wg + column) at (v, t) of
+  // an MN-major [64][64]: pair j + 8 wg of a 64-column accumulator.
+  const sm90::AccPlaneOffset at(wtid), at_s(wtid % 64);
+  auto shared_u32 = [](const unsigned char* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
+  const uint32_t s_off = static_cast<uint32_t>(half(Ly::kS, 0, wtid / 64) + wg * (P / 2));
+  auto store_state_planes = [&](unsigned char* sb) {
+    const uint32_t sh = shared_u32(sb) + s_off, sl = sh + 2 * P;  // half(kS, 1, h) = half(kS, 0, h) + 2 P
     CUTE_UNROLL
-    for (int i = 0; i < size(dS); i += 2) {
-      const int v = get<0>(cS(i)), d = 64 * wg + get<1>(cS(i));
-      auto sh = k32(sb, half(Ly::kS, 0, v / 32)), sl = k32(sb, half(Ly::kS, 1, v / 32));
+    for (int j = 0; j < size(dS) / 2; ++j) {
       uint32_t h, l;
-      split_bf16x2(dS(i), dS(i + 1), h, l);
-      *reinterpret_cast<uint32_t*>(raw_pointer_cast(&sh(v % 32, d))) = h;
-      *reinterpret_cast<uint32_t*>(raw_pointer_cast(&sl(v % 32, d))) = l;
+      split_bf16x2(dS(2 * j), dS(2 * j + 1), h, l);
+      sm90::st_shared_u32(sh + at_s(j), h);
+      sm90::st_shared_u32(sl + at_s(j), l);
     }
   };
   store_state_planes(smem);
@@ -232,15 +238,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0 + 32 * wg;
       int Vo = V;  // opaque a chunk (the offsets t V + v, hoisted, would hold registers across the chain)
       asm volatile("" : "+r"(Vo));
-      auto uh = mn64(sb, Ly::kU), ul = mn64(sb, Ly::kU + P);
+      const uint32_t uh = shared_u32(sb + Ly::kU), ul = uh + P;
       CUTE_UNROLL
       for (int i = 0; i < size(accU); i += 2) {
-        const int t = get<0>(cU(i)), vl = get<1>(cU(i)), v = 32 * wg + vl;
+        const int t = get<0>(cU(i)), vl = get<1>(cU(i));
         *reinterpret_cast<float2*>(du + t * Vo + vl) = make_float2(accU(i), accU(i + 1));
         uint32_t h, l;
         split_bf16x2(-accU(i), -accU(i + 1), h, l);
-        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&uh(v, t))) = h;
-        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&ul(v, t))) = l;
+        sm90::st_shared_u32(uh + at(i / 2 + 8 * wg), h);
+        sm90::st_shared_u32(ul + at(i / 2 + 8 * wg), l);
       }
     }
     __syncthreads();  // -dU complete; Kd, A_qk free; every read of the dS planes done
