@@ -104,6 +104,28 @@ TEST(ChunkMap, VTileFillsTheGpu) {
   EXPECT_EQ(choose_v_tile(10, 64, 132), 32);
 }
 
+// The sm_90a passes' TMA rows (tile_rows) against TileLayout's float offsets: every plane pair starts exactly on its
+// map's row (no truncation), for value widths the kernels take and for tiles far into the workspace.
+TEST(ChunkMap, TmaRowsAreTheTilesPlanes) {
+  for (int64_t V : {64, 128, 192, 256, 512}) {
+    SCOPED_TRACE(V);
+    const TileLayout tl{128, V};
+    const TileRows r = tile_rows(V);
+    EXPECT_EQ(int64_t{r.per_tile} * 256, tl.floats() * 4);
+    for (int64_t ti : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{123457}}) {
+      const int64_t tile = ti * tl.floats() * 4;  // byte offset of tile ti from the first
+      EXPECT_EQ((ti * r.per_tile + r.w) * 256, tile + tl.W() * 4);
+      EXPECT_EQ((ti * r.per_tile + r.qg) * 256, tile + tl.Qg() * 4);
+      EXPECT_EQ((ti * r.per_tile + r.kd) * 256, tile + tl.Kd() * 4);
+      EXPECT_EQ((2 * ti * r.per_tile + r.aqk) * 128, tile + tl.Aqk() * 4);
+    }
+    // Each pair is 64 rows of hi then 64 of lo; the next plane starts after them.
+    EXPECT_EQ(r.qg - r.w, 2 * kChunk);
+    EXPECT_EQ(r.kd - r.qg, 2 * kChunk);
+    EXPECT_LE(2 * r.kd + 4 * kChunk, r.aqk);
+  }
+}
+
 TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
   // h96-fixed on 132 SMs: 66 chains in 64-column tiles fill one wave (132 CTAs); the other 30 in 32-column tiles
   // (120 CTAs) fill the second, which 64-column tiles would leave at 60 CTAs.

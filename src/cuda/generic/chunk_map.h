@@ -88,6 +88,20 @@ struct TileLayout {
   KDA_HOST_DEVICE int64_t floats() const { return decay() + K; }  // a multiple of 4 for K, V multiples of 4
 };
 
+// A tile's planes as rows of the sm_90a passes' TMA maps (hopper/tma_map.h TileMaps, K = 128): a tile is 450 + V
+// rows of 256 bytes, W, Qg and Kd start on whole 256-byte rows and A_qk on a whole 128-byte row (twice as many a tile),
+// so tile ti's W plane pair is rows ti per_tile + w of the 256-byte map, its A_qk pair rows 2 ti per_tile + aqk of the
+// 128-byte map (tests/cpu/test_chunk_map.cpp checks them against TileLayout's offsets).
+struct TileRows {
+  int per_tile, w, qg, kd, aqk;
+};
+KDA_HOST_DEVICE TileRows tile_rows(int64_t V) {
+  const TileLayout tl{128, V};
+  return {static_cast<int>(tl.floats() * 4 / 256), static_cast<int>(tl.W() * 4 / 256),
+          static_cast<int>(tl.Qg() * 4 / 256), static_cast<int>(tl.Kd() * 4 / 256),
+          static_cast<int>(tl.Aqk() * 4 / 128)};
+}
+
 KDA_HOST_DEVICE int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 struct WorkspaceLayout {

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   using Bar = cutlass::arch::ClusterTransactionBarrier;
   uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
   constexpr uint32_t kTxA = 4 * P + 2 * P, kTxB = 8 * P + 4 * kK;  // Kd, A_qk pairs; Qg, W pairs, decay (bytes)
-  const int tile_rows = static_cast<int>(tl.floats() * 4 / 256);
+  const TileRows tr = tile_rows(V);
   constexpr uint64_t kHint = static_cast<uint64_t>(TMA::CacheHintSm90::EVICT_NORMAL);
   auto box = [&](const CUtensorMap& m, uint64_t* bar, unsigned char* dst, int col, int row) {
     SM90_TMA_LOAD_2D::copy(&m, bar, kHint, dst, col, row);
@@ -121,18 +121,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (ci >= first && tid == 0) {
       const int ti = static_cast<int>(ci * p.HV + hv);
       Bar::arrive_and_expect_tx(&bars[0], kTxA);
-      pair256(&bars[0], sb + Ly::kKd, ti * tile_rows + static_cast<int>(tl.Kd() * 4 / 256));
-      const int arow = 2 * ti * tile_rows + static_cast<int>(tl.Aqk() * 4 / 128);
+      pair256(&bars[0], sb + Ly::kKd, ti * tr.per_tile + tr.kd);
+      const int arow = 2 * ti * tr.per_tile + tr.aqk;
       box(maps.rows128, &bars[0], sb + Ly::kA, 0, arow);
       box(maps.rows128, &bars[0], sb + Ly::kA + P, 0, arow + kC);
     }
   };
   auto load_b = [&](unsigned char* sb, int64_t ci) {  // Qg, W, decay
     if (ci >= first && tid == 0) {
-      const int row = static_cast<int>(ci * p.HV + hv) * tile_rows;
+      const int row = static_cast<int>(ci * p.HV + hv) * tr.per_tile;
       Bar::arrive_and_expect_tx(&bars[1], kTxB);
-      pair256(&bars[1], sb + Ly::kQ, row + static_cast<int>(tl.Qg() * 4 / 256));
-      pair256(&bars[1], sb + Ly::kW, row + static_cast<int>(tl.W() * 4 / 256));
+      pair256(&bars[1], sb + Ly::kQ, row + tr.qg);
+      pair256(&bars[1], sb + Ly::kW, row + tr.w);
       SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[1], sb + Ly::kDec, 4 * kK);
     }
   };

@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bool issuer = tid == kThreads / 2;
   // Bytes each group's copies land: W, Qg plane pairs and U; Kd, A_qk plane pairs and decay.
   constexpr uint32_t kTxA = 2 * 4 * Ly::kRowPlane + 4 * kC * kBV, kTxB = 4 * Ly::kRowPlane + 4 * Ly::kAPlane + 4 * kK;
-  const int tile_rows = static_cast<int>(tl.floats() * 4 / 256);
+  const TileRows tr = tile_rows(V);
   constexpr uint64_t kHint = static_cast<uint64_t>(TMA::CacheHintSm90::EVICT_NORMAL);
   auto box = [&](const CUtensorMap& m, uint64_t* bar, unsigned char* dst, int col, int row) {
     SM90_TMA_LOAD_2D::copy(&m, bar, kHint, dst, col, row);
@@ -132,10 +132,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
     if (ci < last && issuer) {
-      const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tile_rows;
+      const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tr.per_tile;
       Bar::arrive_and_expect_tx(&bars[0], kTxA);
-      pair256(&bars[0], sb + Ly::kW, row + static_cast<int>(tl.W() * 4 / 256));
-      pair256(&bars[0], sb + Ly::kQ, row + static_cast<int>(tl.Qg() * 4 / 256));
+      pair256(&bars[0], sb + Ly::kW, row + tr.w);
+      pair256(&bars[0], sb + Ly::kQ, row + tr.qg);
       SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU, v0, 0, ti);
       SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU + 8192, v0 + 32, 0, ti);
     }
@@ -144,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv);
       Bar::arrive_and_expect_tx(&bars[1], kTxB);
-      pair256(&bars[1], sb + Ly::kKd, ti * tile_rows + static_cast<int>(tl.Kd() * 4 / 256));
-      const int arow = 2 * ti * tile_rows + static_cast<int>(tl.Aqk() * 4 / 128);
+      pair256(&bars[1], sb + Ly::kKd, ti * tr.per_tile + tr.kd);
+      const int arow = 2 * ti * tr.per_tile + tr.aqk;
       box(maps.rows128, &bars[1], sb + Ly::kA, 0, arow);
       box(maps.rows128, &bars[1], sb + kAl, 0, arow + kC);
       SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[1], sb + Ly::kDec, 4 * kK);
