@@ -143,7 +143,11 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
     }
     if ((e = chunk::launch_prepare(p, ws, cap, s, keep1)) != cudaSuccess) return e;
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    return chunk::launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens()), s, keep2);
+    // The last wave's split into 32-column tiles pays where both launches run the same kernel family; with the
+    // 64-column tiles on wgmma (state_wgmma_runs) the 32-column ones would run mma.sync, ~as slow a chunk as a whole
+    // 64-column wgmma tile (session 19: ~552 and ~564 us a wave at h96-fixed), so every chain keeps 64 columns.
+    const bool split = !p.has_cu_seqlens() && !chunk::state_wgmma_runs(p, 64);
+    return chunk::launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, split), s, keep2);
   });
 }
 
