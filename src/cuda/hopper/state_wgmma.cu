@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sm90::st_shared_u32(vl + at(i / 2), l);
         if (vn) *reinterpret_cast<float2*>(vn + t * Vo + v) = make_float2(x0, x1);
       }
-    } else {  // o = Qg S^T, held into phase B
+    } else if (p.out != nullptr) {  // o = Qg S^T, held into phase B
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kQ), k128(sb, kQl), k128(sb, Ly::kS), k128(sb, kSl), acc);
     }
 
@@ -258,32 +258,31 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < size(S); ++i) S(i) *= dec[get<1>(cVK(i))];
       sm90::wgmma_bf16x3(mma_vk, thr_vk, mn64(sb, Ly::kVn), mn64(sb, kVl), mn128(sb, Ly::kKd), mn128(sb, kKl), S);
       store_state_planes(sb);
-    } else {  // o += A_qk V_new; the chunk's L rows to out
+    } else if (p.out != nullptr) {  // o += A_qk V_new; the chunk's L rows to out (no output: the backward's
+      // recompute keeps only the chain's state and V_new, and the tensor cores are the chain's)
       sm90::wgmma_bf16x3(mma_av, thr_av, k64(sb, Ly::kA), k64(sb, kAl), mn64(sb, Ly::kVn), mn64(sb, kVl), acc);
-      if (p.out != nullptr) {
-        // This thread's two rows of the chunk (pair j at row r + 8 (j % 2), columns v0 + acc_col(wtid, j), v
-        // contiguous): the row offsets and the dtype branch once a chunk (per element they were 11% of the pass's
-        // instructions, ncu session 19).
-        const int r = sm90::acc_row(wtid, 0);
-        const int64_t o0 = b * p.out_stride[0] + hv * p.out_stride[2] + v0 + sm90::acc_col(wtid, 0) +
-                           (rec.start + r) * p.out_stride[1];
-        const int64_t o8 = o0 + 8 * p.out_stride[1];
-        const bool in0 = r < rec.len, in8 = r + 8 < rec.len;
-        auto put = [&](auto* out, auto pack) {
-          using Pair = decltype(pack(0.0f, 0.0f));
-          CUTE_UNROLL
-          for (int j = 0; j < size(acc) / 2; ++j)
-            if (j % 2 ? in8 : in0)
-              *reinterpret_cast<Pair*>(out + (j % 2 ? o8 : o0) + 8 * (j / 2)) =
-                  pack(p.scale * acc(2 * j), p.scale * acc(2 * j + 1));
-        };
-        if (p.out_dtype == KDA_DTYPE_BFLOAT16)
-          put(static_cast<bf16*>(p.out), [](float x0, float x1) { return __floats2bfloat162_rn(x0, x1); });
-        else if (p.out_dtype == KDA_DTYPE_FLOAT16)
-          put(static_cast<__half*>(p.out), [](float x0, float x1) { return __floats2half2_rn(x0, x1); });
-        else
-          put(static_cast<float*>(p.out), [](float x0, float x1) { return make_float2(x0, x1); });
-      }
+      // This thread's two rows of the chunk (pair j at row r + 8 (j % 2), columns v0 + acc_col(wtid, j), v
+      // contiguous): the row offsets and the dtype branch once a chunk (per element they were 11% of the pass's
+      // instructions, ncu session 19).
+      const int r = sm90::acc_row(wtid, 0);
+      const int64_t o0 = b * p.out_stride[0] + hv * p.out_stride[2] + v0 + sm90::acc_col(wtid, 0) +
+                         (rec.start + r) * p.out_stride[1];
+      const int64_t o8 = o0 + 8 * p.out_stride[1];
+      const bool in0 = r < rec.len, in8 = r + 8 < rec.len;
+      auto put = [&](auto* out, auto pack) {
+        using Pair = decltype(pack(0.0f, 0.0f));
+        CUTE_UNROLL
+        for (int j = 0; j < size(acc) / 2; ++j)
+          if (j % 2 ? in8 : in0)
+            *reinterpret_cast<Pair*>(out + (j % 2 ? o8 : o0) + 8 * (j / 2)) =
+                pack(p.scale * acc(2 * j), p.scale * acc(2 * j + 1));
+      };
+      if (p.out_dtype == KDA_DTYPE_BFLOAT16)
+        put(static_cast<bf16*>(p.out), [](float x0, float x1) { return __floats2bfloat162_rn(x0, x1); });
+      else if (p.out_dtype == KDA_DTYPE_FLOAT16)
+        put(static_cast<__half*>(p.out), [](float x0, float x1) { return __floats2half2_rn(x0, x1); });
+      else
+        put(static_cast<float*>(p.out), [](float x0, float x1) { return make_float2(x0, x1); });
     }
   }
 
