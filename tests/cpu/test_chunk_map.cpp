@@ -126,6 +126,71 @@ TEST(ChunkMap, TmaRowsAreTheTilesPlanes) {
   }
 }
 
+// The prepare kernel's staged [W | U]: the row copies take every staged element to the tile offset store_split2 /
+// the fp32 stores gave it (W plane p at p kChunk K elements), each tile byte written once, all offsets and lengths
+// 16-byte multiples, rows inside their pitch; and the accumulator writes (m16n8 C fragments: rows 16 m + grp,
+// columns 16 g + 8 nt + 2 tig) are free of bank conflicts at the kernel's pitches: 4-byte W pairs, a warp's 32
+// lanes on 32 banks; 8-byte U pairs, each half warp on 32 distinct banks.
+TEST(ChunkMap, StagedWuRowsLandWhereTheStoresDid) {
+  for (int K : {64, 128})
+    for (int V : {64, 128}) {
+      SCOPED_TRACE(testing::Message() << "K=" << K << " V=" << V);
+      const int wpitch = kChunk + 4, upitch = V + 8;  // chunk_prepare.cu's PA (A_qk and T buffers), PV (beta v)
+      // Tag every staged element with its tile offset, copy the rows, compare.
+      std::vector<int> wstage(2 * kChunk * wpitch * 2, -1), ustage(kChunk * upitch, -1);
+      for (int p = 0; p < 2; ++p)
+        for (int r = 0; r < kChunk; ++r)
+          for (int c = 0; c < K; ++c) {
+            const int o = wu_stage_w(p, r, c, wpitch);
+            ASSERT_EQ(o % 2, 0);
+            wstage[o / 2] = p * kChunk * K + r * K + c;
+          }
+      for (int r = 0; r < kChunk; ++r)
+        for (int c = 0; c < V; ++c) ustage[wu_stage_u(r, c, upitch) / 4] = r * V + c;
+      std::vector<int> wtile(2 * kChunk * K, -1), utile(kChunk * V, -1);
+      for (int i = 0; i < 3 * kChunk; ++i) {
+        const WuRowCopy rc = wu_row_copy(i, K, V, wpitch, upitch);
+        EXPECT_EQ(rc.to_u, i >= 2 * kChunk);
+        EXPECT_EQ(rc.src % 16, 0);
+        EXPECT_EQ(rc.dst % 16, 0);
+        EXPECT_EQ(rc.bytes % 16, 0);
+        const int es = rc.to_u ? 4 : 2;
+        std::vector<int>& src = rc.to_u ? ustage : wstage;
+        std::vector<int>& dst = rc.to_u ? utile : wtile;
+        ASSERT_LE((rc.src + rc.bytes) / es, static_cast<int>(src.size()));
+        ASSERT_LE((rc.dst + rc.bytes) / es, static_cast<int>(dst.size()));
+        EXPECT_LE(rc.bytes, (rc.to_u ? upitch : wpitch) * 4);
+        for (int b = 0; b < rc.bytes / es; ++b) {
+          EXPECT_EQ(dst[rc.dst / es + b], -1) << "tile element written twice";
+          dst[rc.dst / es + b] = src[rc.src / es + b];
+        }
+      }
+      for (int e = 0; e < static_cast<int>(wtile.size()); ++e) ASSERT_EQ(wtile[e], e);
+      for (int e = 0; e < static_cast<int>(utile.size()); ++e) ASSERT_EQ(utile[e], e);
+      // Bank conflicts of the fragment writes.
+      for (int m = 0; m < kChunk / 16; ++m)
+        for (int nt = 0; nt < 2; ++nt) {
+          for (int g = 0; g < K / 16; ++g)
+            for (int p = 0; p < 2; ++p) {
+              std::set<int> banks;
+              for (int lane = 0; lane < 32; ++lane)
+                banks.insert(wu_stage_w(p, 16 * m + lane / 4, 16 * g + 8 * nt + 2 * (lane % 4), wpitch) / 4 % 32);
+              EXPECT_EQ(banks.size(), 32u) << "W m=" << m << " g=" << g;
+            }
+          for (int g = 0; g < V / 16; ++g)
+            for (int hw = 0; hw < 2; ++hw) {
+              std::set<int> banks;
+              for (int lane = 16 * hw; lane < 16 * hw + 16; ++lane) {
+                const int w = wu_stage_u(16 * m + lane / 4, 16 * g + 8 * nt + 2 * (lane % 4), upitch) / 4;
+                banks.insert(w % 32);
+                banks.insert((w + 1) % 32);
+              }
+              EXPECT_EQ(banks.size(), 32u) << "U m=" << m << " g=" << g;
+            }
+        }
+    }
+}
+
 TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
   // h96-fixed on 132 SMs: 66 chains in 64-column tiles fill one wave (132 CTAs); the other 30 in 32-column tiles
   // (120 CTAs) fill the second, which 64-column tiles would leave at 60 CTAs.

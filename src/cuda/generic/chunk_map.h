@@ -102,6 +102,24 @@ KDA_HOST_DEVICE TileRows tile_rows(int64_t V) {
           static_cast<int>(tl.Aqk() * 4 / 128)};
 }
 
+// The prepare kernel's [W | U] (chunk_prepare.cu S5, bf16x3 forward) staged in shared memory, then copied to the
+// tile a row at a time: W's hi and lo planes as 2 kChunk rows of K bf16 at a pitch of `wpitch` floats, U as kChunk
+// rows of V fp32 at a pitch of `upitch` floats. Copy i < 2 kChunk is W's row i (hi plane rows first), the others U's;
+// offsets in bytes, from the stage buffer and from the tile's W or U. Every offset and length is a multiple of 16
+// (bulk copies, 16-byte vectors) for K, V multiples of 8 and pitches multiples of 4 (tests/cpu/test_chunk_map.cpp).
+struct WuRowCopy {
+  bool to_u;
+  int src, dst, bytes;
+};
+KDA_HOST_DEVICE WuRowCopy wu_row_copy(int i, int K, int V, int wpitch, int upitch) {
+  if (i < 2 * kChunk) return {false, i * wpitch * 4, i * K * 2, K * 2};
+  const int r = i - 2 * kChunk;
+  return {true, r * upitch * 4, r * V * 4, V * 4};
+}
+// Stage byte offsets of W's (plane, row r, column c) bf16 and of U's (r, c) fp32.
+KDA_HOST_DEVICE int wu_stage_w(int plane, int r, int c, int wpitch) { return (plane * kChunk + r) * wpitch * 4 + 2 * c; }
+KDA_HOST_DEVICE int wu_stage_u(int r, int c, int upitch) { return (r * upitch + c) * 4; }
+
 KDA_HOST_DEVICE int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 struct WorkspaceLayout {

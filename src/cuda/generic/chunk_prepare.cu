@@ -40,6 +40,8 @@
 #include <climits>
 #include <cstdint>
 
+#include <cute/arch/copy_sm90_tma.hpp>  // the bulk copies of S5c (sm_90)
+
 #include "cuda/device_common.cuh"
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
@@ -174,6 +176,37 @@ __device__ __forceinline__ void store_wu(const float (&acc)[kMaxGroups][2][4], i
       } else {
         *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
         *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
+      }
+    }
+  }
+}
+
+// store_wu's values into shared memory instead (chunk_map.h wu_stage_w / wu_stage_u: W's planes at a pitch of
+// wpitch floats, U at upitch; the bank-conflict-free pitches are checked on the CPU), for the row copies of S5c.
+template <int K, int V, int kMaxGroups>
+__device__ __forceinline__ void stage_wu(const float (&acc)[kMaxGroups][2][4], int nq, int r0, int tig,
+                                         unsigned char* w_stage, unsigned char* u_stage, int wpitch, int upitch) {
+  constexpr int kGroups = (K + V) / 16;
+  const int r1 = r0 + 8;
+#pragma unroll
+  for (int gi = 0; gi < kMaxGroups; ++gi) {
+    const int g = nq + 8 * gi;
+    if (g >= kGroups) break;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int col = 16 * g + 8 * nt + 2 * tig;
+      const float* a = acc[gi][nt];
+      if (col < K) {
+        uint32_t h0, l0, h1, l1;
+        split_bf16x2(a[0], a[1], h0, l0);
+        split_bf16x2(a[2], a[3], h1, l1);
+        *reinterpret_cast<uint32_t*>(w_stage + wu_stage_w(0, r0, col, wpitch)) = h0;
+        *reinterpret_cast<uint32_t*>(w_stage + wu_stage_w(1, r0, col, wpitch)) = l0;
+        *reinterpret_cast<uint32_t*>(w_stage + wu_stage_w(0, r1, col, wpitch)) = h1;
+        *reinterpret_cast<uint32_t*>(w_stage + wu_stage_w(1, r1, col, wpitch)) = l1;
+      } else {
+        *reinterpret_cast<float2*>(u_stage + wu_stage_u(r0, col - K, upitch)) = make_float2(a[0], a[1]);
+        *reinterpret_cast<float2*>(u_stage + wu_stage_u(r1, col - K, upitch)) = make_float2(a[2], a[3]);
       }
     }
   }
@@ -833,6 +866,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
     __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
     float* const U_g = tile + tl.U();
+    // The stage: W's planes over the A_qk and T buffers (A_qk went to the workspace in S4, T was split into Tp
+    // above), U over beta v's (split into X_V's planes in S4): 2 kC rows of 4 PA bytes, kC rows of 4 PV.
+    static_assert(Ly::kT == Ly::kAqk + kC * PA && 2 * K <= 4 * PA, "W's stage spans the A_qk and T buffers");
+    unsigned char* const w_stage = reinterpret_cast<unsigned char*>(Aqk);
+    unsigned char* const u_stage = reinterpret_cast<unsigned char*>(Vb);
 #pragma unroll 1
     for (int mi = 0; mi < 2; ++mi) {
       const int m = mi == 0 ? pair : 3 - pair;
@@ -859,8 +897,35 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           mma_bf16x3(acc[gi][1], ah, al, bh, bl, 1);
         }
       }
-      store_wu<K, V>(acc, nq, r0, tig, W_g, U_g);
+      stage_wu<K, V>(acc, nq, r0, tig, w_stage, u_stage, PA, PV);
     }
+    // S5c: the staged rows to the tile. On sm_90 one bulk copy a row (3 kC of them, a thread each), asynchronous:
+    // a thread waits only until its row is read out of shared memory, so the CTA's exit no longer waits for ~64 KB
+    // of scattered 4- and 8-byte stores to drain (ncu, session 20: S5's stores and the exit's drain were ~14% of
+    // this kernel's stall samples, with one CTA per SM and nothing to overlap them). Elsewhere 16-byte vectors.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
+    __syncthreads();
+    if (tid < 3 * kC) {
+      const WuRowCopy rc = wu_row_copy(tid, K, V, PA, PV);
+      cute::SM90_BULK_COPY_S2G::copy((rc.to_u ? u_stage : w_stage) + rc.src,
+                                     (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
+                                              : reinterpret_cast<unsigned char*>(W_g)) + rc.dst,
+                                     rc.bytes);
+      cute::tma_store_arrive();
+      cute::tma_store_wait<0>();
+    }
+#else
+    __syncthreads();
+    for (int i = warp; i < 3 * kC; i += kThreads / 32) {
+      const WuRowCopy rc = wu_row_copy(i, K, V, PA, PV);
+      const unsigned char* const src = (rc.to_u ? u_stage : w_stage) + rc.src;
+      unsigned char* const dst = (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
+                                          : reinterpret_cast<unsigned char*>(W_g)) + rc.dst;
+      for (int j = 16 * lane; j < rc.bytes; j += 16 * 32)
+        *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
+    }
+#endif
   }
 }
 
