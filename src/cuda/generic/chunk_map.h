@@ -117,7 +117,9 @@ KDA_HOST_DEVICE WuRowCopy wu_row_copy(int i, int K, int V, int wpitch, int upitc
   return {true, r * upitch * 4, r * V * 4, V * 4};
 }
 // Stage byte offsets of W's (plane, row r, column c) bf16 and of U's (r, c) fp32.
-KDA_HOST_DEVICE int wu_stage_w(int plane, int r, int c, int wpitch) { return (plane * kChunk + r) * wpitch * 4 + 2 * c; }
+KDA_HOST_DEVICE int wu_stage_w(int plane, int r, int c, int wpitch) {
+  return (plane * kChunk + r) * wpitch * 4 + 2 * c;
+}
 KDA_HOST_DEVICE int wu_stage_u(int r, int c, int upitch) { return (r * upitch + c) * 4; }
 
 KDA_HOST_DEVICE int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
