@@ -24,11 +24,12 @@
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
 // T amplifies keep both operands to ~16 bits or more: A_kk / A_qk off-diagonal blocks in 3xTF32 (three tf32 mma,
 // ~21-bit operands), [W | U] = T [.] in 3xTF32 for a backward and bf16x3 (~16-bit operands) otherwise (S5), the
-// diagonal blocks and T's diagonal blocks in fp32 FMA, T's other blocks in 3xTF32. With one tf32 rounding (2^-11) in A_kk, near-identical keys with beta
-// near 1 or beta = 2 (negative eigenvalues) make T's entries large and the rounding grows past the tensor-core
-// bound (the old single-kernel path measured state errors 3.2e-3 and 3.9e-3 against 1.95e-3; the CPU model gives
-// 2.66e-3 for tf32 and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3: docs/numerics.md). W, Qg, Kd and A_qk go to
-// the workspace as bf16 hi / lo planes, the operands of the state pass's bf16x3 products (chunk_state.cu).
+// diagonal blocks and T's diagonal blocks in fp32 FMA, T's other blocks in 3xTF32. With one tf32 rounding (2^-11)
+// in A_kk, near-identical keys with beta near 1 or beta = 2 (negative eigenvalues) make T's entries large and the
+// rounding grows past the tensor-core bound (the old single-kernel path measured state errors 3.2e-3 and 3.9e-3
+// against 1.95e-3; the CPU model gives 2.66e-3 for tf32 and 2.1e-2 for single bf16 here, 6.4e-5 for bf16x3:
+// docs/numerics.md). W, Qg, Kd and A_qk go to the workspace as bf16 hi / lo planes, the operands of the state
+// pass's bf16x3 products (chunk_state.cu).
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
 // 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
@@ -36,7 +37,8 @@
 // dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 5 k-steps of 16 per warp, S1 K / 32
 // independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
 // mma (S3; S5 for a backward), bf16x3 mma (S5 of a plain forward: its planes reuse the A_kk, Qr, Kr and Ksuf
-// buffers) and fp32 FMA (S1, S4's diagonal blocks). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are 101 KB in fp32.)
+// buffers) and fp32 FMA (S1, S4's diagonal blocks). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are
+// 101 KB in fp32.)
 #include <climits>
 #include <cstdint>
 
