@@ -19,7 +19,9 @@
 // two large sums. Diagonal pairs (r, c) use exp2(sum of g over c + 1 .. r) accumulated along the rows of column c;
 // off-diagonal blocks (I > J) split at the end of block I - 1: exp2(Gloc_r) * [P_{J+1} .. P_{I-1}] * exp2(sum over
 // (c, end of J]), with P_b = exp2(block b's sum); exp(Gamma_t) = exp2(sum over 0 .. t); exp(Gamma_L - Gamma_t) =
-// exp2(sum over (t, L - 1]). A product of factors <= 1 underflows only where the exact value is below ~1e-38.
+// exp2(sum over (t, L - 1]). Inside a sub-block (S2b) the local factors are running products of exp2(g_t), each
+// <= 1, which is the same arrangement term by term. A product of factors <= 1 underflows only where the exact value
+// is below ~1e-38.
 //
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
 // T amplifies keep both operands to ~16 bits or more: A_kk / A_qk off-diagonal blocks in 3xTF32 (three tf32 mma,
@@ -538,28 +540,33 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll
     for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
       if (b2 > blk) after += S[b2];
-    float g[kSub];
+    // The sub-block's factors as running products of its tokens' e_t = exp2(g_t) <= 1 (one ex2 a token; the sums'
+    // form took four a token, and MUFU work was most of this stage's MIO throttle, ncu session 20), times exp2 of the
+    // whole sub-blocks before / after it. Each product only shrinks, so nothing overflows; one rounds to zero only
+    // where the exact factor is below fp32's normal range.
+    float e[kSub];
 #pragma unroll
-    for (int i = 0; i < kSub; ++i) g[i] = Gs[(tb + i) * PK + d];
+    for (int i = 0; i < kSub; ++i) e[i] = ex2(Gs[(tb + i) * PK + d]);
     // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
-    float bsuf = 0.0f;
+    const float fa = ex2(after);
+    float suf = 1.0f;
 #pragma unroll
     for (int i = kSub - 1; i >= 0; --i) {
       const int t = tb + i;
       const float k = Ks[t * PK + d];
-      store_split1(Kd_g, kC * K, t * K + d, k * ex2(after + bsuf));
-      Gs[t * PK + d] = k * ex2(bsuf);  // Ksuf
-      bsuf += g[i];
+      store_split1(Kd_g, kC * K, t * K + d, k * (fa * suf));
+      Gs[t * PK + d] = k * suf;  // Ksuf
+      suf *= e[i];
     }
     // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
-    float gl = 0.0f;
+    const float fb = ex2(before);
+    float el = 1.0f;
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
       const int t = tb + i;
-      gl += g[i];
-      const float el = ex2(gl);
+      el *= e[i];
       const float q = Qs[t * PK + d];
-      store_split1(Qg_g, kC * K, t * K + d, q * ex2(before + gl));
+      store_split1(Qg_g, kC * K, t * K + d, q * (fb * el));
       Qs[t * PK + d] = q * el;
       Ks[t * PK + d] *= el;
     }
