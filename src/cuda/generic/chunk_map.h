@@ -71,10 +71,10 @@ inline int64_t build_chunk_map_host(const SeqSpan* spans, int64_t n_seq, int64_t
 // The state and reverse passes' launch order over a packed batch's sequences: longest first (LPT), so that the
 // block scheduler backfills the short chains behind the long ones instead of starting the longest last (a chain is
 // sequential; h96-mixed's batch ends with its 48-chunk sequence, and launched in order it finishes ~22 chunk-steps,
-// ~80 us, after longest first would: scripts/models/lpt_order.py). The device orders by lpt_key, a counting sort over 256 keys
-// (forward_chunked.cu build_chunk_map): 0 for an empty sequence, else 1 + 4 floor(log2 count) + the two bits after
-// the leading one, so keys never decrease as the count grows and counts sharing a key differ by less than 25%.
-// Within a key the order is whatever the atomics give; no value depends on it (each chain computes alone).
+// ~80 us, after longest first would: scripts/models/lpt_order.py). The device orders by lpt_key, a counting sort
+// over 256 keys (forward_chunked.cu build_chunk_map): 0 for an empty sequence, else 1 + 4 floor(log2 count) + the two
+// bits after the leading one, so keys never decrease as the count grows and counts sharing a key differ by less than
+// 25%. Within a key the order is whatever the atomics give; no value depends on it (each chain computes alone).
 constexpr int kLptKeys = 256;
 KDA_HOST_DEVICE int lpt_key(int64_t count) {
   if (count <= 0) return 0;
