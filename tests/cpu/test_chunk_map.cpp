@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <map>
 #include <random>
 #include <set>
@@ -239,14 +240,14 @@ TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
   for (const auto& [N, HV, V, sms] : {std::tuple<int64_t, int, int, int>{1, 96, 128, 132}, {3, 64, 128, 132},
                                      {5, 12, 64, 132}, {2, 7, 128, 16}}) {
     const StatePassPlan plan = plan_state_pass(N * HV, V, sms, true);
-    std::set<std::tuple<int64_t, int, int>> seen;  // (n, hv, first column)
+    std::set<std::tuple<int64_t, int, int>> seen;  // (rank, hv, first column)
     auto launch = [&](int bv, int64_t chain0, int64_t count) {
       const int vtiles = V / bv;
       for (unsigned block = 0; block < count * vtiles; ++block) {
         const ChainTile c = chain_tile(block, vtiles, chain0, bv, HV);
-        ASSERT_TRUE(c.n >= 0 && c.n < N && c.hv >= 0 && c.hv < HV && c.v0 >= 0 && c.v0 + bv <= V);
+        ASSERT_TRUE(c.rank >= 0 && c.rank < N && c.hv >= 0 && c.hv < HV && c.v0 >= 0 && c.v0 + bv <= V);
         ASSERT_EQ(c.v0, c.vt * bv);
-        for (int v = c.v0; v < c.v0 + bv; v += 32) ASSERT_TRUE(seen.insert({c.n, c.hv, v}).second);
+        for (int v = c.v0; v < c.v0 + bv; v += 32) ASSERT_TRUE(seen.insert({c.rank, c.hv, v}).second);
       }
     };
     launch(plan.bv_first, 0, plan.first_chains);
@@ -255,22 +256,59 @@ TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
   }
 }
 
-// chain_chunks reads sequence n's range from seq_first (entries first .. last - 1) and names the list and tiles at
-// their workspace offsets; b is n for a fixed-length batch and 0 for a packed one.
+// chain_chunks reads the sequence of a launch rank (packed: seq_order's entry; fixed length: the rank itself), its
+// range from seq_first (entries first .. last - 1), and names the list and tiles at their workspace offsets; b is n
+// for a fixed-length batch and 0 for a packed one.
 TEST(ChunkMap, ChainChunksReadTheSequencesRange) {
   const WorkspaceLayout w = workspace_layout(3000, 3, 2, 128, 64);
   std::vector<int64_t> buf(static_cast<size_t>(w.bytes / 8 + 1), 0);
   char* const ws = reinterpret_cast<char*>(buf.data());
   const int64_t seq_first[4] = {0, 5, 5, 47};  // sequence 1 owns no chunk
+  const int64_t order[3] = {2, 0, 1};           // longest first
   std::copy(seq_first, seq_first + 4, reinterpret_cast<int64_t*>(ws + w.seq_first));
-  for (int64_t n = 0; n < 3; ++n) {
-    const ChainChunks c = chain_chunks(ws, w, n, false);
-    EXPECT_EQ(c.first, seq_first[n]);
-    EXPECT_EQ(c.last, seq_first[n + 1]);
-    EXPECT_EQ(c.b, n);
-    EXPECT_EQ(chain_chunks(ws, w, n, true).b, 0);
+  std::copy(order, order + 3, reinterpret_cast<int64_t*>(ws + w.seq_order));
+  for (int64_t r = 0; r < 3; ++r) {
+    const ChainChunks c = chain_chunks(ws, w, r, false);
+    EXPECT_EQ(c.n, r);
+    EXPECT_EQ(c.first, seq_first[r]);
+    EXPECT_EQ(c.last, seq_first[r + 1]);
+    EXPECT_EQ(c.b, r);
     EXPECT_EQ(reinterpret_cast<const char*>(c.list), ws + w.list);
     EXPECT_EQ(reinterpret_cast<const char*>(c.tiles), ws + w.tiles);
+    const ChainChunks pc = chain_chunks(ws, w, r, true);
+    EXPECT_EQ(pc.n, order[r]);
+    EXPECT_EQ(pc.first, seq_first[order[r]]);
+    EXPECT_EQ(pc.last, seq_first[order[r] + 1]);
+    EXPECT_EQ(pc.b, 0);
+  }
+}
+
+// The longest-first order's keys: 0 only for empty sequences, never smaller for a longer sequence, inside the
+// builder's 256-entry histogram for any count, and counts that share a key within 25% of each other (so the order is
+// longest first to within that); one key a count for the shortest ones.
+TEST(ChunkMap, LptKeysOrderSequencesByLength) {
+  EXPECT_EQ(lpt_key(0), 0);
+  EXPECT_EQ(lpt_key(-3), 0);
+  std::map<int, std::pair<int64_t, int64_t>> range;  // key -> smallest, largest count
+  int prev = 0;
+  for (int64_t c = 1; c <= 70000; ++c) {
+    const int k = lpt_key(c);
+    ASSERT_GE(k, prev) << c;
+    ASSERT_GT(k, 0);
+    prev = k;
+    auto it = range.find(k);
+    if (it == range.end())
+      range[k] = {c, c};
+    else
+      it->second.second = c;
+  }
+  for (const auto& [k, r] : range) EXPECT_LT(static_cast<double>(r.second), 1.25 * static_cast<double>(r.first)) << k;
+  EXPECT_NE(lpt_key(1), lpt_key(2));
+  EXPECT_NE(lpt_key(2), lpt_key(3));
+  EXPECT_NE(lpt_key(3), lpt_key(4));
+  for (int64_t c : {int64_t{1} << 40, (int64_t{1} << 62) + 12345, INT64_MAX}) {
+    EXPECT_LT(lpt_key(c), kLptKeys);
+    EXPECT_GT(lpt_key(c), lpt_key(c / 2));
   }
 }
 
@@ -278,6 +316,9 @@ TEST(ChunkMap, WorkspaceLayoutIsAlignedAndSized) {
   const WorkspaceLayout w = workspace_layout(8192, 1, 64, 128, 128);
   EXPECT_EQ(w.cap, 129);
   EXPECT_EQ(w.seq_first % 256, 0);
+  EXPECT_EQ(w.seq_order % 256, 0);
+  EXPECT_GE(w.seq_order, w.seq_first + 2 * 8);  // seq_first [N + 1], N = 1
+  EXPECT_GE(w.list, w.seq_order + 1 * 8);
   EXPECT_EQ(w.list % 256, 0);
   EXPECT_EQ(w.tiles % 256, 0);
   const int64_t tile = TileLayout{128, 128}.floats();

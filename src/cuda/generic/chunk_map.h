@@ -68,9 +68,26 @@ inline int64_t build_chunk_map_host(const SeqSpan* spans, int64_t n_seq, int64_t
   return seq_first[n_seq];
 }
 
+// The state and reverse passes' launch order over a packed batch's sequences: longest first (LPT), so that the
+// block scheduler backfills the short chains behind the long ones instead of starting the longest last (a chain is
+// sequential; h96-mixed's batch ends with its 48-chunk sequence, and launched in order it finishes ~22 chunk-steps,
+// ~80 us, after longest first would: scripts/models/lpt_order.py). The device orders by lpt_key, a counting sort
+// over 256 keys (forward_chunked.cu build_chunk_map): 0 for an empty sequence, else 1 + 4 floor(log2 count) + the two
+// bits after the leading one, so keys never decrease as the count grows and counts sharing a key differ by less than
+// 25%. Within a key the order is whatever the atomics give; no value depends on it (each chain computes alone).
+constexpr int kLptKeys = 256;
+KDA_HOST_DEVICE int lpt_key(int64_t count) {
+  if (count <= 0) return 0;
+  int msb = 0;
+  while ((count >> (msb + 1)) != 0) ++msb;
+  const int64_t frac = msb >= 2 ? count >> (msb - 2) : count << (2 - msb);  // the leading one and two bits after it
+  return 1 + 4 * msb + static_cast<int>(frac & 3);
+}
+
 // Workspace, in this order, each part 256-byte aligned:
 //   header       int64 [2]: number of chunks in the list
 //   seq_first    int64 [N + 1]
+//   seq_order    int64 [N]: the sequences longest first (lpt_key; written for packed batches only)
 //   list         ChunkRec [cap]
 //   tiles        float [cap][HV][tile_floats]: phase 1's per-(chunk, value head) products for phase 2:
 //                W [C][K], Qg [C][K], Kd [C][K], U [C][V], Aqk [C][C] (lower incl. diagonal, upper zeros), decay [K];
@@ -125,13 +142,14 @@ KDA_HOST_DEVICE int wu_stage_u(int r, int c, int upitch) { return (r * upitch + 
 KDA_HOST_DEVICE int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 struct WorkspaceLayout {
-  int64_t seq_first, list, tiles, bytes, cap;
+  int64_t seq_first, seq_order, list, tiles, bytes, cap;
 };
 KDA_HOST_DEVICE WorkspaceLayout workspace_layout(int64_t t_total, int64_t n_seq, int64_t hv, int64_t K, int64_t V) {
   WorkspaceLayout w;
   w.cap = chunk_capacity(t_total, n_seq);
   w.seq_first = 256;
-  w.list = w.seq_first + align256((n_seq + 1) * int64_t{sizeof(int64_t)});
+  w.seq_order = w.seq_first + align256((n_seq + 1) * int64_t{sizeof(int64_t)});
+  w.list = w.seq_order + align256(n_seq * int64_t{sizeof(int64_t)});
   w.tiles = w.list + align256(w.cap * int64_t{sizeof(ChunkRec)});
   w.bytes = w.tiles + w.cap * hv * TileLayout{K, V}.floats() * int64_t{sizeof(float)};
   return w;
@@ -256,10 +274,11 @@ KDA_HOST_DEVICE StatePassPlan plan_state_pass(int64_t chains, int V, int sms, bo
 }
 
 // One CTA of a state or reverse pass launch (chunk_state.cu, chunk_reverse.cu, hopper/state_wgmma.cu,
-// hopper/reverse_wgmma.cu): block `block` of a launch over the chains chain0, chain0 + 1, ... (chain = n HV + hv) in
-// V tiles of bv columns, vtiles a chain: its sequence n, value head hv, and V tile vt from column v0.
+// hopper/reverse_wgmma.cu): block `block` of a launch over the chains chain0, chain0 + 1, ... (chain = rank HV + hv)
+// in V tiles of bv columns, vtiles a chain: its sequence's rank in the launch order (chain_chunks turns it into the
+// sequence), value head hv, and V tile vt from column v0.
 struct ChainTile {
-  int64_t n;
+  int64_t rank;
   int hv, vt, v0;
 };
 KDA_HOST_DEVICE ChainTile chain_tile(unsigned block, int vtiles, int64_t chain0, int bv, int32_t HV) {
@@ -268,18 +287,20 @@ KDA_HOST_DEVICE ChainTile chain_tile(unsigned block, int vtiles, int64_t chain0,
   return ChainTile{nh / HV, static_cast<int>(nh % HV), vt, vt * bv};
 }
 
-// What a state or reverse pass CTA reads of the forward's workspace (layout wl at ws) for its sequence n: the chunk
-// list and its entries first .. last - 1 (seq_first), the tiles' base, and n's batch index in the inputs (0 when the
-// batch is packed through cu_seqlens).
+// What a state or reverse pass CTA reads of the forward's workspace (layout wl at ws) for the sequence of launch
+// rank `rank` (packed: seq_order's, longest first; fixed length: every sequence is as long, rank = n): the sequence
+// n, the chunk list and its entries first .. last - 1 (seq_first), the tiles' base, and n's batch index in the
+// inputs (0 when the batch is packed through cu_seqlens).
 struct ChainChunks {
   const ChunkRec* list;
   const float* tiles;
-  int64_t first, last, b;
+  int64_t first, last, b, n;
 };
-KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& wl, int64_t n, bool packed) {
+KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& wl, int64_t rank, bool packed) {
+  const int64_t n = packed ? reinterpret_cast<const int64_t*>(ws + wl.seq_order)[rank] : rank;
   const int64_t* const seq_first = reinterpret_cast<const int64_t*>(ws + wl.seq_first);
   return ChainChunks{reinterpret_cast<const ChunkRec*>(ws + wl.list), reinterpret_cast<const float*>(ws + wl.tiles),
-                     seq_first[n], seq_first[n + 1], packed ? 0 : n};
+                     seq_first[n], seq_first[n + 1], packed ? 0 : n, n};
 }
 
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1

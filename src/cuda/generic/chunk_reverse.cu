@@ -75,13 +75,13 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
   const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, BV, p.HV);
-  const int64_t n = ct.n;
   const int hv = ct.hv, vt = ct.vt, v0 = ct.v0;
   const int V = p.V;
 
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
-  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
+  const int64_t n = cc.n;
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;

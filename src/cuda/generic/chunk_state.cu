@@ -96,12 +96,12 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
   const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, BV, p.HV);
-  const int64_t n = ct.n;
   const int hv = ct.hv, v0 = ct.v0;
   const int V = p.V;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
-  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
+  const int64_t n = cc.n;
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;

@@ -24,23 +24,30 @@ namespace {
 constexpr int kMapThreads = 256;
 
 // Sequences in tiles of kMapThreads: each thread takes one, a block scan of the chunk counts gives its first list
-// entry, and the running total carries to the next tile. Writes seq_first[0..N], the list, and its length.
+// entry, and the running total carries to the next tile. Writes seq_first[0..N], the list, and its length; for a
+// packed batch also seq_order, the sequences longest first (chunk_map.h lpt_key): a histogram of the keys, a scan
+// over them from the largest, and each sequence placed at its key's next slot.
 __global__ void __launch_bounds__(kMapThreads) build_chunk_map(const ForwardParams p, char* ws) {
   using Scan = cub::BlockScan<int64_t, kMapThreads>;
+  static_assert(kMapThreads == kLptKeys, "one LPT key a thread");
   __shared__ typename Scan::TempStorage scan;
   __shared__ int64_t carry;
+  __shared__ unsigned long long slot[kLptKeys];  // the histogram, then each key's next slot in seq_order
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V);
   int64_t* const seq_first = reinterpret_cast<int64_t*>(ws + wl.seq_first);
   ChunkRec* const list = reinterpret_cast<ChunkRec*>(ws + wl.list);
+  const bool packed = p.has_cu_seqlens();
+  auto span_of = [&](int64_t n) {
+    return packed ? sequence_span(true, load_cu_seqlen(p.cu_seqlens, n), load_cu_seqlen(p.cu_seqlens, n + 1), n, p.T)
+                  : sequence_span(false, 0, 0, n, p.T);
+  };
   if (threadIdx.x == 0) carry = 0;
+  slot[threadIdx.x] = 0;
   __syncthreads();
   for (int64_t n0 = 0; n0 < p.N; n0 += kMapThreads) {
     const int64_t n = n0 + threadIdx.x;
     SeqSpan sp{0, 0, 0};
-    if (n < p.N)
-      sp = p.has_cu_seqlens()
-               ? sequence_span(true, load_cu_seqlen(p.cu_seqlens, n), load_cu_seqlen(p.cu_seqlens, n + 1), n, p.T)
-               : sequence_span(false, 0, 0, n, p.T);
+    if (n < p.N) sp = span_of(n);
     const int64_t count = chunks_of(sp.len);
     int64_t before = 0, total = 0;
     Scan(scan).ExclusiveSum(count, before, total);
@@ -48,6 +55,7 @@ __global__ void __launch_bounds__(kMapThreads) build_chunk_map(const ForwardPara
     if (n < p.N) {
       seq_first[n] = at < wl.cap ? at : wl.cap;
       write_sequence_chunks(list, at, wl.cap, static_cast<int32_t>(n), sp);
+      if (packed) atomicAdd(&slot[lpt_key(count)], 1ull);
     }
     __syncthreads();  // every thread has read carry
     if (threadIdx.x == 0) carry += total;
@@ -58,6 +66,17 @@ __global__ void __launch_bounds__(kMapThreads) build_chunk_map(const ForwardPara
     seq_first[p.N] = end;
     *reinterpret_cast<int64_t*>(ws) = end;
   }
+  if (!packed) return;  // equal lengths: the passes take rank = n (chain_chunks)
+  // Thread i owns key kLptKeys - 1 - i: an ascending scan over threads is a scan from the largest key down.
+  const int key = kLptKeys - 1 - static_cast<int>(threadIdx.x);
+  int64_t first = 0;
+  Scan(scan).ExclusiveSum(static_cast<int64_t>(slot[key]), first);
+  __syncthreads();  // every count read before any slot is overwritten
+  slot[key] = static_cast<unsigned long long>(first);
+  __syncthreads();
+  int64_t* const order = reinterpret_cast<int64_t*>(ws + wl.seq_order);
+  for (int64_t n = threadIdx.x; n < p.N; n += kMapThreads)
+    order[atomicAdd(&slot[lpt_key(chunks_of(span_of(n).len))], 1ull)] = n;
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }

@@ -85,13 +85,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x, wtid = tid % 128, wg = tid / 128;
   const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
-  const int64_t n = ct.n;
   const int hv = ct.hv, vt = ct.vt, v0 = ct.v0;
   const int V = p.V;
 
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, kK, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
-  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
+  const int64_t n = cc.n;
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;

@@ -100,12 +100,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x, wtid = tid % 128;
   const bool chain = tid < 128;  // warpgroup 0; warpgroup 1 computes the output
   const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
-  const int64_t n = ct.n;
   const int hv = ct.hv, v0 = ct.v0;
   const int V = p.V;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, V);
-  const ChainChunks cc = chain_chunks(ws, wl, n, p.has_cu_seqlens());
+  const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
+  const int64_t n = cc.n;
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;
