@@ -192,6 +192,31 @@ TEST(ChunkMap, StagedWuRowsLandWhereTheStoresDid) {
     }
 }
 
+// The overlap of a partial last wave: the heads that go first are exactly the last wave's, so the other heads' state
+// pass is whole waves; no split for several sequences, for one wave, for a full last wave, or for a last wave that
+// is not whole heads.
+TEST(ChunkMap, OverlapTakesTheLastWavesHeadsFirst) {
+  EXPECT_EQ(overlap_first_heads(1, 96, 2, 132), 30);   // h96-fixed: 192 CTAs, 60 in the last wave
+  EXPECT_EQ(overlap_first_heads(1, 64, 2, 132), 0);    // h64-fixed: 128 CTAs, one wave
+  EXPECT_EQ(overlap_first_heads(1, 66, 2, 132), 0);    // exactly one wave
+  EXPECT_EQ(overlap_first_heads(1, 132, 2, 132), 0);   // two full waves
+  EXPECT_EQ(overlap_first_heads(2, 96, 2, 132), 0);    // two sequences: chains are not heads
+  EXPECT_EQ(overlap_first_heads(1, 96, 1, 132), 0);    // V = 64: 96 CTAs
+  EXPECT_EQ(overlap_first_heads(1, 96, 2, 0), 0);
+  EXPECT_EQ(overlap_first_heads(1, 40, 4, 131), 0);    // 160 CTAs, 29 in the last wave: not whole heads
+  EXPECT_EQ(overlap_first_heads(1, 40, 4, 132), 7);    // 28 in the last wave
+  for (int64_t HV = 1; HV <= 400; ++HV)
+    for (int vt : {1, 2, 4}) {
+      const int64_t f = overlap_first_heads(1, HV, vt, 132);
+      ASSERT_GE(f, 0);
+      ASSERT_LT(f * vt, 132);  // the first group fits one wave beside the others' phase 1
+      if (f > 0) {
+        ASSERT_LT(f, HV);
+        EXPECT_EQ((HV - f) * vt % 132, 0) << HV;  // the rest is whole waves
+      }
+    }
+}
+
 TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
   // h96-fixed on 132 SMs: 66 chains in 64-column tiles fill one wave (132 CTAs); the other 30 in 32-column tiles
   // (120 CTAs) fill the second, which 64-column tiles would leave at 60 CTAs.

@@ -51,16 +51,28 @@ struct BackwardSaves {
 // workspace (chunk_map.h).
 cudaError_t launch_chunk_map(const ForwardParams& p, char* workspace, cudaStream_t s);
 
-// Phase 1 (chunk_prepare.cu): one CTA per (chunk-list entry, value head) of a capacity-sized grid.
+// Phase 1 (chunk_prepare.cu): one CTA per (chunk-list entry, value head) of a capacity-sized grid, for value heads
+// first .. first + count - 1 (count < 0: to the last). beside_previous: launched to run beside the kernel before it
+// in the stream (programmatic dependent launch; that kernel triggers it, state_wgmma.cu): for a state pass over other
+// heads, whose results this grid does not read (forward_chunked.cu).
+struct PrepareHeads {
+  int first = 0;
+  int count = -1;
+  bool beside_previous = false;
+};
 size_t prepare_smem_bytes(int K, int V);
 cudaError_t launch_prepare(const ForwardParams& p, char* workspace, int64_t cap, cudaStream_t s,
-                           const BackwardSaves& saves = {});
+                           const BackwardSaves& saves = {}, const PrepareHeads& heads = {});
 
 // Phase 2 (chunk_state.cu): one CTA per (sequence, value head, V tile), the tile widths and launches as planned
 // (chunk_map.h plan_state_pass). With p.out null the output is not written.
 size_t state_smem_bytes(int K, int bv);
 cudaError_t launch_state(const ForwardParams& p, const char* workspace, const StatePassPlan& plan, cudaStream_t s,
                          const BackwardSaves& saves = {});
+// One launch of a plan: chains chain0 .. chain0 + count - 1 (chain = n HV + hv) in bv-column tiles, on wgmma where
+// it runs.
+cudaError_t launch_state_chains(const ForwardParams& p, const char* workspace, int bv, int64_t chain0, int64_t count,
+                                cudaStream_t s, const BackwardSaves& saves = {});
 
 // The state pass on sm_90a wgmma (hopper/state_wgmma.cu): available for K = 128 (V a multiple of 64) on an sm_90
 // device of a build with CuTe; it runs (launch_state takes it) for the 64-column launches of a plan under

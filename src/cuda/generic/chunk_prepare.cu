@@ -218,8 +218,10 @@ __device__ __forceinline__ void stage_wu(const float (&acc)[kMaxGroups][2][4], i
 
 // kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers.
 template <int K, int V, bool kWide>
+// Value heads hv0 .. hv0 + gridDim.y - 1 (all of them but where forward_chunked.cu overlaps one group's state pass
+// with the others' phase 1).
 __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
-                                                              const BackwardSaves keep, int ahead) {
+                                                              const BackwardSaves keep, int ahead, int hv0) {
   using Ly = PrepLayout<K, V>;
   constexpr int PK = Ly::PK, PV = Ly::PV, PA = Ly::PA;
   extern __shared__ __align__(16) float smem[];
@@ -237,11 +239,17 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   float* const bsum_s = smem + Ly::kBsum;
   float* const Xs = smem + Ly::kX;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched beside a state pass (programmatic dependent launch, forward_chunked.cu), this grid reads nothing that
+  // pass writes, so no CTA waits for it but the last one, which makes this grid's completion imply the state
+  // pass's: the launches after it in the stream then see both finished. Without such a launch it returns at once.
+  if (blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
   const int64_t ci = blockIdx.x;
   if (ci >= *reinterpret_cast<const int64_t*>(ws)) return;
   const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci];
-  const int hv = blockIdx.y, h = hv / p.group;
+  const int hv = hv0 + static_cast<int>(blockIdx.y), h = hv / p.group;
   const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq;
   const int64_t t0 = rec.start;
   const int L = rec.len;
@@ -364,9 +372,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // h64- / h96-fixed (bench/LEDGER.md, session 16).
   {
     const int64_t task = int64_t{blockIdx.y} * gridDim.x + blockIdx.x + ahead;
-    const int64_t ci2 = task % gridDim.x, hv2 = task / gridDim.x;
+    const int64_t ci2 = task % gridDim.x, hv2 = hv0 + task / gridDim.x;
     static_assert(kThreads == 8 * kC, "S0's prefetch: a thread per (row, tensor slot)");
-    if (hv2 < p.HV && ci2 < *reinterpret_cast<const int64_t*>(ws) && tid < 4 * kC)
+    if (hv2 < hv0 + int64_t{gridDim.y} && ci2 < *reinterpret_cast<const int64_t*>(ws) && tid < 4 * kC)
       prefetch_input_row<K, V>(p, reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci2], static_cast<int>(hv2),
                                tid % kC, tid / kC);
   }
@@ -939,21 +947,35 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 }
 
 template <int K, int V, bool kWide>
-cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
+cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
+                      const PrepareHeads& heads) {
   const size_t bytes = PrepLayout<K, V>::kBytes;
   cudaError_t e = cudaFuncSetAttribute(prepare_kernel<K, V, kWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   int sms = 0;  // one CTA per SM: the CTA one wave ahead of a CTA is `sms` further in launch order
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id)) != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(cap), static_cast<unsigned>(p.HV));
-  prepare_kernel<K, V, kWide><<<grid, kThreads, bytes, s>>>(p, ws, keep, sms);
-  return cudaSuccess;
+  const int count = heads.count < 0 ? p.HV - heads.first : heads.count;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(cap), static_cast<unsigned>(count));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = s;
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  if (heads.beside_previous) {
+    cfg.attrs = overlap;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
 }
 
 template <int K, int V>
-cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
-  return keep.tinv ? launch_as<K, V, true>(p, ws, cap, s, keep) : launch_as<K, V, false>(p, ws, cap, s, keep);
+cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
+                   const PrepareHeads& heads) {
+  return keep.tinv ? launch_as<K, V, true>(p, ws, cap, s, keep, heads)
+                   : launch_as<K, V, false>(p, ws, cap, s, keep, heads);
 }
 
 }  // namespace
@@ -964,9 +986,10 @@ size_t prepare_smem_bytes(int K, int V) {
   });
 }
 
-cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep) {
+cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
+                           const PrepareHeads& heads) {
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(p, ws, cap, s, keep);
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, cap, s, keep, heads);
   });
 }
 

@@ -296,20 +296,21 @@ size_t state_smem_bytes(int K, int bv) {
   });
 }
 
+cudaError_t launch_state_chains(const ForwardParams& p, const char* ws, int bv, int64_t chain0, int64_t count,
+                                cudaStream_t s, const BackwardSaves& keep) {
+  if (state_wgmma_runs(p, bv)) return launch_state_wgmma(p, ws, chain0, count, s, keep);
+  return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, chain0, count, s, keep);
+  });
+}
+
 cudaError_t launch_state(const ForwardParams& p, const char* ws, const StatePassPlan& plan, cudaStream_t s,
                          const BackwardSaves& keep) {
   const int64_t chains = p.N * p.HV;
-  // One launch of the plan: chains chain0 .. chain0 + count - 1 in bv-column tiles, on wgmma where it runs.
-  auto one = [&](int bv, int64_t chain0, int64_t count) {
-    if (state_wgmma_runs(p, bv)) return launch_state_wgmma(p, ws, chain0, count, s, keep);
-    return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
-      return launch<decltype(k)::value, decltype(v)::value>(p, ws, chain0, count, s, keep);
-    });
-  };
-  cudaError_t e = one(plan.bv_first, 0, plan.first_chains);
+  cudaError_t e = launch_state_chains(p, ws, plan.bv_first, 0, plan.first_chains, s, keep);
   if (e != cudaSuccess || plan.first_chains >= chains) return e;
   if ((e = cudaGetLastError()) != cudaSuccess) return e;
-  return one(plan.bv_rest, plan.first_chains, chains - plan.first_chains);
+  return launch_state_chains(p, ws, plan.bv_rest, plan.first_chains, chains - plan.first_chains, s, keep);
 }
 
 }  // namespace kda::cuda::chunk

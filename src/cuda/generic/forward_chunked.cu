@@ -160,6 +160,18 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
       keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
       keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
     }
+    // A partial last wave of the wgmma state pass: its heads first, the other heads' phase 1 beside their state pass
+    // (chunk_map.h overlap_first_heads).
+    const int64_t first =
+        chunk::state_wgmma_runs(p, 64) ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
+    if (first > 0) {
+      const int f = static_cast<int>(first);
+      if ((e = chunk::launch_prepare(p, ws, cap, s, keep1, {0, f, false})) != cudaSuccess) return e;
+      if ((e = chunk::launch_state_chains(p, ws, 64, 0, first, s, keep2)) != cudaSuccess) return e;
+      if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      if ((e = chunk::launch_prepare(p, ws, cap, s, keep1, {f, -1, true})) != cudaSuccess) return e;
+      return chunk::launch_state_chains(p, ws, 64, first, p.HV - first, s, keep2);
+    }
     if ((e = chunk::launch_prepare(p, ws, cap, s, keep1)) != cudaSuccess) return e;
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     // The last wave's split into 32-column tiles pays where both launches run the same kernel family; with the

@@ -97,6 +97,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr size_t kKl = Ly::kKd + 2 * Ly::kRowPlane;
   constexpr size_t kSl = Ly::kS + 2 * Ly::kSPlane, kAl = Ly::kA + 2 * Ly::kAPlane, kVl = Ly::kVn + 2 * Ly::kVPlane;
 
+  // A phase-1 grid over other value heads may start beside this one (forward_chunked.cu's overlap of a partial
+  // wave): it reads nothing this grid writes. Without such a launch after it this does nothing.
+  asm volatile("griddepcontrol.launch_dependents;");
   const int tid = threadIdx.x, wtid = tid % 128;
   const bool chain = tid < 128;  // warpgroup 0; warpgroup 1 computes the output
   const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
