@@ -968,7 +968,15 @@ cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_
     cfg.attrs = overlap;
     cfg.numAttrs = 1;
   }
-  return cudaLaunchKernelEx(&cfg, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
+  e = cudaLaunchKernelEx(&cfg, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
+  if (e != cudaSuccess && cfg.numAttrs > 0) {
+    // A stream or driver that refuses the programmatic dependency: the same launch in plain stream order (correct,
+    // without the overlap). Inside a stream capture the refusal has already ended the capture, and this fails too.
+    cudaGetLastError();
+    cfg.numAttrs = 0;
+    e = cudaLaunchKernelEx(&cfg, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
+  }
+  return e;
 }
 
 template <int K, int V>
