@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Prepared in session 20 for session 21's second device call (~380 s): wus3 (37fc0e7, +22..+45 us, reverted) in its
-# three parts, each alone on main, against wus; ncu with source of s2p's prepare kernel.
+# Prepared in session 20 for session 21's second device call (~420 s): wus3 (37fc0e7, +22..+45 us, reverted) in its
+# three parts, each alone on main, and tinv2, against wus; ncu with source of s2p's prepare kernel.
+# tinv2 (branch tinv2, d5b4910): S4's off-diagonal T blocks as the 2 x 2 block inverse twice (4 + 4 + 4 k-steps on
+#   4 warps instead of 4 + 6 + 8 on 3, 2, 1). Predicted -10..-50 us at h64-fixed (if the rounds, not warps 8-15's
+#   splits, are S4's critical path); not bit-identical (T's products in another association; the backward's T too).
 # wa (branch wa, d9e492e): S5c's bulk copies issued by one lane a warp (wus's 32-lane R2UR loop gone).
 # wb (branch wb, ef17704): S4's A_qk planes in 8-byte stores, four entries a thread and step.
 # wc (branch wc, 3bb9516): the 3xTF32 branch (the backward's recompute, a forward saving for it) staged as the
@@ -13,20 +16,22 @@ exec > >(tee "$OUT/l2.log") 2>&1
 date -u
 W=$(mktemp -d)
 source scripts/lease_lib.sh
-lease_unpack wus wa wb wc s2p
+lease_unpack wus wa wb wc s2p tinv2
 SF=14035002217949444255 SB=15368221980386543344
 pids=()
-for b in wa wb; do
-  lease_run verify-full-$b $b 6 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
+for b in wa wb tinv2; do
+  lease_run verify-full-$b $b 4 240 ./kda-verify --suite full --impl cuda-generic --seed $SF & pids+=($!)
 done
-lease_run verify-bwdq-wc wc 3 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+for b in wc tinv2; do
+  lease_run verify-bwdq-$b $b 2 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+done
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL " "$W"/*.log | head -20
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
 pre=wus
-for b in wa wb; do grep -q "39 passed, 0 failed" "$W/verify-full-$b.log" && pre=$pre,$b; done
-OUT=$OUT timeout 100 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \
+for b in wa wb tinv2; do grep -q "39 passed, 0 failed" "$W/verify-full-$b.log" && pre=$pre,$b; done
+OUT=$OUT timeout 130 bash scripts/gpu_ab.sh --builds $pre --impl cuda-generic --rounds 2 \
   --workload h64-fixed --workload h96-uniform
 echo "gpu_ab prefill rc=$?"
 date -u
