@@ -7,7 +7,7 @@
 # lpt (branch lpt, e8ff093): packed batches' state / reverse chains launched longest sequence first. Predicted
 #   h96-mixed -60..-85 us (scripts/models/lpt_order.py: 233 -> 211 chunk-steps), h64-mixed 0; bit-identical (its
 #   verifier lines must equal wus's but the timing).
-# pdl (branch pdl, 38641fb): h96-fixed's partial last state-pass wave (30 heads) first, the other heads' phase 1
+# pdl (branch pdl, 3dd050b): h96-fixed's partial last state-pass wave (30 heads) first, the other heads' phase 1
 #   beside it (programmatic dependent launch). Predicted h96-fixed -150..-250 us (ideal model ~-250); nothing else
 #   moves (one wave, or packed). Bit-identical. If it fails: the prepare kernel's head offset (hv0) or the
 #   launch order; if the bench's graph capture refuses it, the PDL attribute in capture.

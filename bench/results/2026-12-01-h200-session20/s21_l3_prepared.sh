@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 20 for session 21's third device call (~300 s): the merge of the winners (default all3 =
-# branch all3, 15c6fe4: main + s2p + lpt + pdl, merged without conflicts; CPU tests pass) checked, then beside FLA
+# branch all3, f704d9e: main + s2p + lpt + pdl, merged without conflicts; CPU tests pass) checked, then beside FLA
 # in one process (six prefill workloads, the training step): issue #3's criterion 4.
 # Run as: BUILD=all3 OUT=$OUT bash .carry/lease/s21_l3_prepared.sh   with carry [".carry/lease",
 # ".carry/ab/BUILD.tar.xz", ".carry/ab/BUILD.COMMIT", ".whl", ".carry/triton.tgz"] (Triton's cache comes back as
