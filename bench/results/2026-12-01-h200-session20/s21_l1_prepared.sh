@@ -11,7 +11,9 @@
 #   beside it (programmatic dependent launch). Predicted h96-fixed -150..-250 us (ideal model ~-250); nothing else
 #   moves (one wave, or packed). Bit-identical. If it fails: the prepare kernel's head offset (hv0) or the
 #   launch order; if the bench's graph capture refuses it, the PDL attribute in capture.
-# Run as: OUT=$OUT bash .carry/lease/s21_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
+# Run as: OUT=$OUT bash .carry/lease/s21_l1_prepared.sh   with carry [".carry/lease", ".carry/ab/wus.tar.xz",
+# ".carry/ab/s2p.tar.xz", ".carry/ab/lpt.tar.xz", ".carry/ab/pdl.tar.xz"] (all of .carry/ab with the checkout would
+# pass the 64 MiB a call carries).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
