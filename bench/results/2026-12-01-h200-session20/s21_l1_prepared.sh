@@ -7,11 +7,13 @@
 # lpt (branch lpt, e8ff093): packed batches' state / reverse chains launched longest sequence first. Predicted
 #   h96-mixed -60..-85 us (scripts/models/lpt_order.py: 233 -> 211 chunk-steps), h64-mixed 0; bit-identical (its
 #   verifier lines must equal wus's but the timing).
-# pdl (branch pdl, 38641fb): h96-fixed's partial last state-pass wave (30 heads) first, the other heads' phase 1
+# pdl (branch pdl, 3dd050b): h96-fixed's partial last state-pass wave (30 heads) first, the other heads' phase 1
 #   beside it (programmatic dependent launch). Predicted h96-fixed -150..-250 us (ideal model ~-250); nothing else
 #   moves (one wave, or packed). Bit-identical. If it fails: the prepare kernel's head offset (hv0) or the
 #   launch order; if the bench's graph capture refuses it, the PDL attribute in capture.
-# Run as: OUT=$OUT bash .carry/lease/s21_l1_prepared.sh   with carry [".carry/lease", ".carry/ab"].
+# Run as: OUT=$OUT bash .carry/lease/s21_l1_prepared.sh   with carry [".carry/lease", ".carry/ab/wus.tar.xz",
+# ".carry/ab/s2p.tar.xz", ".carry/ab/lpt.tar.xz", ".carry/ab/pdl.tar.xz"] (all of .carry/ab with the checkout would
+# pass the 64 MiB a call carries).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
