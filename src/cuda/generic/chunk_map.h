@@ -197,6 +197,24 @@ struct TriBlock {
 KDA_HOST_DEVICE int tri_round_blocks(int s) { return kSubBlocks - s; }
 KDA_HOST_DEVICE TriBlock tri_block(int s, int warp) { return TriBlock{warp + s, warp}; }
 
+// S4's off-diagonal blocks of T (kSubBlocks = 4) as the 2 x 2 block inverse applied twice, [[P, 0], [C, Q]]^-1 =
+// [[P^-1, 0], [-Q^-1 C P^-1, Q^-1]], in three stages after the diagonal blocks (round 0):
+//   stage 1 (2 warps): T_10 = -T_11 (A_10 T_00), T_32 = -T_33 (A_32 T_22)      the two 32 x 32 halves' inverses
+//   stage 2 (4 warps): X_ij = sum_{k = j .. 1} A_ik T_kj, i in {2, 3}, j in {0, 1}   X = A_BA T_A
+//   stage 3 (4 warps): T_ij = -sum_{k = 2 .. i} T_ik X_kj                          T_BA = -T_B X
+// A task is an output block (i, j) and the range of k it sums. Its dependent chain after round 0 is 4 + 4 + 4
+// k-steps of 8 at most, against 4 + 6 + 8 for the distance rounds (tri_block), whose three rounds also ran on 3, 2
+// and 1 warps (tests/cpu/test_chunk_map.cpp inverts random matrices with it in double).
+struct Tri2Task {
+  int i, j, k_first, k_last;
+};
+KDA_HOST_DEVICE int tri2_warps(int stage) { return stage == 1 ? 2 : 4; }
+KDA_HOST_DEVICE Tri2Task tri2_task(int stage, int w) {
+  if (stage == 1) return w == 0 ? Tri2Task{1, 0, 0, 0} : Tri2Task{3, 2, 2, 2};
+  const int i = 2 + w / 2, j = w % 2;
+  return stage == 2 ? Tri2Task{i, j, j, 1} : Tri2Task{i, j, 2, i};
+}
+
 // The state pass copies a [rows][cols] tile (a plane pair: 2 x 64 rows, or U's 64 rows) with `threads` threads in
 // 16-byte pieces of `piece` elements: thread tid owns column piece * (tid % per_row) and rows tid / per_row +
 // rows_per_pass * i for passes i = 0 .. rows / rows_per_pass - 1, so its row and column are fixed and each pass adds
