@@ -416,29 +416,6 @@ TEST(ChunkMap, DiagPairTasksCoverBlocksWithOneReduceScatterEach) {
   for (int n : seen) EXPECT_EQ(n, 1);
 }
 
-// Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), each once, on warps 0 .. 3 - s (Xs has a
-// 16 x 16 slot for each of the at most three), and reads only blocks of smaller distance (earlier rounds) and the
-// diagonal ones (round 0).
-TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {
-  std::vector<int> round_of(kSubBlocks * kSubBlocks, -1);
-  for (int I = 0; I < kSubBlocks; ++I) round_of[I * kSubBlocks + I] = 0;
-  for (int s = 1; s < kSubBlocks; ++s) {
-    ASSERT_LE(tri_round_blocks(s), 3);
-    for (int w = 0; w < tri_round_blocks(s); ++w) {
-      const TriBlock b = tri_block(s, w);
-      ASSERT_TRUE(b.I > b.J && b.J >= 0 && b.I < kSubBlocks && b.I - b.J == s);
-      for (int K = b.J; K < b.I; ++K) {  // X = sum_K A_IK T_KJ, then T_II X
-        const int dep = round_of[K * kSubBlocks + b.J];
-        EXPECT_TRUE(dep >= 0 && dep < s) << "T_" << K << b.J << " not ready in round " << s;
-      }
-      EXPECT_EQ(round_of[b.I * kSubBlocks + b.J], -1) << "block twice";
-      round_of[b.I * kSubBlocks + b.J] = s;
-    }
-  }
-  for (int I = 0; I < kSubBlocks; ++I)
-    for (int J = 0; J < kSubBlocks; ++J) EXPECT_EQ(round_of[I * kSubBlocks + J] >= 0, I >= J) << I << " " << J;
-}
-
 // S4's three stages (tri2_task) in double on the CPU, as the kernel runs them: round 0's diagonal blocks by
 // substitution, stage 1 T_ij = -T_ii sum_k A_ik T_kj, stage 2 X_ij = sum_k A_ik T_kj, stage 3 T_ij = -sum_k T_ik
 // X_kj; every block a task reads is written by an earlier stage, and T (I + A) = I for random strictly lower A.
