@@ -28,7 +28,8 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
                  |S_b| <= 96, no g > 0 and q, k are normalized, pairwise fp32 elsewhere) (default s3)
             tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32); or blocked-MODE: the
                  kernel's blocked form (diagonal 16 x 16 blocks by fp32 substitution, then rounds of
-                 X_IJ = sum_K A_IK T_KJ and T_IJ = -T_II X_IJ) with those block products in MODE
+                 X_IJ = sum_K A_IK T_KJ and T_IJ = -T_II X_IJ) with those block products in MODE; or stages-MODE:
+                 the kernel's since d5b4910 (the 2 x 2 block inverse twice, chunk_map.h tri2_task)
   phase 2:  ws   W S^T       in V_new = U - W S^T   (default bf16x3)
             qs   Qg S^T      in o                   (default bf16x3)
             av   A_qk V_new  in o                   (default bf16x3)
@@ -139,12 +140,12 @@ def parse_precision(spec):
     p = dict(DEFAULTS)
     for item in filter(None, (spec or "").split(",")):
         name, mode = item.split("=")
-        blocked = name == "tinv" and mode.startswith("blocked-") and mode[len("blocked-"):] in MODES
+        blocked = name == "tinv" and mode.split("-", 1)[0] in ("blocked", "stages") and mode.split("-", 1)[-1] in MODES
         s3 = name == "diag" and mode == "s3"
         if name not in p or (mode not in MODES and not blocked and not s3):
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
         if name == "tinv" and mode not in ("fp32", "fp64") and not blocked:
-            raise SystemExit(f"two_phase.py: {name} is fp32, fp64 or blocked-MODE")
+            raise SystemExit(f"two_phase.py: {name} is fp32, fp64, blocked-MODE or stages-MODE")
         p[name] = mode
     return p
 
@@ -307,8 +308,8 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True):
             Akk[ok, sl, sl] = np.where(strict, beta[ok][:, sl, None] * ak, F32(0))
             Ap[ok, sl, sl] = np.where(strict, ak, F32(0))
     # S4: T = (I + A_kk)^-1 by forward substitution.
-    if prec["tinv"].startswith("blocked-"):
-        mode = prec["tinv"][len("blocked-"):]
+    if prec["tinv"].startswith(("blocked-", "stages-")):
+        form, mode = prec["tinv"].split("-", 1)
         Tm = np.zeros((N, C, C), F32)
         for b in range(4):  # round 0: the diagonal blocks by forward substitution
             o = 16 * b
@@ -316,12 +317,24 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True):
                 Tm[:, o + r, o:o + 16] = -np.einsum("nj,njc->nc", Akk[:, o + r, o:o + r], Tm[:, o:o + r, o:o + 16],
                                                     dtype=F32)
                 Tm[:, o + r, o + r] = F32(1)
-        for sdist in range(1, 4):
-            for J in range(4 - sdist):
-                I = J + sdist
-                ri, cj = slice(16 * I, 16 * I + 16), slice(16 * J, 16 * J + 16)
-                Xb = prod(Akk[:, ri, 16 * J:16 * I], Tm[:, 16 * J:16 * I, cj], mode)
-                Tm[:, ri, cj] = -prod(Tm[:, ri, ri], Xb, mode)
+        def blk(i):
+            return slice(16 * i, 16 * i + 16)
+        if form == "blocked":  # the distance rounds: T_IJ for I - J = 1, 2, 3 in turn
+            for sdist in range(1, 4):
+                for J in range(4 - sdist):
+                    I = J + sdist
+                    Xb = prod(Akk[:, blk(I), 16 * J:16 * I], Tm[:, 16 * J:16 * I, blk(J)], mode)
+                    Tm[:, blk(I), blk(J)] = -prod(Tm[:, blk(I), blk(I)], Xb, mode)
+        else:  # the stages (chunk_map.h tri2_task): the 2 x 2 block inverse twice
+            for i, j in ((1, 0), (3, 2)):
+                Xb = prod(Akk[:, blk(i), blk(j)], Tm[:, blk(j), blk(j)], mode)
+                Tm[:, blk(i), blk(j)] = -prod(Tm[:, blk(i), blk(i)], Xb, mode)
+            Xs = {(i, j): prod(Akk[:, blk(i), 16 * j:32], Tm[:, 16 * j:32, blk(j)], mode)
+                  for i in (2, 3) for j in (0, 1)}
+            for i in (2, 3):
+                for j in (0, 1):
+                    Xcat = np.concatenate([Xs[(k, j)] for k in range(2, i + 1)], axis=1)
+                    Tm[:, blk(i), blk(j)] = -prod(Tm[:, blk(i), 32:16 * (i + 1)], Xcat, mode)
     elif prec["tinv"] == "fp64":
         A64 = Akk.astype(np.float64)
         T64 = np.zeros((N, C, C))

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -481,27 +482,87 @@ TEST(ChunkMap, DiagPairTasksCoverBlocksWithOneReduceScatterEach) {
   for (int n : seen) EXPECT_EQ(n, 1);
 }
 
-// Phase 1's S4 rounds: round s computes exactly the blocks (J + s, J), each once, on warps 0 .. 3 - s (Xs has a
-// 16 x 16 slot for each of the at most three), and reads only blocks of smaller distance (earlier rounds) and the
-// diagonal ones (round 0).
-TEST(ChunkMap, TriangularRoundsCoverTheStrictlyLowerBlocks) {
-  std::vector<int> round_of(kSubBlocks * kSubBlocks, -1);
-  for (int I = 0; I < kSubBlocks; ++I) round_of[I * kSubBlocks + I] = 0;
-  for (int s = 1; s < kSubBlocks; ++s) {
-    ASSERT_LE(tri_round_blocks(s), 3);
-    for (int w = 0; w < tri_round_blocks(s); ++w) {
-      const TriBlock b = tri_block(s, w);
-      ASSERT_TRUE(b.I > b.J && b.J >= 0 && b.I < kSubBlocks && b.I - b.J == s);
-      for (int K = b.J; K < b.I; ++K) {  // X = sum_K A_IK T_KJ, then T_II X
-        const int dep = round_of[K * kSubBlocks + b.J];
-        EXPECT_TRUE(dep >= 0 && dep < s) << "T_" << K << b.J << " not ready in round " << s;
-      }
-      EXPECT_EQ(round_of[b.I * kSubBlocks + b.J], -1) << "block twice";
-      round_of[b.I * kSubBlocks + b.J] = s;
+// S4's three stages (tri2_task) in double on the CPU, as the kernel runs them: round 0's diagonal blocks by
+// substitution, stage 1 T_ij = -T_ii sum_k A_ik T_kj, stage 2 X_ij = sum_k A_ik T_kj, stage 3 T_ij = -sum_k T_ik
+// X_kj; every block a task reads is written by an earlier stage, and T (I + A) = I for random strictly lower A.
+TEST(ChunkMap, BlockedInverseStagesInvertTheUnitLowerMatrix) {
+  constexpr int n = kSubBlocks * kSub;
+  std::mt19937_64 rng(20261201);
+  std::uniform_real_distribution<double> u(-0.5, 0.5);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<double> A(n * n, 0.0), T(n * n, 0.0), X(4 * kSub * kSub, 0.0);
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < r; ++c) A[r * n + c] = u(rng);
+    std::vector<int> ready(kSubBlocks * kSubBlocks, -1);  // stage that wrote T block (I, J)
+    for (int b = 0; b < kSubBlocks; ++b) {                // round 0
+      for (int c = kSub * b; c < kSub * (b + 1); ++c)
+        for (int r = c; r < kSub * (b + 1); ++r) {
+          double s = 0.0;
+          for (int j = c; j < r; ++j) s += A[r * n + j] * T[j * n + c];
+          T[r * n + c] = r == c ? 1.0 : -s;
+        }
+      ready[b * kSubBlocks + b] = 0;
     }
+    auto blk = [&](const std::vector<double>& M, int I, int K, int r, int c) {
+      return M[(kSub * I + r) * n + kSub * K + c];
+    };
+    std::vector<int> x_ready(4, -1);
+    for (int stage = 1; stage <= 3; ++stage) {
+      std::vector<std::pair<int, std::vector<double>>> out;  // written after every task of the stage has read
+      for (int w = 0; w < tri2_warps(stage); ++w) {
+        const Tri2Task t = tri2_task(stage, w);
+        std::vector<double> R(kSub * kSub, 0.0);
+        for (int k = t.k_first; k <= t.k_last; ++k) {
+          if (stage < 3) {
+            ASSERT_GE(ready[k * kSubBlocks + t.j], 0) << "stage " << stage << " reads T_" << k << t.j;
+            ASSERT_LT(ready[k * kSubBlocks + t.j], stage);
+          } else {
+            ASSERT_GE(ready[t.i * kSubBlocks + k], 0) << "stage 3 reads T_" << t.i << k;
+            ASSERT_EQ(x_ready[(k - 2) * 2 + t.j], 2);
+          }
+          for (int r = 0; r < kSub; ++r)
+            for (int c = 0; c < kSub; ++c)
+              for (int m = 0; m < kSub; ++m) {
+                const double* const x = X.data() + ((k - 2) * 2 + t.j) * kSub * kSub;
+                R[r * kSub + c] += stage < 3 ? blk(A, t.i, k, r, m) * blk(T, k, t.j, m, c)
+                                             : blk(T, t.i, k, r, m) * x[m * kSub + c];
+              }
+        }
+        if (stage == 1) {  // -T_ii R
+          std::vector<double> Q(kSub * kSub, 0.0);
+          for (int r = 0; r < kSub; ++r)
+            for (int c = 0; c < kSub; ++c)
+              for (int m = 0; m < kSub; ++m) Q[r * kSub + c] -= blk(T, t.i, t.i, r, m) * R[m * kSub + c];
+          R = Q;
+        } else if (stage == 3) {
+          for (double& v : R) v = -v;
+        }
+        out.push_back({stage == 2 ? w : t.i * kSubBlocks + t.j, R});
+      }
+      for (const auto& [slot, R] : out) {
+        if (stage == 2) {
+          std::copy(R.begin(), R.end(), X.begin() + slot * kSub * kSub);
+          x_ready[slot] = 2;
+          continue;
+        }
+        const int I = slot / kSubBlocks, J = slot % kSubBlocks;
+        ASSERT_EQ(ready[slot], -1) << "block twice";
+        ready[slot] = stage;
+        for (int r = 0; r < kSub; ++r)
+          for (int c = 0; c < kSub; ++c) T[(kSub * I + r) * n + kSub * J + c] = R[r * kSub + c];
+      }
+    }
+    for (int I = 0; I < kSubBlocks; ++I)
+      for (int J = 0; J < kSubBlocks; ++J) EXPECT_EQ(ready[I * kSubBlocks + J] >= 0, I >= J) << I << " " << J;
+    double worst = 0.0;
+    for (int r = 0; r < n; ++r)
+      for (int c = 0; c < n; ++c) {
+        double s = T[r * n + c];
+        for (int j = 0; j < n; ++j) s += T[r * n + j] * A[j * n + c];
+        worst = std::max(worst, std::abs(s - (r == c ? 1.0 : 0.0)));
+      }
+    EXPECT_LT(worst, 1e-9) << trial;
   }
-  for (int I = 0; I < kSubBlocks; ++I)
-    for (int J = 0; J < kSubBlocks; ++J) EXPECT_EQ(round_of[I * kSubBlocks + J] >= 0, I >= J) << I << " " << J;
 }
 
 // The state pass's tile copies (chunk_state.cu load_planes and U): every piece of every tile shape is copied by

@@ -206,14 +206,23 @@ struct ScanTask {
 };
 KDA_HOST_DEVICE ScanTask scan_task(int task, int K) { return ScanTask{task % K, task / K}; }
 
-// S4's blocked inversion of the unit lower triangular I + A_kk: round s (1 .. kSubBlocks - 1) computes the blocks
-// (I, J) = (J + s, J), J = 0 .. kSubBlocks - 1 - s, one warp each (warp J): X = sum_{J <= K < I} A_IK T_KJ, then
-// T_IJ = -T_II X. Its operands are blocks of distance < s (earlier rounds) and the diagonal T_II (round 0).
-struct TriBlock {
-  int I, J;
+// S4's off-diagonal blocks of T (kSubBlocks = 4) as the 2 x 2 block inverse applied twice, [[P, 0], [C, Q]]^-1 =
+// [[P^-1, 0], [-Q^-1 C P^-1, Q^-1]], in three stages after the diagonal blocks (round 0):
+//   stage 1 (2 warps): T_10 = -T_11 (A_10 T_00), T_32 = -T_33 (A_32 T_22)      the two 32 x 32 halves' inverses
+//   stage 2 (4 warps): X_ij = sum_{k = j .. 1} A_ik T_kj, i in {2, 3}, j in {0, 1}   X = A_BA T_A
+//   stage 3 (4 warps): T_ij = -sum_{k = 2 .. i} T_ik X_kj                          T_BA = -T_B X
+// A task is an output block (i, j) and the range of k it sums. Its dependent chain after round 0 is 4 + 4 + 4
+// k-steps of 8 at most, against 4 + 6 + 8 for the distance rounds it replaced (T_IJ for I - J = 1, 2, 3 in turn,
+// on 3, 2 and 1 warps); tests/cpu/test_chunk_map.cpp inverts random matrices with it in double.
+struct Tri2Task {
+  int i, j, k_first, k_last;
 };
-KDA_HOST_DEVICE int tri_round_blocks(int s) { return kSubBlocks - s; }
-KDA_HOST_DEVICE TriBlock tri_block(int s, int warp) { return TriBlock{warp + s, warp}; }
+KDA_HOST_DEVICE int tri2_warps(int stage) { return stage == 1 ? 2 : 4; }
+KDA_HOST_DEVICE Tri2Task tri2_task(int stage, int w) {
+  if (stage == 1) return w == 0 ? Tri2Task{1, 0, 0, 0} : Tri2Task{3, 2, 2, 2};
+  const int i = 2 + w / 2, j = w % 2;
+  return stage == 2 ? Tri2Task{i, j, j, 1} : Tri2Task{i, j, 2, i};
+}
 
 // The state pass copies a [rows][cols] tile (a plane pair: 2 x 64 rows, or U's 64 rows) with `threads` threads in
 // 16-byte pieces of `piece` elements: thread tid owns column piece * (tid % per_row) and rows tid / per_row +

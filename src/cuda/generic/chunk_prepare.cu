@@ -153,8 +153,8 @@ struct PrepLayout {
   static constexpr int kBias = kFac + 3 * K;  // [K]: dt_bias
   static constexpr int kBeta = kBias + K;     // [64]
   static constexpr int kBsum = kBeta + kC;    // [4][K]: S2's sub-block sums of g (log2 units)
-  static constexpr int kX = kBsum + 4 * K;    // [3][16 x 16]: S4's X = sum_K A_IK T_KJ, one slot a warp of a round
-  static constexpr int kFloats = kX + 3 * kSub * kSub;
+  static constexpr int kX = kBsum + 4 * K;    // [4][16 x 16]: S4's X blocks, one slot a warp of a stage
+  static constexpr int kFloats = kX + 4 * kSub * kSub;
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
 
@@ -684,20 +684,22 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
   // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
   // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
-  // Rounds s = 1 .. 3 (chunk_map.h tri_block): T_IJ = -T_II sum_{J <= K < I} A_IK T_KJ for I - J = s, which needs
-  // only blocks of distance < s, one warp per block on 3xTF32 mma.m16n8k8 (as S3): X = A_kk[I][J .. I - 1]
-  // T[J .. I - 1][J] (2 s k-steps), X through the warp's Xs slot (accumulator layout -> B operand), then T_II X
-  // (2 k-steps; T_II's upper triangle is round 0's zeros, its diagonal an exact 1). The old one-entry-a-thread
-  // form ran 16 s-long FMA chains with two shared loads per FMA, ~2.8 us of a CTA's ~34 (estimated); the CPU
-  // model matches fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2
-  // with single tf32 (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
-  // bench/results/2026-11-30-cpu-model-tinv-blocked.log).
-  // Warps 0-7 run round 0, then warps 0-2 rounds 1-3 (a round has at most kSubBlocks - 1 blocks), ordered among
-  // themselves by named barriers. Warps 8-15 meanwhile store A_qk (masked lower) to the workspace and, in a forward,
-  // do S5a's plane splits of X_K and X_V, which T does not enter: behind a CTA barrier per round they had waited with
-  // 8-15 of 16 warps idle, then split after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps;
-  // static SASS, session 13). One CTA barrier at the end.
-  constexpr int kRoundWarps = kSubBlocks - 1, kSplitThreads = kThreads - 256;  // warps 8-15
+  // Stages 1-3 (chunk_map.h tri2_task): the 2 x 2 block inverse twice, T_10 and T_32 (stage 1: -T_ii (A_ij T_jj)),
+  // X = A_BA T_A (stage 2, four blocks) and T_BA = -T_B X (stage 3, four blocks), each block a warp on 3xTF32
+  // mma.m16n8k8 (as S3), X through shared-memory slots (accumulator layout -> B operand); T_ii's upper triangle is
+  // round 0's zeros, its diagonal an exact 1. Their chain is 4 + 4 + 4 k-steps of 8 at most; the distance rounds it
+  // replaces (T_IJ for I - J = 1, 2, 3 in turn) were 4 + 6 + 8 on 3, 2 and 1 warps while the CTA's other warps
+  // waited (ncu, session 20: S4 ~14% of phase 1's stall samples, the barrier after it 6.5%). The old one-entry-a-
+  // thread form ran 16 s-long FMA chains with two shared loads per FMA; the CPU model of the distance rounds matches
+  // fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2 with single tf32
+  // (scripts/models/two_phase.py --precision tinv=blocked-3xtf32, bench/results/2026-11-30-cpu-model-tinv-blocked.log);
+  // the stages sum the same 3xTF32 products in another association.
+  // Warps 0-7 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers. Warps 8-15
+  // meanwhile store A_qk (masked lower) to the workspace and, in a forward, do S5a's plane splits of X_K and X_V,
+  // which T does not enter: behind a CTA barrier per round they had waited with 8-15 of 16 warps idle, then split
+  // after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps; static SASS, session 13). One
+  // CTA barrier at the end.
+  constexpr int kStageWarps = 4, kSplitThreads = kThreads - 256;  // stages 1-3 on warps 0-3; splits on 8-15
   bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
   // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
   // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
@@ -722,62 +724,64 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       __syncwarp();
     }
-    named_barrier(1, 256);  // round 0's diagonal blocks of T, for rounds 1-3
-    if (warp < kRoundWarps) {
+    named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
+    // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
+    // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
+    // 16 k_first .. 16 (k_last + 1) - 1, N's rows through `brow` (T's column block j, or stage 2's X slots).
+    auto block_sum = [&](const float* M, int i, int k_first, int k_last, auto brow, float (&acc)[2][4]) {
+      const int r0 = kSub * i + grp;
 #pragma unroll 1
-      for (int s = 1; s < kSubBlocks; ++s) {
-        if (warp < tri_round_blocks(s)) {
-          const TriBlock tb = tri_block(s, warp);
-          const int r0 = kSub * tb.I + grp, r1 = r0 + 8;
-          // Rows past the chunk's length: A_IK = 0, so X = 0 and T_IJ = -0, the bits the products would give.
-          float t[2][4] = {};
-          if (kSub * tb.I < L) {
-            float x[2][4] = {};
-#pragma unroll 1
-            for (int ks = 2 * tb.J; ks < 2 * tb.I; ++ks) {  // k-steps of 8 over the columns of blocks J .. I - 1
-              const int c0 = 8 * ks + tig, c1 = c0 + 4;
-              uint32_t ah[4], al[4];
-              split_a(Akk, PA, r0, c0, ah, al);
+      for (int ks = 2 * k_first; ks < 2 * (k_last + 1); ++ks) {
+        const int c0 = 8 * ks + tig, c1 = c0 + 4;
+        uint32_t ah[4], al[4];
+        split_a(M, PA, r0, c0, ah, al);
 #pragma unroll
-              for (int nt = 0; nt < 2; ++nt) {
-                const int n = kSub * tb.J + 8 * nt + grp;
-                uint32_t bh[2], bl[2];
-                split(Tm[c0 * PA + n], bh[0], bl[0]);
-                split(Tm[c1 * PA + n], bh[1], bl[1]);
-                mma3(x[nt], ah, al, bh, bl);
-              }
-            }
-            float* const Xw = Xs + kSub * kSub * warp;  // [16][16], this warp's
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-              const int col = 8 * nt + 2 * tig;
-              *reinterpret_cast<float2*>(Xw + grp * kSub + col) = make_float2(x[nt][0], x[nt][1]);
-              *reinterpret_cast<float2*>(Xw + (grp + 8) * kSub + col) = make_float2(x[nt][2], x[nt][3]);
-            }
-            __syncwarp();
-#pragma unroll
-            for (int ks = 0; ks < 2; ++ks) {
-              const int c0 = 8 * ks + tig, c1 = c0 + 4;  // columns of T_II, rows of X
-              uint32_t ah[4], al[4];
-              split_a(Tm + kSub * tb.I, PA, r0, c0, ah, al);
-#pragma unroll
-              for (int nt = 0; nt < 2; ++nt) {
-                uint32_t bh[2], bl[2];
-                split(Xw[c0 * kSub + 8 * nt + grp], bh[0], bl[0]);
-                split(Xw[c1 * kSub + 8 * nt + grp], bh[1], bl[1]);
-                mma3(t[nt], ah, al, bh, bl);
-              }
-            }
-          }
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const int col = kSub * tb.J + 8 * nt + 2 * tig;
-            *reinterpret_cast<float2*>(Tm + r0 * PA + col) = make_float2(-t[nt][0], -t[nt][1]);
-            *reinterpret_cast<float2*>(Tm + r1 * PA + col) = make_float2(-t[nt][2], -t[nt][3]);
-          }
+        for (int nt = 0; nt < 2; ++nt) {
+          uint32_t bh[2], bl[2];
+          split(brow(c0)[8 * nt + grp], bh[0], bl[0]);
+          split(brow(c1)[8 * nt + grp], bh[1], bl[1]);
+          mma3(acc[nt], ah, al, bh, bl);
         }
-        named_barrier(2, 32 * kRoundWarps);
       }
+    };
+    // An accumulator pair as the [16][16] block at dst (pitch `pitch`), negated or not.
+    auto put = [&](float* dst, int pitch, const float (&acc)[2][4], float sign) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col = 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(dst + grp * pitch + col) = make_float2(sign * acc[nt][0], sign * acc[nt][1]);
+        *reinterpret_cast<float2*>(dst + (grp + 8) * pitch + col) = make_float2(sign * acc[nt][2], sign * acc[nt][3]);
+      }
+    };
+    if (warp < kStageWarps) {
+      // Rows past the chunk's length: A_ik = 0 there, so X = 0 and T_ij = -0, the bits the products would give.
+      if (warp < tri2_warps(1)) {  // stage 1: T_ij = -T_ii (A_ij T_jj)
+        const Tri2Task t = tri2_task(1, warp);
+        float x[2][4] = {}, y[2][4] = {};
+        float* const Xw = Xs + kSub * kSub * warp;
+        if (kSub * t.i < L) {
+          block_sum(Akk, t.i, t.k_first, t.k_last, [&](int c) { return Tm + c * PA + kSub * t.j; }, x);
+          put(Xw, kSub, x, 1.0f);
+          __syncwarp();
+          block_sum(Tm, t.i, t.i, t.i, [&](int c) { return Xw + (c - kSub * t.i) * kSub; }, y);
+        }
+        put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
+      }
+      named_barrier(2, 32 * kStageWarps);
+      const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
+      float x[2][4] = {};
+      if (kSub * t2.i < L)
+        block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
+      put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
+      named_barrier(2, 32 * kStageWarps);
+      const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
+      float y[2][4] = {};
+      if (kSub * t3.i < L)
+        block_sum(Tm, t3.i, t3.k_first, t3.k_last, [&](int c) {
+          const int k = c / kSub;
+          return Xs + kSub * kSub * (2 * (k - 2) + t3.j) + (c - kSub * k) * kSub;
+        }, y);
+      put(Tm + kSub * t3.i * PA + kSub * t3.j, PA, y, -1.0f);
     }
   } else {
     __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
