@@ -785,9 +785,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     }
   } else {
     __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
-    for (int e = tid - 256; e < kC * kC; e += kThreads - 256) {
-      const int r = e / kC, cc = e % kC;
-      store_split1(Aqk_g, kC * kC, e, cc <= r ? Aqk[r * PA + cc] : 0.0f);
+    // Four entries a thread and step (8-byte stores a plane; one element each was 32 2-byte stores a thread).
+    for (int e = 4 * (tid - 256); e < kC * kC; e += 4 * (kThreads - 256)) {
+      const int r = e / kC, c0 = e % kC;
+      float x[4];
+      lds_vec<4>(Aqk + r * PA + c0, x);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[i] = c0 + i <= r ? x[i] : 0.0f;
+      store_split4(Aqk_g, kC * kC, e, x);
     }
     if (!kWide) {
       const int st = tid - (kThreads - kSplitThreads);
