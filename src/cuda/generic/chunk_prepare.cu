@@ -159,34 +159,9 @@ struct PrepLayout {
 };
 
 // S5's epilogue, shared by both precisions: a warp's accumulators of [W | U] (16-column groups nq, nq + 8, ...; the
-// m16n8 C fragment rows r0 = 16 m + grp and r1 = r0 + 8, columns 2 tig, +1 of each n-tile) straight to the
-// workspace: W as bf16 hi / lo planes (the state pass's operand), U in fp32.
-template <int K, int V, int kMaxGroups>
-__device__ __forceinline__ void store_wu(const float (&acc)[kMaxGroups][2][4], int nq, int r0, int tig,
-                                         __nv_bfloat16* W_g, float* U_g) {
-  constexpr int kGroups = (K + V) / 16;
-  const int r1 = r0 + 8;
-#pragma unroll
-  for (int gi = 0; gi < kMaxGroups; ++gi) {
-    const int g = nq + 8 * gi;
-    if (g >= kGroups) break;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int col = 16 * g + 8 * nt + 2 * tig;
-      const float* a = acc[gi][nt];
-      if (col < K) {
-        store_split2(W_g, kC * K, r0 * K + col, a[0], a[1]);
-        store_split2(W_g, kC * K, r1 * K + col, a[2], a[3]);
-      } else {
-        *reinterpret_cast<float2*>(U_g + r0 * V + col - K) = make_float2(a[0], a[1]);
-        *reinterpret_cast<float2*>(U_g + r1 * V + col - K) = make_float2(a[2], a[3]);
-      }
-    }
-  }
-}
-
-// store_wu's values into shared memory instead (chunk_map.h wu_stage_w / wu_stage_u: W's planes at a pitch of
-// wpitch floats, U at upitch; the bank-conflict-free pitches are checked on the CPU), for the row copies of S5c.
+// m16n8 C fragment rows r0 = 16 m + grp and r1 = r0 + 8, columns 2 tig, +1 of each n-tile) into the stage that S5c
+// copies to the workspace (chunk_map.h wu_stage_w / wu_stage_u): W as bf16 hi / lo planes (the state pass's
+// operand) at a pitch of wpitch floats, U in fp32 at upitch (the pitches' bank-conflict freedom is CPU-tested).
 template <int K, int V, int kMaxGroups>
 __device__ __forceinline__ void stage_wu(const float (&acc)[kMaxGroups][2][4], int nq, int r0, int tig,
                                          unsigned char* w_stage, unsigned char* u_stage, int wpitch, int upitch) {
@@ -814,6 +789,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // carry W and U's rounding through T^T twice more, and with bf16x3 here near-identical keys at beta = 2 failed
   // backward-full (bench/LEDGER.md, session 8). A plain forward keeps bf16x3: its outputs and states pass every
   // probe at <= 0.03 of their bounds with it, and 3xTF32 costs the forward ~130 us (4.4%) at h64-fixed.
+  constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
+  const int pair = warp & 1, nq = warp >> 1;
+  __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
+  float* const U_g = tile + tl.U();
+  // [W | U] leaves through a stage (S5c): W's planes over the A_qk and T buffers, U over beta v's: 2 kC rows of 4 PA
+  // bytes, kC rows of 4 PV. A_qk went to the workspace in S4; in the bf16x3 branch T and beta v were split into
+  // planes elsewhere before S5b, in the 3xTF32 one the stage waits for the products to have read them.
+  static_assert(Ly::kT == Ly::kAqk + kC * PA && 2 * K <= 4 * PA && V <= PV, "[W | U]'s stage fits its buffers");
+  unsigned char* const w_stage = reinterpret_cast<unsigned char*>(Aqk);
+  unsigned char* const u_stage = reinterpret_cast<unsigned char*>(Vb);
   if constexpr (kWide) {
     // 3xTF32, operands split as they are loaded (as S3). In the CPU model (scripts/models/
     // chunk_backward_rounding.py --precision wu=...) bf16x3 here was the largest of the chunked backward's errors on
@@ -821,7 +806,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // S5a: X_K = exp(Gamma) K diag(beta) in place over Kr (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t); X_V = beta v is
     // Vb. S5b: warp = (row-block pair, column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is
     // lower triangular: 2 m + 2 k-steps of 8 for row block m), 16-column groups nq, nq + 8, ... of [W | U] (a group
-    // lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, stored straight from the accumulators. Bank use: T (pitch
+    // lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, then staged. Bank use: T (pitch
     // 68) and X_V (pitch V + 8) fragments are conflict-free, X_K (pitch K + 4) 2-way.
     for_row_quads<K>(tid, [&](int r, int c, int) {
       float x[4], pre[4];
@@ -839,15 +824,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       });
     }
     __syncthreads();
-    constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
-    const int pair = warp & 1, nq = warp >> 1;
-    __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
-    float* const U_g = tile + tl.U();
-#pragma unroll 1
+    // Both row blocks' accumulators are held (109 registers, was 116) until every warp's products have read
+    // T, X_K and X_V, whose buffers the stage then takes.
+    float acc2[2][kMaxGroups][2][4] = {};
+#pragma unroll
     for (int mi = 0; mi < 2; ++mi) {
       const int m = mi == 0 ? pair : 3 - pair;
       const int r0 = 16 * m + grp;
-      float acc[kMaxGroups][2][4] = {};
+      float (&acc)[kMaxGroups][2][4] = acc2[mi];
       // Row blocks past the chunk's length: T's rows there are unit rows (A_kk's rows are zero) against zero rows of
       // X, so [W | U] is +0 there; no products, the zero accumulators stored.
 #pragma unroll 1
@@ -872,31 +856,26 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           }
         }
       }
-      store_wu<K, V>(acc, nq, r0, tig, W_g, U_g);
     }
+    __syncthreads();
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+      stage_wu<K, V>(acc2[mi], nq, 16 * (mi == 0 ? pair : 3 - pair) + grp, tig, w_stage, u_stage, PA, PV);
   } else {
     // bf16x3 (chunk_common.cuh). S5a: both operands split once into hi / lo bf16 planes, swizzled (mma_layout.h)
     // so they fit, unpadded, in buffers S3 / S4 left free: T [64][64] where A_kk was, X_K = exp(Gamma) K diag(beta)
     // [64][K] where Qr was (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t, Kr in place in Ks), then X_V = beta v [64][V] over
     // Kr and Ksuf (contiguous; 256 V bytes <= 512 (K + 4) for K, V in {64, 128}). S5b: warp = (row-block pair,
     // column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is lower triangular: m + 1 k-steps
-    // of 16 for row block m), 16-column groups nq, nq + 8, ... of [W | U]; ldmatrix + mma.m16n8k16, stored straight
-    // from the accumulators. Nothing is saved for a backward here (kWide is false exactly when keep is empty).
+    // of 16 for row block m), 16-column groups nq, nq + 8, ... of [W | U]; ldmatrix + mma.m16n8k16, staged as it
+    // goes. Nothing is saved for a backward here (kWide is false exactly when keep is empty).
     static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
     static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
     bf16* const Tp = reinterpret_cast<bf16*>(Akk);
     split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});  // X_K, X_V: split during S4 (above)
     __syncthreads();
-    constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
-    const int pair = warp & 1, nq = warp >> 1;
     const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
-    __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
-    float* const U_g = tile + tl.U();
-    // The stage: W's planes over the A_qk and T buffers (A_qk went to the workspace in S4, T was split into Tp
-    // above), U over beta v's (split into X_V's planes in S4): 2 kC rows of 4 PA bytes, kC rows of 4 PV.
-    static_assert(Ly::kT == Ly::kAqk + kC * PA && 2 * K <= 4 * PA, "W's stage spans the A_qk and T buffers");
-    unsigned char* const w_stage = reinterpret_cast<unsigned char*>(Aqk);
-    unsigned char* const u_stage = reinterpret_cast<unsigned char*>(Vb);
+    // Staged as it goes: the stage's buffers are not the products' operands here (below).
 #pragma unroll 1
     for (int mi = 0; mi < 2; ++mi) {
       const int m = mi == 0 ? pair : 3 - pair;
@@ -925,34 +904,34 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       }
       stage_wu<K, V>(acc, nq, r0, tig, w_stage, u_stage, PA, PV);
     }
-    // S5c: the staged rows to the tile. On sm_90 one bulk copy a row (3 kC of them, a thread each), asynchronous:
-    // a thread waits only until its row is read out of shared memory, so the CTA's exit no longer waits for ~64 KB
-    // of scattered 4- and 8-byte stores to drain (ncu, session 20: S5's stores and the exit's drain were ~14% of
-    // this kernel's stall samples, with one CTA per SM and nothing to overlap them). Elsewhere 16-byte vectors.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
-    __syncthreads();
-    if (tid < 3 * kC) {
-      const WuRowCopy rc = wu_row_copy(tid, K, V, PA, PV);
-      cute::SM90_BULK_COPY_S2G::copy((rc.to_u ? u_stage : w_stage) + rc.src,
-                                     (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
-                                              : reinterpret_cast<unsigned char*>(W_g)) + rc.dst,
-                                     rc.bytes);
-      cute::tma_store_arrive();
-      cute::tma_store_wait<0>();
-    }
-#else
-    __syncthreads();
-    for (int i = warp; i < 3 * kC; i += kThreads / 32) {
-      const WuRowCopy rc = wu_row_copy(i, K, V, PA, PV);
-      const unsigned char* const src = (rc.to_u ? u_stage : w_stage) + rc.src;
-      unsigned char* const dst = (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
-                                          : reinterpret_cast<unsigned char*>(W_g)) + rc.dst;
-      for (int j = 16 * lane; j < rc.bytes; j += 16 * 32)
-        *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
-    }
-#endif
   }
+  // S5c: the staged rows to the tile. On sm_90 one bulk copy a row (3 kC of them), asynchronous: the issuing lane
+  // waits only until its rows are read out of shared memory, so the CTA's exit no longer waits for ~64 KB of
+  // scattered 4- and 8-byte stores to drain (ncu, session 20: S5's stores and the exit's drain were ~14% of
+  // this kernel's stall samples, with one CTA per SM and nothing to overlap them). Elsewhere 16-byte vectors.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
+  __syncthreads();
+  if (tid < 3 * kC) {
+    const WuRowCopy rc = wu_row_copy(tid, K, V, PA, PV);
+    cute::SM90_BULK_COPY_S2G::copy((rc.to_u ? u_stage : w_stage) + rc.src,
+                                   (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
+                                            : reinterpret_cast<unsigned char*>(W_g)) + rc.dst,
+                                   rc.bytes);
+    cute::tma_store_arrive();
+    cute::tma_store_wait<0>();
+  }
+#else
+  __syncthreads();
+  for (int i = warp; i < 3 * kC; i += kThreads / 32) {
+    const WuRowCopy rc = wu_row_copy(i, K, V, PA, PV);
+    const unsigned char* const src = (rc.to_u ? u_stage : w_stage) + rc.src;
+    unsigned char* const dst = (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
+                                        : reinterpret_cast<unsigned char*>(W_g)) + rc.dst;
+    for (int j = 16 * lane; j < rc.bytes; j += 16 * 32)
+      *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
+  }
+#endif
 }
 
 template <int K, int V, bool kWide>
