@@ -18,7 +18,8 @@
 // Shared memory, CuTe's GMMA layouts (state_wgmma.cuh ReverseWgmmaTypes; every access through the CuTe tensors): W
 // and Qg stored [t][d], viewed (d, t) MN-major in two key halves; Kd [t][d] K-major; dS (v, d) K-major in two value
 // halves; A_qk stored [r][t], viewed (t, r) MN-major; dO' (v, t) MN-major and again in two value halves (64-byte
-// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; two mbarriers: 197,136 bytes, one CTA per SM.
+// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; dS's fp32 stage for the workspace; two
+// mbarriers: 231,952 bytes, one CTA per SM.
 // Barriers and the L2 prefetch as chunk_reverse.cu. The tiles are copied by TMA, one thread's boxes a group
 // ({Kd, A_qk} for step A, {Qg, W, decay} for step B; each plane half a box in the image of its GMMA layout, as
 // state_wgmma.cu) completing on the group's mbarrier; every thread's plane stores are published to the async proxy
@@ -57,9 +58,13 @@ struct WgmmaReverseLayout {
   static constexpr size_t kW = 0, kQ = kW + 4 * kPlane64;  // hi / lo x two key halves
   static constexpr size_t kKd = kQ + 4 * kPlane64, kS = kKd + 4 * kPlane64, kA = kS + 4 * kPlane64;
   static constexpr size_t kO = kA + 2 * kPlane64, kO32 = kO + 2 * kPlane64, kU = kO32 + 2 * kPlane64;
-  static constexpr size_t kDec = kU + 2 * kPlane64, kBar = kDec + 4 * kK;  // mbarriers: step A's tiles, step B's
-  static constexpr size_t kBytes = kBar + 2 * sizeof(uint64_t);
-  static_assert(kPlane64 % 1024 == 0 && kBytes == 197136, "GMMA planes and TMA boxes: 1 KB aligned");
+  // dS's fp32 stage for the workspace, [64 v][kDsPitch]: rows 16-byte aligned for the bulk copies, and a pitch of
+  // 136 floats puts a half-warp's 8-byte accumulator writes (rows grp, columns 2 tig) on distinct banks.
+  static constexpr int kDsPitch = kK + 8;
+  static constexpr size_t kDec = kU + 2 * kPlane64, kDs = kDec + 4 * kK, kBar = kDs + 4 * kBV * kDsPitch;
+  static constexpr size_t kBytes = kBar + 2 * sizeof(uint64_t);  // mbarriers: step A's tiles, step B's
+  static_assert(kPlane64 % 1024 == 0 && kDs % 16 == 0 && kBytes == 231952, "GMMA planes and TMA boxes: 1 KB aligned");
+  static_assert(kBytes <= 227 * 1024, "one CTA an SM: the opt-in shared memory of sm_90");
 };
 
 __global__ void __launch_bounds__(kThreads, 1)
@@ -204,12 +209,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (ci > first)
       prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, kBV, vt, vtiles, tid);
 
-    // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
+    // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K], through its stage: one bulk copy a row
+    // after step A's barrier. Stored straight from the accumulators (8-byte pieces scattered over 64 rows) they held
+    // 18% of this pass's stall samples, 73% of those on the store queue (ncu, session 20).
     {
-      float* const ds = dsend_g + ((ci * p.HV + hv) * V + v0) * kK + 64 * wg;
+      float* const st = reinterpret_cast<float*>(sb + Ly::kDs) + 64 * wg;
       CUTE_UNROLL
       for (int i = 0; i < size(dS); i += 2)
-        *reinterpret_cast<float2*>(ds + get<0>(cS(i)) * kK + get<1>(cS(i))) = make_float2(dS(i), dS(i + 1));
+        *reinterpret_cast<float2*>(st + get<0>(cS(i)) * Ly::kDsPitch + get<1>(cS(i))) = make_float2(dS(i), dS(i + 1));
     }
     // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
     // t).
@@ -228,7 +235,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.
     land_and_publish(0, ci);
-    __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step
+    __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step; dS's stage
+    if (tid < kBV) {  // dS's row tid of this V tile (its stage read back by the end of step B: tma_store_wait)
+      cute::SM90_BULK_COPY_S2G::copy(sb + Ly::kDs + 4 * tid * Ly::kDsPitch,
+                                     dsend_g + ((ci * p.HV + hv) * V + v0 + tid) * kK, 4 * kK);
+      cute::tma_store_arrive();
+    }
     {
       clear(accU);
       sm90::wgmma_bf16x3(mma_uo, thr_uo, mn64(sb, Ly::kA), mn64(sb, Ly::kA + P),
@@ -265,6 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                          mn64(sb, half(Ly::kW, 1, wg)), dS);
       store_state_planes(sb);
     }
+    if (tid < kBV) cute::tma_store_wait<0>();  // dS's stage read out: the next chunk may rewrite it
     __syncthreads();  // Qg, W, decay, dO' and -dU free; the new dS planes written
     load_b(sb, ci - 1);
   }
