@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Prepared in session 21 for session 22's second device call (~400 s): m22 (main + dred + wtma, e952f4e; merged without
-# conflicts, CPU tests pass) checked with fresh seeds, then beside FLA in one process: the six prefill workloads, the
+# Prepared in session 21 for session 22's second device call (~400 s): m22 (main + dred + wtma + rec, 7ebb84b; merged
+# without conflicts, CPU tests pass) checked with fresh seeds, then beside FLA in one process: the six prefill workloads, the
 # training step, the decode batch sweep (s20_l3_prepared.sh runs prefill and train; the decode part here).
-# Use it if both of s22_l1's changes win; otherwise build the merge of the winners and run it with BUILD=name.
+# Use it if s22_l1's three changes win; otherwise build the merge of the winners and run it with BUILD=name.
 # Run as: BUILD=m22 OUT=$OUT bash .carry/lease/s22_l2_prepared.sh   with carry [".carry/lease",
 # ".carry/ab/m22.tar.xz", ".carry/ab/m22.COMMIT", ".whl", ".carry/triton.tgz"].
 set -uo pipefail
