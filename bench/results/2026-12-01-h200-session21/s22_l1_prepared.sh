@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 21 for session 22's first device call (~540 s): three changes, each alone on main (97d49b7),
-# checked and timed against m21 (743d672, main's kernels: main differs in docs only).
+# Prepared in session 21 for session 22's first device call (~420 s): two changes, each alone on main (97d49b7),
+# checked and timed against m21 (743d672, main's kernels: main differs in docs only); their training steps and two
+# backward changes are s22_l2_prepared.sh's, the merge beside FLA s22_l3_prepared.sh's.
 # dred (branch dred, 581092d): the sm_90 decode kernel's consumers reduce their 8 rows by halving (9 shuffles, not 8
 #   butterflies' 40; S k_hat's sums gathered back with 8 more) and read their tile's (n, hv, row0) from words the
 #   producer stages (no 64-bit division a tile). ncu (session 21, H32 B256): consumers paced the kernel (update 18%,
@@ -12,19 +13,15 @@
 #   of the prepare kernel's stall samples). Predicted h64-fixed -30..-80 us, h96 -45..-120; train backward -20..-60
 #   (the recompute's prepare); bit-identical (the same values to the same tile bytes: its verifier lines must equal
 #   m21's but the timing).
-# rec (branch rec, 44aa35b): the backward's recompute runs the forward's launches (launch_forward_phases): at
-#   h96-fixed the partial last wave's overlap (the forward's pdl) instead of a 32-column mma.sync tail. Predicted
-#   train-h96-fixed backward -150..-250 us; train-h64 and every backward-quick case launch what they did (their lines
-#   must equal m21's in session 21's call3/checks.tgz but the timing).
 # Run as: OUT=$OUT bash .carry/lease/s22_l1_prepared.sh   with carry [".carry/lease", ".carry/ab/m21.tar.xz",
-# ".carry/ab/dred.tar.xz", ".carry/ab/wtma.tar.xz", ".carry/ab/rec.tar.xz"].
+# ".carry/ab/dred.tar.xz", ".carry/ab/wtma.tar.xz"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l1.log") 2>&1
 date -u
 W=$(mktemp -d)
 source scripts/lease_lib.sh
-lease_unpack m21 dred wtma rec
+lease_unpack m21 dred wtma
 SF=14035002217949444255 SB=15368221980386543344
 F='Wgmma*:Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*:Backends/CudaBackwardDeterminism.*'
 pids=()
@@ -33,7 +30,6 @@ lease_run verify-bwdq-wtma wtma 2 200 ./kda-verify --suite backward-quick --impl
 lease_run tests-wtma wtma 2 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!)
 lease_run verify-dec-dred dred 4 200 ./kda-verify --suite decode-full --impl cuda-generic & pids+=($!)
 lease_run tests-dec-dred dred 2 200 ./kda_gpu_tests --gtest_filter='*Decode*' & pids+=($!)
-lease_run verify-bwdq-rec rec 2 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
@@ -41,24 +37,15 @@ date -u
 if grep -q "0 failed" "$W/verify-dec-dred.log" && grep -q "PASSED" "$W/tests-dec-dred.log" &&
   ! grep -q "FAILED" "$W/tests-dec-dred.log"; then
   mkdir -p "$OUT/dec"
-  OUT=$OUT/dec timeout 90 bash scripts/gpu_ab.sh --builds m21,dred --impl cuda-generic --rounds 2 \
+  OUT=$OUT/dec timeout 100 bash scripts/gpu_ab.sh --builds m21,dred --impl cuda-generic --rounds 2 \
     --workload decode-h32-b32 --workload decode-h32-b128 --workload decode-h32-b256 --workload decode-h12-b128 \
     --workload decode-h32-b32-bf16 --workload decode-h32-b1
   echo "gpu_ab decode rc=$?"; date -u
 fi
-if grep -q "39 passed, 0 failed" "$W/verify-full-wtma.log" && grep -q "21 passed, 0 failed" "$W/verify-bwdq-wtma.log"; then
+if grep -q "39 passed, 0 failed" "$W/verify-full-wtma.log" &&
+  grep -q "21 passed, 0 failed" "$W/verify-bwdq-wtma.log"; then
   mkdir -p "$OUT/pre"
-  OUT=$OUT/pre timeout 80 bash scripts/gpu_ab.sh --builds m21,wtma --impl cuda-generic --rounds 2 \
+  OUT=$OUT/pre timeout 100 bash scripts/gpu_ab.sh --builds m21,wtma --impl cuda-generic --rounds 2 \
     --workload h64-fixed --workload h96-uniform --workload h64-mixed
   echo "gpu_ab prefill rc=$?"; date -u
-  mkdir -p "$OUT/train"
-  OUT=$OUT/train timeout 80 bash scripts/gpu_ab.sh --builds m21,wtma --impl cuda-generic --rounds 1 \
-    --workload train-h64-fixed
-  echo "gpu_ab train rc=$?"; date -u
-fi
-if grep -q "21 passed, 0 failed" "$W/verify-bwdq-rec.log"; then
-  mkdir -p "$OUT/train96"
-  OUT=$OUT/train96 timeout 110 bash scripts/gpu_ab.sh --builds m21,rec --impl cuda-generic --rounds 1 \
-    --workload train-h96-fixed
-  echo "gpu_ab train96 rc=$?"; date -u
 fi

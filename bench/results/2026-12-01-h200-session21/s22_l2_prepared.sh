@@ -1,35 +1,44 @@
 #!/usr/bin/env bash
-# Prepared in session 21 for session 22's second device call (~400 s): m22 (main + dred + wtma + rec, 7ebb84b; merged
-# without conflicts, CPU tests pass) checked with fresh seeds, then beside FLA in one process: the six prefill workloads, the
-# training step, the decode batch sweep (s20_l3_prepared.sh runs prefill and train; the decode part here).
-# Use it if s22_l1's three changes win; otherwise build the merge of the winners and run it with BUILD=name.
-# Run as: BUILD=m22 OUT=$OUT bash .carry/lease/s22_l2_prepared.sh   with carry [".carry/lease",
-# ".carry/ab/m22.tar.xz", ".carry/ab/m22.COMMIT", ".whl", ".carry/triton.tgz"].
+# Prepared in session 21 for session 22's second device call (~450 s): the training step. wtma's (s22_l1) effect on
+# the backward's recompute, and two backward changes, each alone on main, checked and timed against m21.
+# rec (branch rec, 44aa35b): the backward's recompute runs the forward's launches (launch_forward_phases): at
+#   h96-fixed the partial last state-pass wave's overlap (session 21's pdl) instead of a 32-column mma.sync tail.
+#   Predicted train-h96-fixed backward -150..-250 us; h64 and every backward-quick case launch what they did (their
+#   lines must equal m21's, session 21's call3/checks.tgz verify-bwdq.log, but the timing).
+# recsave (branch recsave, 70c127f): the recompute's state pass copies no Qg / A_qk (no output) and its chain writes
+#   the saves (chunk-start states, V_new) into those free buffers as fp32 TMA boxes, stored by the idle output
+#   warpgroup with TMA; the chain stored 48 KB a chunk itself (recompute pass 729 us against the forward's 444).
+#   Predicted train-h64-fixed backward -150..-280 us; bit-identical (the same values to the same bytes).
+# Run as: OUT=$OUT bash .carry/lease/s22_l2_prepared.sh   with carry [".carry/lease", ".carry/ab/m21.tar.xz",
+# ".carry/ab/wtma.tar.xz", ".carry/ab/rec.tar.xz", ".carry/ab/recsave.tar.xz"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-m22}
 exec > >(tee "$OUT/l2.log") 2>&1
 date -u
 W=$(mktemp -d)
 source scripts/lease_lib.sh
-lease_unpack "$BUILD"
+lease_unpack m21 wtma rec recsave
+SB=15368221980386543344
+F='Cases/CudaHopperBackward.*:Backends/CudaBackwardDeterminism.*:Wgmma*'
 pids=()
-lease_run verify-full "$BUILD" 6 240 ./kda-verify --suite full --impl cuda-generic & pids+=($!)
-lease_run verify-bwdq "$BUILD" 2 200 ./kda-verify --suite backward-quick --impl cuda-generic & pids+=($!)
-lease_run verify-dec "$BUILD" 4 200 ./kda-verify --suite decode-full --impl cuda-generic & pids+=($!)
+for b in rec recsave; do
+  lease_run verify-bwdq-$b $b 2 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
+  lease_run tests-$b $b 2 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!)
+done
+lease_run verify-bwdq-fresh-recsave recsave 2 200 ./kda-verify --suite backward-quick --impl cuda-generic & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
-grep -hE "FAILED|FAIL |seed|kda-verify:" "$W"/*.log | head -20
+grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
-grep -q "39 passed, 0 failed" "$W/verify-full.log" && grep -q "21 passed, 0 failed" "$W/verify-bwdq.log" ||
-  { echo "$BUILD failed its checks: not timed"; exit 0; }
-mkdir -p "$OUT/peers"
-BUILD=$BUILD OUT=$OUT/peers timeout 330 bash .carry/lease/s20_l3_prepared.sh
-# The decode sweep beside FLA (bench_torch.py --part decode), FLA from the wheels s20_l3_prepared.sh installed.
-R=$PWD
-PYTHONUNBUFFERED=1 KDA_TORCH_LIBRARY=/tmp/ab/$BUILD/libkda_torch.so PYTHONPATH="/tmp/site:$R/python" \
-  TRITON_CACHE_DIR=/tmp/kda-triton-cache timeout 120 python3 scripts/bench_torch.py --part decode \
-  --commit "$(cat .carry/ab/$BUILD.COMMIT)" --json "$OUT/peers/peers_decode.json" > "$OUT/peers/peers_decode.log" 2>&1
-echo "decode rc=$?"
-grep -E " / |median" "$OUT/peers/peers_decode.log" | head -30
-(cd "$OUT/peers" && tar -czf "$OUT/peers.tgz" l3.log peers_* && mv triton.tgz.part-* "$OUT/" && cd .. && rm -rf peers)
-ls "$OUT"; date -u
+date -u
+tr=m21,wtma
+grep -q "21 passed, 0 failed" "$W/verify-bwdq-recsave.log" && grep -q "21 passed, 0 failed" \
+  "$W/verify-bwdq-fresh-recsave.log" && tr=$tr,recsave
+mkdir -p "$OUT/train"
+OUT=$OUT/train timeout 130 bash scripts/gpu_ab.sh --builds $tr --impl cuda-generic --rounds 1 --workload train-h64-fixed
+echo "gpu_ab train rc=$?"; date -u
+if grep -q "21 passed, 0 failed" "$W/verify-bwdq-rec.log"; then
+  mkdir -p "$OUT/train96"
+  OUT=$OUT/train96 timeout 130 bash scripts/gpu_ab.sh --builds m21,rec --impl cuda-generic --rounds 1 \
+    --workload train-h96-fixed
+  echo "gpu_ab train96 rc=$?"; date -u
+fi
