@@ -42,8 +42,8 @@ if grep -q "0 failed" "$W/verify-dec-dred.log" && grep -q "PASSED" "$W/tests-dec
     --workload decode-h32-b32-bf16 --workload decode-h32-b1
   echo "gpu_ab decode rc=$?"; date -u
 fi
-if grep -q "39 passed, 0 failed" "$W/verify-full-wtma.log" &&
-  grep -q "21 passed, 0 failed" "$W/verify-bwdq-wtma.log"; then
+if grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-full-wtma.log" &&
+  grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-wtma.log"; then
   mkdir -p "$OUT/pre"
   OUT=$OUT/pre timeout 100 bash scripts/gpu_ab.sh --builds m21,wtma --impl cuda-generic --rounds 2 \
     --workload h64-fixed --workload h96-uniform --workload h64-mixed

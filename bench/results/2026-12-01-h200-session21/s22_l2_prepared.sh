@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 21 for session 22's second device call (~450 s): the training step. wtma's (s22_l1) effect on
+# Prepared in session 21 for session 22's second device call (~520 s): the training step. wtma's (s22_l1) effect on
 # the backward's recompute, and two backward changes, each alone on main, checked and timed against m21.
 # rec (branch rec, 44aa35b): the backward's recompute runs the forward's launches (launch_forward_phases): at
 #   h96-fixed the partial last state-pass wave's overlap (session 21's pdl) instead of a 32-column mma.sync tail.
@@ -9,19 +9,24 @@
 #   the saves (chunk-start states, V_new) into those free buffers as fp32 TMA boxes, stored by the idle output
 #   warpgroup with TMA; the chain stored 48 KB a chunk itself (recompute pass 729 us against the forward's 444).
 #   Predicted train-h64-fixed backward -150..-280 us; bit-identical (the same values to the same bytes).
+# revov (branch revov, ac7f8cd): the reverse pass's partial last wave (h96-fixed: 30 heads) runs last with the other
+#   heads' products kernel beside it (programmatic dependent launch), instead of a 32-column mma.sync tail. Predicted
+#   train-h96-fixed backward -250..-500 us; h64 and backward-quick launch what they did (bit-identical).
+# The h96 paths of rec and revov: kda-bench's train-h96-fixed gradients (verified before timing) and m22's
+#   backward-full case one_sequence_96_heads_k128 (s22_l3).
 # Run as: OUT=$OUT bash .carry/lease/s22_l2_prepared.sh   with carry [".carry/lease", ".carry/ab/m21.tar.xz",
-# ".carry/ab/wtma.tar.xz", ".carry/ab/rec.tar.xz", ".carry/ab/recsave.tar.xz"].
+# ".carry/ab/wtma.tar.xz", ".carry/ab/rec.tar.xz", ".carry/ab/recsave.tar.xz", ".carry/ab/revov.tar.xz"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 exec > >(tee "$OUT/l2.log") 2>&1
 date -u
 W=$(mktemp -d)
 source scripts/lease_lib.sh
-lease_unpack m21 wtma rec recsave
+lease_unpack m21 wtma rec recsave revov
 SB=15368221980386543344
 F='Cases/CudaHopperBackward.*:Backends/CudaBackwardDeterminism.*:Wgmma*'
 pids=()
-for b in rec recsave; do
+for b in rec recsave revov; do
   lease_run verify-bwdq-$b $b 2 200 ./kda-verify --suite backward-quick --impl cuda-generic --seed $SB & pids+=($!)
   lease_run tests-$b $b 2 200 ./kda_gpu_tests --gtest_filter="$F" & pids+=($!)
 done
@@ -31,14 +36,16 @@ grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
 tr=m21,wtma
-grep -q "21 passed, 0 failed" "$W/verify-bwdq-recsave.log" && grep -q "21 passed, 0 failed" \
-  "$W/verify-bwdq-fresh-recsave.log" && tr=$tr,recsave
+grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-recsave.log" &&
+  grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-fresh-recsave.log" && tr=$tr,recsave
 mkdir -p "$OUT/train"
-OUT=$OUT/train timeout 130 bash scripts/gpu_ab.sh --builds $tr --impl cuda-generic --rounds 1 --workload train-h64-fixed
+OUT=$OUT/train timeout 120 bash scripts/gpu_ab.sh --builds $tr --impl cuda-generic --rounds 1 --workload train-h64-fixed
 echo "gpu_ab train rc=$?"; date -u
-if grep -q "21 passed, 0 failed" "$W/verify-bwdq-rec.log"; then
+t96=m21
+for b in rec revov; do grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-$b.log" && t96=$t96,$b; done
+if [ "$t96" != m21 ]; then
   mkdir -p "$OUT/train96"
-  OUT=$OUT/train96 timeout 130 bash scripts/gpu_ab.sh --builds m21,rec --impl cuda-generic --rounds 1 \
+  OUT=$OUT/train96 timeout 170 bash scripts/gpu_ab.sh --builds $t96 --impl cuda-generic --rounds 1 \
     --workload train-h96-fixed
   echo "gpu_ab train96 rc=$?"; date -u
 fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Prepared in session 21 for session 22's third device call (~400 s): m22 (main + dred + wtma + rec + recsave,
-# 7da3d31; merged without conflicts, CPU tests pass) checked with fresh seeds, then beside FLA in one process: the
+# Prepared in session 21 for session 22's third device call (~400 s): m22 (main + dred + wtma + rec + recsave + revov,
+# de61157; merged without conflicts, CPU tests pass) checked with fresh seeds, then beside FLA in one process: the
 # six prefill workloads, the training step, the decode batch sweep (s20_l3_prepared.sh runs prefill and train; the
 # decode part here).
-# Use it if the four changes of s22_l1 and s22_l2 win; otherwise build the merge of the winners and run it with
+# Use it if the five changes of s22_l1 and s22_l2 win; otherwise build the merge of the winners and run it with
 # BUILD=name.
 # Run as: BUILD=m22 OUT=$OUT bash .carry/lease/s22_l3_prepared.sh   with carry [".carry/lease",
 # ".carry/ab/m22.tar.xz", ".carry/ab/m22.COMMIT", ".whl", ".carry/triton.tgz"].
@@ -19,10 +19,13 @@ pids=()
 lease_run verify-full "$BUILD" 6 240 ./kda-verify --suite full --impl cuda-generic & pids+=($!)
 lease_run verify-bwdq "$BUILD" 2 200 ./kda-verify --suite backward-quick --impl cuda-generic & pids+=($!)
 lease_run verify-dec "$BUILD" 4 200 ./kda-verify --suite decode-full --impl cuda-generic & pids+=($!)
+lease_run verify-bwd96 "$BUILD" 2 200 ./kda-verify --suite backward-full --filter one_sequence_96 --impl cuda-generic \
+  & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|FAIL |seed|kda-verify:" "$W"/*.log | head -20
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
-grep -q "39 passed, 0 failed" "$W/verify-full.log" && grep -q "21 passed, 0 failed" "$W/verify-bwdq.log" ||
+ok() { grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/$1.log"; }
+ok verify-full && ok verify-bwdq && ok verify-bwd96 ||
   { echo "$BUILD failed its checks: not timed"; exit 0; }
 mkdir -p "$OUT/peers"
 BUILD=$BUILD OUT=$OUT/peers timeout 330 bash .carry/lease/s20_l3_prepared.sh
