@@ -34,8 +34,8 @@ wait "${pids[@]}"  # never a bare wait (the tee above)
 grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
 (cd "$W" && tar -czf "$OUT/checks.tgz" .)
 date -u
-if grep -q "0 failed" "$W/verify-dec-dred.log" && grep -q "PASSED" "$W/tests-dec-dred.log" &&
-  ! grep -q "FAILED" "$W/tests-dec-dred.log"; then
+if grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-dec-dred.log" &&
+  grep -q "PASSED" "$W/tests-dec-dred.log" && ! grep -q "FAILED" "$W/tests-dec-dred.log"; then
   mkdir -p "$OUT/dec"
   OUT=$OUT/dec timeout 100 bash scripts/gpu_ab.sh --builds m21,dred --impl cuda-generic --rounds 2 \
     --workload decode-h32-b32 --workload decode-h32-b128 --workload decode-h32-b256 --workload decode-h12-b128 \
