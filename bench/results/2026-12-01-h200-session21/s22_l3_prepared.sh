@@ -3,8 +3,8 @@
 # de61157; merged without conflicts, CPU tests pass) checked with fresh seeds, then beside FLA in one process: the
 # six prefill workloads, the training step, the decode batch sweep (s20_l3_prepared.sh runs prefill and train; the
 # decode part here).
-# Use it if the five changes of s22_l1 and s22_l2 win; otherwise build the merge of the winners and run it with
-# BUILD=name.
+# Use it if its five changes win (dred4, s22_l1, is not in it); otherwise build the merge of the winners and run it
+# with BUILD=name.
 # Run as: BUILD=m22 OUT=$OUT bash .carry/lease/s22_l3_prepared.sh   with carry [".carry/lease",
 # ".carry/ab/m22.tar.xz", ".carry/ab/m22.COMMIT", ".whl", ".carry/triton.tgz"].
 set -uo pipefail
