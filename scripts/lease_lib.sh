@@ -1,6 +1,25 @@
 # lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
-# bench/results): unpack build archives, run checks in parallel each under its own timeout, and print an ncu summary
-# of one kernel launch. Source it from the repository root with W set to a scratch folder for the logs.
+# bench/results): start a call's log, unpack build archives, run checks in parallel each under its own timeout, archive
+# their logs, and print an ncu summary of one kernel launch. Source it from the repository root; lease_begin sets W,
+# the scratch folder for the logs (a script that does not call it sets W itself).
+
+# lease_begin NAME: everything the script prints from here on also to $OUT/NAME.log; the time; W a fresh folder.
+# (Never a bare `wait` after it: it would wait for the tee too.)
+lease_begin() {
+  exec > >(tee "$OUT/$1.log") 2>&1
+  date -u
+  W=$(mktemp -d)
+}
+
+# lease_checks_done: after the checks' waits, their failures and seeds printed and their logs in $OUT/checks.tgz.
+lease_checks_done() {
+  grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
+  (cd "$W" && tar -czf "$OUT/checks.tgz" .)
+  date -u
+}
+
+# lease_passed NAME: whether kda-verify's summary line in $W/NAME.log has no failure.
+lease_passed() { grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/$1.log"; }
 
 # lease_unpack NAME...: .carry/ab/NAME.tar.xz (scripts/gpu_build.sh's archive) into /tmp/ab/NAME.
 lease_unpack() {

@@ -461,10 +461,10 @@ std::vector<BackwardCase> backward_cases(const CaseSpec& work, const CaseSpec& p
     s.cu_dtype = KDA_DTYPE_INT64;
   });
   // One sequence over more value heads than one wave of the 64-column wgmma state and reverse passes holds at
-  // K = V = 128 (96 heads: 192 CTAs on the H200's 132 SMs): the recompute and the reverse pass overlap their
-  // partial last wave with other heads' work (forward_chunked.cu, backward_chunked.cu). Three chunks keep the float64
-  // oracle at a few seconds; full only (the quick suite runs in CI on the CPU, where the overlap does not exist,
-  // ten times over in the verifier's own tests).
+  // K = V = 128 (96 heads: 192 CTAs on the H200's 132 SMs): the shape whose last wave the launch plans treat apart
+  // (chunk_map.h plan_state_pass's 32-column tail, overlap_first_heads), which the other backward cases never reach.
+  // Three chunks keep the float64 oracle at a few seconds; full only (the quick suite runs in CI on the CPU, where
+  // no such plan exists, ten times over in the verifier's own tests).
   if (full_size)
     add("layout", probe, "one_sequence_96_heads_k128", [](BackwardCase&, CaseSpec& s) {
       s.seqlens.clear();

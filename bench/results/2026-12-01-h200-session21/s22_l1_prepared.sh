@@ -20,10 +20,8 @@
 # ".carry/ab/dred.tar.xz", ".carry/ab/dred4.tar.xz", ".carry/ab/wtma.tar.xz"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-exec > >(tee "$OUT/l1.log") 2>&1
-date -u
-W=$(mktemp -d)
 source scripts/lease_lib.sh
+lease_begin l1
 lease_unpack m21 dred dred4 wtma
 SF=14035002217949444255 SB=15368221980386543344
 F='Wgmma*:Own/CudaHopper.*:Cases/CudaHopperBackward.*:CudaBehaviour.*:Backends/CudaBackwardDeterminism.*'
@@ -36,12 +34,10 @@ lease_run tests-dec-dred dred 2 200 ./kda_gpu_tests --gtest_filter='*Decode*' & 
 lease_run verify-dec-dred4 dred4 2 200 ./kda-verify --suite decode-full --impl cuda-generic & pids+=($!)
 lease_run tests-dec-dred4 dred4 1 200 ./kda_gpu_tests --gtest_filter='*Decode*' & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
-grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
-(cd "$W" && tar -czf "$OUT/checks.tgz" .)
-date -u
+lease_checks_done
 dec=m21
 for b in dred dred4; do
-  grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-dec-$b.log" && grep -q "PASSED" "$W/tests-dec-$b.log" &&
+  lease_passed verify-dec-$b && grep -q "PASSED" "$W/tests-dec-$b.log" &&
     ! grep -q "FAILED" "$W/tests-dec-$b.log" && dec=$dec,$b
 done
 if [ "$dec" != m21 ]; then
@@ -51,8 +47,7 @@ if [ "$dec" != m21 ]; then
     --workload decode-h32-b32-bf16 --workload decode-h32-b1
   echo "gpu_ab decode rc=$?"; date -u
 fi
-if grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-full-wtma.log" &&
-  grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-wtma.log"; then
+if lease_passed verify-full-wtma && lease_passed verify-bwdq-wtma; then
   mkdir -p "$OUT/pre"
   OUT=$OUT/pre timeout 100 bash scripts/gpu_ab.sh --builds m21,wtma --impl cuda-generic --rounds 2 \
     --workload h64-fixed --workload h96-uniform --workload h64-mixed

@@ -18,10 +18,8 @@
 # ".carry/ab/wtma.tar.xz", ".carry/ab/rec.tar.xz", ".carry/ab/recsave.tar.xz", ".carry/ab/revov.tar.xz"].
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-exec > >(tee "$OUT/l2.log") 2>&1
-date -u
-W=$(mktemp -d)
 source scripts/lease_lib.sh
+lease_begin l2
 lease_unpack m21 wtma rec recsave revov
 SB=15368221980386543344
 F='Cases/CudaHopperBackward.*:Backends/CudaBackwardDeterminism.*:Wgmma*'
@@ -32,17 +30,14 @@ for b in rec recsave revov; do
 done
 lease_run verify-bwdq-fresh-recsave recsave 2 200 ./kda-verify --suite backward-quick --impl cuda-generic & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
-grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
-(cd "$W" && tar -czf "$OUT/checks.tgz" .)
-date -u
+lease_checks_done
 tr=m21,wtma
-grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-recsave.log" &&
-  grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-fresh-recsave.log" && tr=$tr,recsave
+lease_passed verify-bwdq-recsave && lease_passed verify-bwdq-fresh-recsave && tr=$tr,recsave
 mkdir -p "$OUT/train"
 OUT=$OUT/train timeout 120 bash scripts/gpu_ab.sh --builds $tr --impl cuda-generic --rounds 1 --workload train-h64-fixed
 echo "gpu_ab train rc=$?"; date -u
 t96=m21
-for b in rec revov; do grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/verify-bwdq-$b.log" && t96=$t96,$b; done
+for b in rec revov; do lease_passed verify-bwdq-$b && t96=$t96,$b; done
 if [ "$t96" != m21 ]; then
   mkdir -p "$OUT/train96"
   OUT=$OUT/train96 timeout 170 bash scripts/gpu_ab.sh --builds $t96 --impl cuda-generic --rounds 1 \

@@ -10,10 +10,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-m22}
-exec > >(tee "$OUT/l3.log") 2>&1
-date -u
-W=$(mktemp -d)
 source scripts/lease_lib.sh
+lease_begin l3
 lease_unpack "$BUILD"
 pids=()
 lease_run verify-full "$BUILD" 6 240 ./kda-verify --suite full --impl cuda-generic & pids+=($!)
@@ -22,10 +20,8 @@ lease_run verify-dec "$BUILD" 4 200 ./kda-verify --suite decode-full --impl cuda
 lease_run verify-bwd96 "$BUILD" 2 200 ./kda-verify --suite backward-full --filter one_sequence_96 --impl cuda-generic \
   & pids+=($!)
 wait "${pids[@]}"  # never a bare wait (the tee above)
-grep -hE "FAILED|FAIL |seed|kda-verify:" "$W"/*.log | head -20
-(cd "$W" && tar -czf "$OUT/checks.tgz" .)
-ok() { grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/$1.log"; }
-ok verify-full && ok verify-bwdq && ok verify-bwd96 ||
+lease_checks_done
+lease_passed verify-full && lease_passed verify-bwdq && lease_passed verify-bwd96 ||
   { echo "$BUILD failed its checks: not timed"; exit 0; }
 mkdir -p "$OUT/peers"
 BUILD=$BUILD OUT=$OUT/peers timeout 330 bash .carry/lease/s20_l3_prepared.sh
