@@ -35,12 +35,14 @@
 // l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is one contiguous 4 W * 32-byte line
 // (no bank conflicts) and its global row store is coalesced. Row sums: 8 independent full-warp xor reductions.
 //
-// Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
-// SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
-// H200's rate (~32 KB of traffic per SM); at T = 4, 4 x (16 + 6.7) KB: 2 CTAs per SM. Registers: consumers hold 8 W
-// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 128 / 115 / 128 at
-// K = 64 / 128 / 256, no spills; the consumers count their tiles with a 32-bit index, a 64-bit one spilled at K = 256;
-// the producer's unit loads, all in flight at once, take K = 64 from 93 to 128, inside the bound).
+// Budget (fp32, K = 128, 3 stages): shared memory 3 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 54 KB: 4 CTAs
+// per SM (218 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at
+// the H200's rate (~32 KB of traffic per SM), and 16 consumer warps; at T = 4, 3 x (16 + 6.7) KB: 3 CTAs per SM; a
+// unit is 2 tiles (a divisor of a head's 4, at most the ring's 3). Elsewhere 4 (K = 128, bf16), 8 (K = 64) or 2
+// (K = 256) stages at 3 CTAs per SM. Registers: consumers hold 8 W state floats + 3 W vector floats per lane; bounded
+// at 102 (4 CTAs) or 136 (3 CTAs) (ptxas, sm_90a: 95 at fp32 K = 128, 117-128 elsewhere, no spills; the consumers
+// count their tiles with a 32-bit index, a 64-bit one spilled at K = 256; the producer's unit loads, all in flight at
+// once, take K = 64 from 93 to 128, inside the bound).
 // One producer unit costs about a global round trip plus the staging's ~1.5 us of dependent instructions, ~3-4 us
 // for 64 KB at K = V = 128: ~18 KB per us per CTA, 54 B/ns per SM with 3 CTAs, 3.5x the ~15 B/ns of reads 90% of the
 // copy rate needs.
@@ -81,9 +83,6 @@ namespace {
 using bulk::kRows;
 constexpr int kConsumerWarps = 4;               // 8 rows each
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
-// Three CTAs per SM (the shared-memory budget at K = 128, T = 1): at most 136 registers a thread. Unbounded, ptxas
-// took 163 at K = 128 once the kernel took T > 1 (the producer's token loop).
-constexpr int kMinCtas = 3;
 
 constexpr int kMaxTokens = 4;  // tokens per sequence the kernel takes (decode, speculative verify of up to 3 drafts)
 // A stage's int64 words beside its tile: the read slot, each token's write slot, then the tile's sequence, value head
@@ -95,7 +94,13 @@ template <int K, typename P>
 struct BulkTile {
   static constexpr int W = K / 32;                              // columns per lane
   static constexpr int kTileElems = kRows * K;                  // pool elements of a tile
-  static constexpr int kStages = K >= 256 ? 2 : K >= 128 ? 4 : 8;  // ~64 KB of tiles per CTA
+  // fp32 tiles at K = 128 (the serving case): 3 stages a CTA and 4 CTAs an SM (~54 KB each at T = 1, at most 102
+  // registers: 16 consumer warps an SM, where 4 stages at 3 CTAs gave 12; ncu, session 21: the consumers, not the
+  // copies, pace the kernel). Elsewhere ~64 KB of tiles a CTA and 3 CTAs an SM (at most 136 registers; unbounded,
+  // ptxas took 163 at K = 128 once the kernel took T > 1).
+  static constexpr bool kFour = K == 128 && sizeof(P) == 4;
+  static constexpr int kStages = kFour ? 3 : K >= 256 ? 2 : K >= 128 ? 4 : 8;
+  static constexpr int kMinCtas = kFour ? 4 : 3;
   static constexpr int kTokFloats = 3 * K + kRows + 4;          // per token: q_hat, k_hat, alpha, v, beta (+ pad)
   static constexpr size_t kTileBytes = sizeof(P) * kTileElems;
   // Shared memory: [kStages][kTileElems] tiles, [kStages][T][kTokFloats] vectors, [kStages][kSlots] int64 words (the
@@ -198,7 +203,7 @@ struct HalvingRowSums {
 #endif
 
 template <int K, typename P>
-__global__ void __launch_bounds__(kThreads, kMinCtas)
+__global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
     decode_bulk_kernel(const DecodeParams p, int per_unit, int64_t units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tl = BulkTile<K, P>;
