@@ -206,14 +206,25 @@ __device__ __forceinline__ void store_conv_state(const TensorView& cs, int64_t w
     store_out(const_cast<void*>(cs.data), cs.dtype, ws * cs.stride[0] + ch * cs.stride[1] + j * cs.stride[2], s[j]);
 }
 
+// The default row sums: each row's own 5-step butterfly over the warp (R independent reductions, 5 R shuffles).
+struct ButterflyRowSums {
+  template <int R>
+  __device__ __forceinline__ void operator()(float (&x)[R]) const {
+#pragma unroll
+    for (int r = 0; r < R; ++r) x[r] = group_sum<32>(x[r]);
+  }
+};
+
 // One token's update of R state rows held by a warp, lane l owning W channels of each (alpha, k_hat, q_hat: the
 // lane's channels of the token's vectors): per row S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, the
-// reference's order; the row sums of S k_hat reduced over the warp with the R reductions interleaved. v_of(r) gives
-// row r's v where it is used (a caller converting raw bits there holds R fewer registers across the reductions).
+// reference's order; the row sums of S k_hat reduced over the warp by row_sums (every lane gets every row's sum; by
+// default R interleaved butterflies). v_of(r) gives row r's v where it is used (a caller converting raw bits there
+// holds R fewer registers across the reductions).
 // Leaves in qdot[r] this lane's part of row r's S q_hat (the caller stores the state, then reduces them).
-template <int R, int W, typename VOf>
+template <int R, int W, typename VOf, typename RowSums = ButterflyRowSums>
 __device__ __forceinline__ void update_rows(float (&st)[R][W], const float (&al)[W], const float (&kh)[W],
-                                            const float (&qh)[W], VOf&& v_of, float beta, float (&qdot)[R]) {
+                                            const float (&qh)[W], VOf&& v_of, float beta, float (&qdot)[R],
+                                            RowSums&& row_sums = RowSums{}) {
   float dot[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -225,8 +236,7 @@ __device__ __forceinline__ void update_rows(float (&st)[R][W], const float (&al)
     }
     dot[r] = acc;
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r) dot[r] = group_sum<32>(dot[r]);
+  row_sums(dot);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const float u = beta * (v_of(r) - dot[r]);

@@ -39,13 +39,15 @@ TEST(DecodeBulkPlan, UnitsCoverEveryRowBlockOnce) {
         const Unit u = unit_of(unit, HV, V, per);
         for (int j = 0; j < per; ++j) by_unit.emplace_back(u.n, u.hv, u.row0 + j * kRows);
       }
-      for (int i = 0;; ++i) {
+      // The consumers run cta_tiles tiles, tile i being tile i % per of the CTA's unit i / per.
+      const int tiles = cta_tiles(cta, ctas, units, per);
+      for (int i = 0; i < tiles; ++i) {
         const int64_t unit = cta_unit(cta, ctas, i / per);
-        if (unit >= units) break;
+        ASSERT_LT(unit, units);
         const Unit u = unit_of(unit, HV, V, per);
         by_count.emplace_back(u.n, u.hv, u.row0 + (i % per) * kRows);
       }
-      ASSERT_EQ(by_unit, by_count);
+      ASSERT_GE(cta_unit(cta, ctas, tiles / per), units);  // and not one unit more      ASSERT_EQ(by_unit, by_count);
       for (const auto& [n, hv, row0] : by_unit) {
         ASSERT_TRUE(n >= 0 && n < N && hv >= 0 && hv < HV && row0 >= 0 && row0 < V);
         ASSERT_EQ(row0 % kRows, 0);
@@ -186,6 +188,51 @@ std::string replay(int stages, int per_unit, int64_t units_of_cta, double paddin
       read[c][i] = true;
       empty[s].arrive();
       ++cons_i[c];
+    }
+  }
+}
+
+// The consumers' halving row sums (decode_bulk.cu halving_row_sum) run here on 32 simulated lanes, step for step as
+// the kernel runs them (a shuffle reads the partner's value from before the step): every lane must end with the sum of
+// the row halving_row_of_lane names, over all 32 lanes, and halving_lane_of_row must name a lane holding that row.
+TEST(DecodeBulkPlan, HalvingRowSumsGiveEachLaneItsRow) {
+  constexpr int R = kHalvingRows;
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> small(-1000, 1000);
+  for (int round = 0; round < 20; ++round) {
+    // Integer-valued partials: every order of the additions gives the same float, so the test checks the lane map.
+    double part[32][R], x[32][R];
+    for (auto& lane : part)
+      for (double& v : lane) v = small(rng);
+    for (int l = 0; l < 32; ++l)
+      for (int r = 0; r < R; ++r) x[l][r] = part[l][r];
+    for (int h = R / 2, mask = 16; h >= 1; h /= 2, mask /= 2) {
+      double before[32][R];
+      std::copy(&x[0][0], &x[0][0] + 32 * R, &before[0][0]);
+      for (int l = 0; l < 32; ++l) {
+        const bool upper = (l & mask) != 0;
+        const bool partner_upper = ((l ^ mask) & mask) != 0;
+        for (int i = 0; i < h; ++i) {
+          const double sent = partner_upper ? before[l ^ mask][i] : before[l ^ mask][i + h];
+          x[l][i] = (upper ? before[l][i + h] : before[l][i]) + sent;
+        }
+      }
+    }
+    for (int mask : {2, 1}) {
+      double before[32];
+      for (int l = 0; l < 32; ++l) before[l] = x[l][0];
+      for (int l = 0; l < 32; ++l) x[l][0] = before[l] + before[l ^ mask];
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int r = halving_row_of_lane(l);
+      ASSERT_TRUE(r >= 0 && r < R);
+      double want = 0;
+      for (int m = 0; m < 32; ++m) want += part[m][r];
+      ASSERT_EQ(x[l][0], want) << "lane " << l << " row " << r;
+    }
+    for (int r = 0; r < R; ++r) {
+      ASSERT_EQ(halving_row_of_lane(halving_lane_of_row(r)), r);
+      ASSERT_EQ(halving_lane_of_row(r) & 3, 0);  // the lane that stores row r's output
     }
   }
 }

@@ -17,9 +17,13 @@
 // tile's stage to be free (empty barrier) and lane 0 arms the stage's full barrier with the tile's bytes and issues the
 // bulk copy; then all 32 lanes stage, once per unit, what the updates need besides the state (q_hat and k_hat by
 // warp-shuffle L2 norms, alpha = exp(gate), beta) into each of the unit's stages, with that tile's rows of v and the
-// slots; each lane arrives on each stage's full barrier after its own stores. Warps 0-3, the consumers: per tile, wait
-// for the full barrier, copy their 8 rows of the tile and their lanes' columns of q_hat / k_hat / alpha into registers,
-// release the stage (empty barrier, one arrival per warp), then update and store straight from registers.
+// slots (lane 0 also the tile's sequence, head and first row); each lane arrives on each stage's full barrier after its
+// own stores. Warps 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows of the tile and their
+// lanes' columns of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one arrival per warp), then
+// update and store straight from registers. Their row sums (S k_hat, S q_hat) halve the rows at each shuffle step
+// (halving_row_sum: 9 shuffles for a warp's 8 rows, not 8 butterflies' 40; ncu session 21 at H32 B256 put 17% of the
+// kernel's stall samples on the output's butterflies and 18% on the update, the full-barrier wait only 10%: the
+// consumers, not the copies, paced it).
 //
 // Measured (bench/LEDGER.md, session 11): the first version staged per tile, not per unit, and ran at 60-66% of the
 // copy rate at B >= 128, slower than the portable kernel (H32 B512 844 against 683 us): the producer warp's serial
@@ -31,12 +35,14 @@
 // l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is one contiguous 4 W * 32-byte line
 // (no bank conflicts) and its global row store is coalesced. Row sums: 8 independent full-warp xor reductions.
 //
-// Budget (K = 128, 4 stages): shared memory 4 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 71 KB: 3 CTAs per
-// SM (213 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at the
-// H200's rate (~32 KB of traffic per SM); at T = 4, 4 x (16 + 6.7) KB: 2 CTAs per SM. Registers: consumers hold 8 W
-// state floats + 3 W vector floats per lane; bounded at 136 for 3 CTAs per SM (ptxas, sm_90a: 128 / 115 / 128 at
-// K = 64 / 128 / 256, no spills; the consumers count their tiles with a 32-bit index, a 64-bit one spilled at K = 256;
-// the producer's unit loads, all in flight at once, take K = 64 from 93 to 128, inside the bound).
+// Budget (fp32, K = 128, 3 stages): shared memory 3 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 54 KB: 4 CTAs
+// per SM (218 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at
+// the H200's rate (~32 KB of traffic per SM), and 16 consumer warps; at T = 4, 3 x (16 + 6.7) KB: 3 CTAs per SM; a
+// unit is 2 tiles (a divisor of a head's 4, at most the ring's 3). Elsewhere 4 (K = 128, bf16), 8 (K = 64) or 2
+// (K = 256) stages at 3 CTAs per SM. Registers: consumers hold 8 W state floats + 3 W vector floats per lane; bounded
+// at 102 (4 CTAs) or 136 (3 CTAs) (ptxas, sm_90a: 95 at fp32 K = 128, 117-128 elsewhere, no spills; the consumers
+// count their tiles with a 32-bit index, a 64-bit one spilled at K = 256; the producer's unit loads, all in flight at
+// once, take K = 64 from 93 to 128, inside the bound).
 // One producer unit costs about a global round trip plus the staging's ~1.5 us of dependent instructions, ~3-4 us
 // for 64 KB at K = V = 128: ~18 KB per us per CTA, 54 B/ns per SM with 3 CTAs, 3.5x the ~15 B/ns of reads 90% of the
 // copy rate needs.
@@ -77,24 +83,31 @@ namespace {
 using bulk::kRows;
 constexpr int kConsumerWarps = 4;               // 8 rows each
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
-// Three CTAs per SM (the shared-memory budget at K = 128, T = 1): at most 136 registers a thread. Unbounded, ptxas
-// took 163 at K = 128 once the kernel took T > 1 (the producer's token loop).
-constexpr int kMinCtas = 3;
 
 constexpr int kMaxTokens = 4;  // tokens per sequence the kernel takes (decode, speculative verify of up to 3 drafts)
+// A stage's int64 words beside its tile: the read slot, each token's write slot, then the tile's sequence, value head
+// and first row, staged by the producer so the consumers divide nothing (bulk::unit_of's 64-bit divisions, run per
+// tile by every consumer warp, were ~10% of the kernel's stall samples at H32 B256, ncu session 21).
+enum SlotWord : int { kTileN = 1 + kMaxTokens, kTileHv, kTileRow0, kSlots };
 
 template <int K, typename P>
 struct BulkTile {
   static constexpr int W = K / 32;                              // columns per lane
   static constexpr int kTileElems = kRows * K;                  // pool elements of a tile
-  static constexpr int kStages = K >= 256 ? 2 : K >= 128 ? 4 : 8;  // ~64 KB of tiles per CTA
+  // fp32 tiles at K = 128 (the serving case): 3 stages a CTA and 4 CTAs an SM (~54 KB each at T = 1, at most 102
+  // registers: 16 consumer warps an SM, where 4 stages at 3 CTAs gave 12; ncu, session 21: the consumers, not the
+  // copies, pace the kernel). Elsewhere ~64 KB of tiles a CTA and 3 CTAs an SM (at most 136 registers; unbounded,
+  // ptxas took 163 at K = 128 once the kernel took T > 1).
+  static constexpr bool kFour = K == 128 && sizeof(P) == 4;
+  static constexpr int kStages = kFour ? 3 : K >= 256 ? 2 : K >= 128 ? 4 : 8;
+  static constexpr int kMinCtas = kFour ? 4 : 3;
   static constexpr int kTokFloats = 3 * K + kRows + 4;          // per token: q_hat, k_hat, alpha, v, beta (+ pad)
   static constexpr size_t kTileBytes = sizeof(P) * kTileElems;
-  // Shared memory: [kStages][kTileElems] tiles, [kStages][T][kTokFloats] vectors, [kStages][1 + kMaxTokens] slots
-  // (int64: the read slot, then each token's write slot), then the full and empty barriers [kStages] each.
+  // Shared memory: [kStages][kTileElems] tiles, [kStages][T][kTokFloats] vectors, [kStages][kSlots] int64 words (the
+  // read slot, each token's write slot, the tile's n / hv / row0), then the full and empty barriers [kStages] each.
   static constexpr size_t smem_bytes(int T) {
     return kStages * kTileBytes + sizeof(float) * kStages * static_cast<size_t>(T) * kTokFloats +
-           sizeof(int64_t) * (1 + kMaxTokens) * kStages + sizeof(uint64_t) * 2 * kStages;
+           sizeof(int64_t) * kSlots * kStages + sizeof(uint64_t) * 2 * kStages;
   }
   static_assert(K % 32 == 0 && W <= 8 && kTileBytes % 16 == 0 && (kTokFloats * 4) % 16 == 0, "bulk tile");
 };
@@ -157,22 +170,52 @@ __device__ __forceinline__ uint32_t load_raw(const char* a, bool f32) {
 }
 __device__ __forceinline__ uint32_t load_raw(const RawRun& r, int m) { return load_raw(r.p + m * r.step, r.f32); }
 
+// A warp's 8 row partials (part[r], every lane) -> the sum of row bulk::halving_row_of_lane(lane) over the warp, equal
+// on the 4 lanes holding it (decode_bulk_plan.h: 9 shuffles for all 8 rows, not 40; 14 selects).
+__device__ __forceinline__ float halving_row_sum(const float (&part)[kRowsPerWarp], int lane) {
+  static_assert(kRowsPerWarp == bulk::kHalvingRows, "the halving sums' lane map is for 8 rows a warp");
+  float x[kRowsPerWarp];
+#pragma unroll
+  for (int r = 0; r < kRowsPerWarp; ++r) x[r] = part[r];
+#pragma unroll
+  for (int h = kRowsPerWarp / 2, mask = 16; h >= 1; h /= 2, mask /= 2) {
+    const bool upper = (lane & mask) != 0;  // keeps rows h .. 2 h - 1 of the remaining ones
+#pragma unroll
+    for (int i = 0; i < h; ++i) {
+      const float send = upper ? x[i] : x[i + h];
+      x[i] = (upper ? x[i + h] : x[i]) + __shfl_xor_sync(0xffffffffu, send, mask);
+    }
+  }
+  x[0] += __shfl_xor_sync(0xffffffffu, x[0], 2);
+  return x[0] + __shfl_xor_sync(0xffffffffu, x[0], 1);
+}
+// update_rows' row sums of S k_hat, which every lane needs for every row: the halving sums, then each row's sum from
+// a lane holding it (8 more shuffles: 17 in all where the butterflies take 40).
+struct HalvingRowSums {
+  int lane;
+  __device__ __forceinline__ void operator()(float (&x)[kRowsPerWarp]) const {
+    const float mine = halving_row_sum(x, lane);
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) x[r] = __shfl_sync(0xffffffffu, mine, bulk::halving_lane_of_row(r));
+  }
+};
+
 #endif
 
 template <int K, typename P>
-__global__ void __launch_bounds__(kThreads, kMinCtas)
+__global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
     decode_bulk_kernel(const DecodeParams p, int per_unit, int64_t units) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using Tl = BulkTile<K, P>;
   constexpr int W = Tl::W, S = Tl::kStages;
   constexpr int kMaxUnit = S;  // tiles per unit: per_unit <= S (bulk::tiles_per_unit)
   const ForwardParams& io = p.io;
-  constexpr int kTok = Tl::kTokFloats, kSlots = 1 + kMaxTokens;
+  constexpr int kTok = Tl::kTokFloats;
   const int T = static_cast<int>(io.T);                      // 1 .. kMaxTokens (hopper_decode_supported)
   extern __shared__ __align__(128) unsigned char smem[];
   P* const tiles_s = reinterpret_cast<P*>(smem);                              // [S][kTileElems]
   float* const vec_s = reinterpret_cast<float*>(smem + S * Tl::kTileBytes);  // [S][T][kTok]
-  int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * T * kTok);  // [S][kSlots]: read, write per token
+  int64_t* const slot_s = reinterpret_cast<int64_t*>(vec_s + S * T * kTok);  // [S][kSlots]
   uint64_t* const full = reinterpret_cast<uint64_t*>(slot_s + kSlots * S);
   uint64_t* const empty = full + S;
 
@@ -251,8 +294,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
             if (bulk::producer_waits(i + j, S)) mbar_wait(&empty[s], bulk::empty_parity(i + j, S));
             if (lane == 0) {
               const int64_t slot = p.in_pool(opaque(slot_index));
+              int64_t* const words = slot_s + kSlots * s;  // published by this lane's full-barrier arrival below
+              words[0] = slot;
+              const int row0 = u.row0 + j * kRows;
+              words[kTileN] = u.n;
+              words[kTileHv] = u.hv;
+              words[kTileRow0] = row0;
               if (slot >= 0) {
-                const int row0 = u.row0 + j * kRows;
                 const uint32_t bytes = static_cast<uint32_t>(min(kRows, io.V - row0)) * K * sizeof(P);
                 mbar_arrive_expect_tx(&full[s], bytes);
                 bulk_copy_g2s(tiles_s + s * Tl::kTileElems,
@@ -296,29 +344,29 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
           }
         }
       }
+      // Release: this lane's stores above (lane 0's: the slots and the tiles' words too).
 #pragma unroll 1
-      for (int j = 0; j < per_unit; ++j) {
-        const int s = bulk::stage_of(i + j, S);
-        if (lane == 0) slot_s[kSlots * s] = p.in_pool(slot_index);
-        mbar_arrive(&full[s]);  // release: this lane's stores above
-      }
+      for (int j = 0; j < per_unit; ++j) mbar_arrive(&full[bulk::stage_of(i + j, S)]);
     }
     return;
   }
 
   // ------------------------------------------------------------------ consumers
-  for (int i = 0;; ++i) {  // int: a CTA's tiles are far fewer than 2^31 (the pool is addressed by 64-bit slots)
-    const int64_t unit = bulk::cta_unit(blockIdx.x, gridDim.x, i / per_unit);
-    if (unit >= units) break;
-    const bulk::Unit u = bulk::unit_of(unit, io.HV, io.V, per_unit);
+  // This CTA's tiles (bulk::cta_tiles: one division here, none a tile). int: a CTA's tiles are far fewer than 2^31
+  // (the pool is addressed by 64-bit slots).
+  const int tiles = bulk::cta_tiles(blockIdx.x, gridDim.x, units, per_unit);
+  for (int i = 0; i < tiles; ++i) {
     const int s = bulk::stage_of(i, S);
     mbar_wait(&full[s], bulk::full_parity(i, S));
-    const int row0 = u.row0 + (i % per_unit) * kRows;
-    const int64_t slot = slot_s[kSlots * s];
+    const int64_t* const words = slot_s + kSlots * s;
+    const int64_t slot = words[0];
+    const int64_t n = words[kTileN];
+    const int hv = static_cast<int>(words[kTileHv]);
+    const int row0 = static_cast<int>(words[kTileRow0]);
     const int r0 = warp * kRowsPerWarp;  // this warp's first row in the tile
     const int rows = min(kRows, io.V - row0);
     const float* const vs = vec_s + s * T * kTok;
-    const int64_t out_base = u.n * io.out_stride[0] + u.hv * io.out_stride[2];
+    const int64_t out_base = n * io.out_stride[0] + hv * io.out_stride[2];
     if (slot < 0) {  // padding: zero outputs, no slot touched (uniform over the CTA)
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);
@@ -341,28 +389,25 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 #pragma unroll
       for (int r = 0; r < kRowsPerWarp; ++r) v[r] = vt[3 * K + r0 + r];
       const float beta = vt[3 * K + kRows];
-      const int64_t w = slot_s[kSlots * s + 1 + t];
+      const int64_t w = words[1 + t];
       if (t == T - 1) {  // the stage's last reads are in registers: the producer may refill it
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
       }
       // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
       float dot[kRowsPerWarp];
-      update_rows<kRowsPerWarp, W>(st, al, kh, qh, [&](int r) { return v[r]; }, beta, dot);
+      update_rows<kRowsPerWarp, W>(st, al, kh, qh, [&](int r) { return v[r]; }, beta, dot, HalvingRowSums{lane});
       if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
-        P* const dst = pool + w * p.pool_stride[0] + u.hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
+        P* const dst = pool + w * p.pool_stride[0] + hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r)
           if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
       }
-      float mine = 0.0f;  // lane r keeps row r's output
-#pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r) {
-        const float o = group_sum<32>(dot[r]);
-        if (lane == r) mine = o;
-      }
-      if (lane < kRowsPerWarp && r0 + lane < rows)
-        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + r0 + lane) * io.out_stride[3],
+      // Row bulk::halving_row_of_lane(lane)'s output, stored by the one of its 4 lanes with lane bits 0 and 1 clear.
+      const float mine = halving_row_sum(dot, lane);
+      const int orow = r0 + bulk::halving_row_of_lane(lane);
+      if ((lane & 3) == 0 && orow < rows)
+        store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + orow) * io.out_stride[3],
                   io.scale * mine);
     }
   }

@@ -51,6 +51,10 @@ KDA_HOST_DEVICE Unit unit_of(int64_t unit, int HV, int V, int per_unit) {
 // empty one (the consumers' release -> the producer); the k-th use of a stage (k = i / stages) completes phase k of
 // both.
 KDA_HOST_DEVICE int64_t cta_unit(int64_t cta, int64_t ctas, int64_t k) { return cta + k * ctas; }
+// How many tiles CTA `cta` of `ctas` runs: per_unit for each of its units.
+KDA_HOST_DEVICE int cta_tiles(int64_t cta, int64_t ctas, int64_t units, int per_unit) {
+  return cta < units ? static_cast<int>((units - cta + ctas - 1) / ctas) * per_unit : 0;
+}
 KDA_HOST_DEVICE int stage_of(int64_t i, int stages) { return static_cast<int>(i % stages); }
 // Consumers wait for phase i / stages of the full barrier to complete: its parity.
 KDA_HOST_DEVICE uint32_t full_parity(int64_t i, int stages) { return static_cast<uint32_t>((i / stages) & 1); }
@@ -58,5 +62,14 @@ KDA_HOST_DEVICE uint32_t full_parity(int64_t i, int stages) { return static_cast
 // previous use, phase i / stages - 1 of the empty barrier.
 KDA_HOST_DEVICE bool producer_waits(int64_t i, int stages) { return i >= stages; }
 KDA_HOST_DEVICE uint32_t empty_parity(int64_t i, int stages) { return static_cast<uint32_t>((i / stages - 1) & 1); }
+
+// The consumers' row sums (decode_bulk.cu, halving_row_sum): a warp holds 8 rows, every lane a partial of each; at
+// masks 16, 8, 4 a lane keeps half of its remaining rows (the upper half where its lane bit is set) and adds its
+// partner's partials of that half, so after three steps it holds one row's sum over 8 lanes, and masks 2 and 1 finish
+// it over the warp: 9 shuffles for all 8 rows where 8 butterflies take 40. Which row lane `lane` then holds, and one
+// lane holding row r (the one with lane bits 0 and 1 clear).
+constexpr int kHalvingRows = 8;
+KDA_HOST_DEVICE constexpr int halving_row_of_lane(int lane) { return (lane >> 2) & 7; }  // lane bits 4, 3, 2
+KDA_HOST_DEVICE constexpr int halving_lane_of_row(int r) { return r << 2; }
 
 }  // namespace kda::cuda::bulk
