@@ -75,19 +75,13 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
     f.out = nullptr;
     f.final_state = nullptr;
     f.ckpt = nullptr;
-    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens());
+    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens());  // the reverse pass's
     if (p.N > 0) {
       // forward_saved: the forward (save_for_backward) left launches 0-2's results in this workspace.
       if (!bp.forward_saved) {
+        // The forward's own launches (the partial wave's overlap included), keeping what the backward reads.
         if ((e = chunk::launch_chunk_map(f, ws, s)) != cudaSuccess) return e;
-        chunk::BackwardSaves keep1, keep2;
-        keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
-        keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
-        keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
-        keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
-        if ((e = chunk::launch_prepare(f, ws, bl.fwd.cap, s, keep1)) != cudaSuccess) return e;
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        if ((e = chunk::launch_state(f, ws, plan, s, keep2)) != cudaSuccess) return e;
+        if ((e = chunk::launch_forward_phases(f, ws, chunk::backward_keeps(ws, bl), sms, s)) != cudaSuccess) return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
       }
       if ((e = chunk::launch_reverse(bp, ws, plan, s)) != cudaSuccess) return e;

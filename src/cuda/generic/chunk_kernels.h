@@ -47,9 +47,29 @@ struct BackwardSaves {
   float* vnew = nullptr;
 };
 
+// Where a backward's recompute, or a forward that saves for the backward, keeps phase 1's A' and T (phase1) and the
+// state pass's chunk-start states and V_new (state): workspace regions of BackwardLayout.
+struct ForwardKeeps {
+  BackwardSaves phase1, state;
+};
+inline ForwardKeeps backward_keeps(char* workspace, const BackwardLayout& bl) {
+  ForwardKeeps k;
+  k.phase1.akk = reinterpret_cast<float*>(workspace + bl.akk);
+  k.phase1.tinv = reinterpret_cast<float*>(workspace + bl.tinv);
+  k.state.starts = reinterpret_cast<float*>(workspace + bl.starts);
+  k.state.vnew = reinterpret_cast<float*>(workspace + bl.vnew);
+  return k;
+}
+
 // The chunk list from cu_seqlens, on the device (forward_chunked.cu): one CTA; header, seq_first and list of the
 // workspace (chunk_map.h).
 cudaError_t launch_chunk_map(const ForwardParams& p, char* workspace, cudaStream_t s);
+
+// The chunked forward's launches after the chunk map (forward_chunked.cu): phase 1 and the state pass, a partial
+// last wave of the wgmma state pass overlapped with the other heads' phase 1 (chunk_map.h overlap_first_heads). The
+// forward runs them, and so does the backward's recompute (p.out null; keep: backward_keeps).
+cudaError_t launch_forward_phases(const ForwardParams& p, char* workspace, const ForwardKeeps& keep, int sms,
+                                  cudaStream_t s);
 
 // Phase 1 (chunk_prepare.cu): one CTA per (chunk-list entry, value head) of a capacity-sized grid, for value heads
 // first .. first + count - 1 (count < 0: to the last). beside_previous: launched to run beside the kernel before it

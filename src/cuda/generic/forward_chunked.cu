@@ -129,6 +129,30 @@ bool hopper_chunked_supported(const ForwardParams& p) {
   return chunked_inputs_supported(p) && chunk::state_wgmma_available(p);
 }
 
+cudaError_t chunk::launch_forward_phases(const ForwardParams& p, char* ws, const ForwardKeeps& keep, int sms,
+                                         cudaStream_t s) {
+  const int64_t cap = workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).cap;
+  cudaError_t e;
+  // A partial last wave of the wgmma state pass: its heads first, the other heads' phase 1 beside their state pass
+  // (chunk_map.h overlap_first_heads).
+  const int64_t first = state_wgmma_runs(p, 64) ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
+  if (first > 0) {
+    const int f = static_cast<int>(first);
+    if ((e = launch_prepare(p, ws, cap, s, keep.phase1, {0, f, false})) != cudaSuccess) return e;
+    if ((e = launch_state_chains(p, ws, 64, 0, first, s, keep.state)) != cudaSuccess) return e;
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if ((e = launch_prepare(p, ws, cap, s, keep.phase1, {f, -1, true})) != cudaSuccess) return e;
+    return launch_state_chains(p, ws, 64, first, p.HV - first, s, keep.state);
+  }
+  if ((e = launch_prepare(p, ws, cap, s, keep.phase1)) != cudaSuccess) return e;
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  // The last wave's split into 32-column tiles pays where both launches run the same kernel family; with the
+  // 64-column tiles on wgmma (state_wgmma_runs) the 32-column ones would run mma.sync, ~as slow a chunk as a whole
+  // 64-column wgmma tile (session 19: ~552 and ~564 us a wave at h96-fixed), so every chain keeps 64 columns.
+  const bool split = !p.has_cu_seqlens() && !state_wgmma_runs(p, 64);
+  return launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, split), s, keep.state);
+}
+
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
   // save_for_backward: the backward's whole layout (its first part is this forward's own).
   *bytes = p.N == 0                ? 0
@@ -149,36 +173,12 @@ Status chunked_forward(const ForwardParams& p, void* workspace, size_t workspace
     cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id);
     if (e != cudaSuccess) return e;
     if ((e = chunk::launch_chunk_map(p, ws, s)) != cudaSuccess) return e;
-    const int64_t cap = workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).cap;
     // save_for_backward: phase 1 keeps A' and T, the state pass the chunk-start states and V_new, where the
     // backward's recompute would put them (chunk_map.h BackwardLayout).
-    chunk::BackwardSaves keep1, keep2;
-    if (p.save_for_backward) {
-      const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group);
-      keep1.akk = reinterpret_cast<float*>(ws + bl.akk);
-      keep1.tinv = reinterpret_cast<float*>(ws + bl.tinv);
-      keep2.starts = reinterpret_cast<float*>(ws + bl.starts);
-      keep2.vnew = reinterpret_cast<float*>(ws + bl.vnew);
-    }
-    // A partial last wave of the wgmma state pass: its heads first, the other heads' phase 1 beside their state pass
-    // (chunk_map.h overlap_first_heads).
-    const int64_t first =
-        chunk::state_wgmma_runs(p, 64) ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
-    if (first > 0) {
-      const int f = static_cast<int>(first);
-      if ((e = chunk::launch_prepare(p, ws, cap, s, keep1, {0, f, false})) != cudaSuccess) return e;
-      if ((e = chunk::launch_state_chains(p, ws, 64, 0, first, s, keep2)) != cudaSuccess) return e;
-      if ((e = cudaGetLastError()) != cudaSuccess) return e;
-      if ((e = chunk::launch_prepare(p, ws, cap, s, keep1, {f, -1, true})) != cudaSuccess) return e;
-      return chunk::launch_state_chains(p, ws, 64, first, p.HV - first, s, keep2);
-    }
-    if ((e = chunk::launch_prepare(p, ws, cap, s, keep1)) != cudaSuccess) return e;
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    // The last wave's split into 32-column tiles pays where both launches run the same kernel family; with the
-    // 64-column tiles on wgmma (state_wgmma_runs) the 32-column ones would run mma.sync, ~as slow a chunk as a whole
-    // 64-column wgmma tile (session 19: ~552 and ~564 us a wave at h96-fixed), so every chain keeps 64 columns.
-    const bool split = !p.has_cu_seqlens() && !chunk::state_wgmma_runs(p, 64);
-    return chunk::launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, split), s, keep2);
+    const chunk::ForwardKeeps keep =
+        p.save_for_backward ? chunk::backward_keeps(ws, backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group))
+                            : chunk::ForwardKeeps{};
+    return chunk::launch_forward_phases(p, ws, keep, sms, s);
   });
 }
 
