@@ -79,10 +79,14 @@ struct WgmmaStateLayout {
                 "GMMA planes and TMA boxes with a 128-byte swizzle: 1 KB aligned");
 };
 
+// kStageSaves: the backward's recompute with both saves staged (no output). A template argument, not a runtime flag:
+// the forward's instance compiles to the loop it had without the saves' branches (a runtime flag cost the forward's
+// pass ~60 us at train-h64-fixed, session 22).
+template <bool kStageSaves>
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
-                       const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves,
-                       int stage_saves) {
+                       const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
+  constexpr bool stage_saves = kStageSaves;
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
@@ -139,8 +143,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane, 0, row + kC);
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane + 4 * kC * 32, 64, row + kC);
   };
-  // Without an output (the backward's recompute) Qg and A_qk have no reader: not copied, their buffers free.
-  const bool has_out = p.out != nullptr;
+  // Staging the saves (no output) Qg and A_qk have no reader: not copied, their buffers free.
+  constexpr bool has_out = !stage_saves;
   auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tr.per_tile;
@@ -366,23 +370,24 @@ bool state_wgmma_runs(const ForwardParams& p, int bv) {
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
                                const BackwardSaves& keep) {
   const size_t bytes = WgmmaStateLayout::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(state_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes));
-  if (e != cudaSuccess) return e;
   // The maps span every tile of the workspace (state_wgmma_runs checked that their rows fit TMA's int32 coordinates).
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V);
   sm90::TileMaps maps;
+  cudaError_t e;
   if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * p.HV, p.V, &maps)) != cudaSuccess) return e;
   // The backward's recompute (no output, both saves): its saves leave through the free Qg / A_qk buffers by TMA
   // stores from the idle output warpgroup, not the chain's own global stores. Where the maps cannot be had, the
   // chain stores them itself.
   sm90::SaveMaps saves{};
-  int stage_saves = 0;
+  bool stage_saves = false;
   if (p.out == nullptr && keep.starts != nullptr && keep.vnew != nullptr && sm90::save_maps_fit(wl.cap * p.HV, p.V))
     stage_saves = sm90::encode_save_maps(keep.starts, keep.vnew, wl.cap * p.HV, p.V, &saves) == cudaSuccess;
+  auto* const kernel = stage_saves ? state_wgmma_kernel<true> : state_wgmma_kernel<false>;
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes))) !=
+      cudaSuccess)
+    return e;
   const int vtiles = p.V / kBV;
-  state_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep,
-                                                                                       maps, saves, stage_saves);
+  kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep, maps, saves);
   return cudaSuccess;
 }
 
