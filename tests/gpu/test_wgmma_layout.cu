@@ -280,8 +280,9 @@ TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
   check(Ty::LayK128{}, "W / Qg (K-major 64 x 128)", 64, 128, false);
   check(Ty::LayK64{}, "A_qk (K-major 64 x 64)", 64, 64, false);
   check(Ty::LayMN128{}, "Kd (stored [t][d], MN-major (d, t))", 64, 128, true);
+  // (Also the recompute's saves staged in state_wgmma.cu: the state [64][128] as four boxes.)
   for (int t = 0; t < 64; ++t)
-    for (int v = 0; v < 64; ++v)
+    for (int v = 0; v < 128; ++v)
       ASSERT_EQ(kda::cuda::sm90::u_offset(t, v), tma_sw128_byte(t, v, 64, 4)) << t << "," << v;
   // The reverse pass (reverse_wgmma.cu): Kd as above; A_qk stored [r][t], viewed (t, r) MN-major, one box; W / Qg
   // stored [t][d] as two key halves viewed (d - 64 h, t) MN-major, half 1 one plane (8 KB) after half 0.
@@ -321,6 +322,14 @@ TEST(WgmmaStateLayout, AccumulatorPairsLandOnTheirPlaneElements) {
   };
   check(Ty::MmaVK{}, Ty::LayK128{}, Int<128>{}, false, "the state S (v, d), m64n128");
   check(Ty::MmaXS{}, Ty::LayMN64{}, Int<64>{}, true, "V_new (t, v) at (v, t), m64n64");
+  // The backward's saves staged as fp32 boxes (state_wgmma.cu, stage_saves): AccBoxOffset is u_offset of the pair.
+  for (int wtid = 0; wtid < 128; ++wtid) {
+    const kda::cuda::sm90::AccBoxOffset box_at(wtid);
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(box_at(j), static_cast<uint32_t>(kda::cuda::sm90::u_offset(kda::cuda::sm90::acc_row(wtid, j),
+                                                                            kda::cuda::sm90::acc_col(wtid, j))))
+          << wtid << " " << j;
+  }
 }
 
 // The reverse pass's plane stores (reverse_wgmma.cu): warpgroup wg's dS pair j, (v, 64 wg + column) of MmaS, in value

@@ -36,6 +36,11 @@
 // ncu, session 19). Every thread's plane stores are published to the tensor cores' async proxy (fence.proxy.async)
 // before the CTA barrier that precedes the wgmma reading them, and each warpgroup waits for its own wgmma before the
 // barrier that frees their operands (and so before the next TMA into them).
+// The backward's recompute (no output; BackwardSaves: each chunk's start state and V_new in fp32) copies no Qg or
+// A_qk; the chain writes the two saves into those free buffers as fp32 TMA boxes (sm90::AccBoxOffset) and the idle
+// output warpgroup's first thread stores them with TMA (the state after phase A's barrier, V_new after phase B's),
+// waiting for each store to have read its box before the barrier after which the chain rewrites it. Its own global
+// stores of 48 KB a chunk had made the recompute's pass 729 us against the forward's 444 (ncu, session 21).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -74,9 +79,14 @@ struct WgmmaStateLayout {
                 "GMMA planes and TMA boxes with a 128-byte swizzle: 1 KB aligned");
 };
 
+// kStageSaves: the backward's recompute with both saves staged (no output). A template argument, not a runtime flag:
+// the forward's instance compiles to the loop it had without the saves' branches (a runtime flag cost the forward's
+// pass ~60 us at train-h64-fixed, session 22).
+template <bool kStageSaves>
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
-                       const __grid_constant__ sm90::TileMaps maps) {
+                       const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
+  constexpr bool stage_saves = kStageSaves;
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
@@ -133,12 +143,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane, 0, row + kC);
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane + 4 * kC * 32, 64, row + kC);
   };
+  // Staging the saves (no output) Qg and A_qk have no reader: not copied, their buffers free.
+  constexpr bool has_out = !stage_saves;
   auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tr.per_tile;
-      Bar::arrive_and_expect_tx(&bars[0], kTxA);
+      Bar::arrive_and_expect_tx(&bars[0], has_out ? kTxA : kTxA - 4 * Ly::kRowPlane);
       pair256(&bars[0], sb + Ly::kW, row + tr.w);
-      pair256(&bars[0], sb + Ly::kQ, row + tr.qg);
+      if (has_out) pair256(&bars[0], sb + Ly::kQ, row + tr.qg);
       SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU, v0, 0, ti);
       SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU + 8192, v0 + 32, 0, ti);
     }
@@ -146,11 +158,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto load_b = [&](unsigned char* sb, int64_t ci) {  // Kd (stored [t][d], viewed (d, t)), A_qk, decay
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv);
-      Bar::arrive_and_expect_tx(&bars[1], kTxB);
+      Bar::arrive_and_expect_tx(&bars[1], has_out ? kTxB : kTxB - 4 * Ly::kAPlane);
       pair256(&bars[1], sb + Ly::kKd, ti * tr.per_tile + tr.kd);
-      const int arow = 2 * ti * tr.per_tile + tr.aqk;
-      box(maps.rows128, &bars[1], sb + Ly::kA, 0, arow);
-      box(maps.rows128, &bars[1], sb + kAl, 0, arow + kC);
+      if (has_out) {
+        const int arow = 2 * ti * tr.per_tile + tr.aqk;
+        box(maps.rows128, &bars[1], sb + Ly::kA, 0, arow);
+        box(maps.rows128, &bars[1], sb + kAl, 0, arow + kC);
+      }
       SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[1], sb + Ly::kDec, 4 * kK);
     }
   };
@@ -183,6 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   Tensor S = partition_fragment_C(mma_vk, Shape<_64, _128>{});
   // This thread's accumulator pairs in a plane (S's (v, d) planes, V_new's stored [t][v]): sm90::AccPlaneOffset.
   const sm90::AccPlaneOffset at(wtid);
+  const sm90::AccBoxOffset box_at(wtid);  // the saves' staged boxes (stage_saves)
   auto shared_u32 = [](const unsigned char* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   auto store_state_planes = [&](unsigned char* sb) {
     const uint32_t sh = shared_u32(sb + Ly::kS), sl = shared_u32(sb + kSl);
@@ -216,19 +231,32 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
-    if (chain && keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
-      float* const st = keep.starts + ((ci * p.HV + hv) * V + v0) * kK;
-      CUTE_UNROLL
-      for (int i = 0; i < size(S); i += 2)
-        *reinterpret_cast<float2*>(st + get<0>(cVK(i)) * kK + get<1>(cVK(i))) = make_float2(S(i), S(i + 1));
-    }
-
     unsigned char* const sb = sm90::opaque_base(smem);
+    // The previous chunk's V_new boxes (stored after its phase B barrier) read out before the chain rewrites them.
+    if (stage_saves && issuer) cute::tma_store_wait<0>();
+    if (chain && keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
+      if (stage_saves) {  // into Qg's free buffer as four 32-column boxes, stored by the issuer after phase A's barrier
+        const uint32_t st = shared_u32(sb + Ly::kQ);
+        CUTE_UNROLL
+        for (int j = 0; j < size(S) / 2; ++j) sm90::st_shared_f32x2(st + box_at(j), S(2 * j), S(2 * j + 1));
+      } else {
+        float* const st = keep.starts + ((ci * p.HV + hv) * V + v0) * kK;
+        CUTE_UNROLL
+        for (int i = 0; i < size(S); i += 2)
+          *reinterpret_cast<float2*>(st + get<0>(cVK(i)) * kK + get<1>(cVK(i))) = make_float2(S(i), S(i + 1));
+      }
+    }
 
     // ---- Phase A: group A of this chunk and the previous chunk's state planes, published.
     land_and_publish(0, ci);
     __syncthreads();
     load_b(sb, ci);
+    if (stage_saves && issuer) {  // the chunk-start state's boxes, rows (task, v0 ..) of the [rows][128] map
+      const int row = static_cast<int>((ci * p.HV + hv) * V + v0);
+      CUTE_UNROLL
+      for (int q = 0; q < kK / 32; ++q) SM90_TMA_STORE_2D::copy(&saves.starts, sb + Ly::kQ + 8192 * q, 32 * q, row);
+      cute::tma_store_arrive();
+    }
     clear(acc);
     if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's fp32 copy [C][V])
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
@@ -245,16 +273,26 @@ __global__ void __launch_bounds__(kThreads, 1)
         split_bf16x2(x0, x1, h, l);
         sm90::st_shared_u32(vh + at(i / 2), h);  // (v, t) and (v + 1, t) adjacent in the MN-major layout (v even)
         sm90::st_shared_u32(vl + at(i / 2), l);
-        if (vn) *reinterpret_cast<float2*>(vn + t * Vo + v) = make_float2(x0, x1);
+        if (stage_saves)  // into A_qk's free buffer, two 32-column boxes the issuer stores after phase B's barrier
+          sm90::st_shared_f32x2(shared_u32(sb + Ly::kA) + box_at(i / 2), x0, x1);
+        else if (vn)
+          *reinterpret_cast<float2*>(vn + t * Vo + v) = make_float2(x0, x1);
       }
     } else if (p.out != nullptr) {  // o = Qg S^T, held into phase B
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kQ), k128(sb, kQl), k128(sb, Ly::kS), k128(sb, kSl), acc);
     }
 
     // ---- Phase B: group B landed; V_new's planes written and published; W, Qg, U and the state planes read.
+    if (stage_saves && issuer) cute::tma_store_wait<0>();  // the state's boxes read: the chain rewrites them next chunk
     land_and_publish(1, ci);
     __syncthreads();
     load_a(sb, ci + 1);
+    if (stage_saves && issuer) {  // V_new's boxes, rows (task, t) and columns v0 .. of the [rows][V] map
+      const int row = static_cast<int>((ci * p.HV + hv) * kC);
+      CUTE_UNROLL
+      for (int q = 0; q < kBV / 32; ++q) SM90_TMA_STORE_2D::copy(&saves.vnew, sb + Ly::kA + 8192 * q, v0 + 32 * q, row);
+      cute::tma_store_arrive();
+    }
     if (chain) {  // S = S diag(decay) + V_new^T Kd, then its planes for the next chunk's phase A
       const float* const dec = reinterpret_cast<const float*>(sb + Ly::kDec);
       CUTE_UNROLL
@@ -293,6 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // these entries, so final_state may alias initial_state. Each thread stores its own fragment from a row base and
   // two strides: a few instructions an element (state_stage.cuh: why not state_offset's per element). Staged
   // through shared memory as the initial state is, the stage kept values live across the loop (ptxas: spills in it).
+  if (stage_saves && issuer) cute::tma_store_wait<0>();  // the last V_new boxes read before the CTA's exit
   if (chain && p.has_final_state()) {
     const int64_t* const st = p.final_state_stride;
     const int64_t sr = p.state_v_first ? st[2] : st[3], sc = p.state_v_first ? st[3] : st[2];
@@ -331,16 +370,24 @@ bool state_wgmma_runs(const ForwardParams& p, int bv) {
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
                                const BackwardSaves& keep) {
   const size_t bytes = WgmmaStateLayout::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(state_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes));
-  if (e != cudaSuccess) return e;
   // The maps span every tile of the workspace (state_wgmma_runs checked that their rows fit TMA's int32 coordinates).
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V);
   sm90::TileMaps maps;
+  cudaError_t e;
   if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * p.HV, p.V, &maps)) != cudaSuccess) return e;
+  // The backward's recompute (no output, both saves): its saves leave through the free Qg / A_qk buffers by TMA
+  // stores from the idle output warpgroup, not the chain's own global stores. Where the maps cannot be had, the
+  // chain stores them itself.
+  sm90::SaveMaps saves{};
+  bool stage_saves = false;
+  if (p.out == nullptr && keep.starts != nullptr && keep.vnew != nullptr && sm90::save_maps_fit(wl.cap * p.HV, p.V))
+    stage_saves = sm90::encode_save_maps(keep.starts, keep.vnew, wl.cap * p.HV, p.V, &saves) == cudaSuccess;
+  auto* const kernel = stage_saves ? state_wgmma_kernel<true> : state_wgmma_kernel<false>;
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes))) !=
+      cudaSuccess)
+    return e;
   const int vtiles = p.V / kBV;
-  state_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep,
-                                                                                       maps);
+  kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep, maps, saves);
   return cudaSuccess;
 }
 
