@@ -84,9 +84,24 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
         if ((e = chunk::launch_forward_phases(f, ws, chunk::backward_keeps(ws, bl), sms, s)) != cudaSuccess) return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
       }
-      if ((e = chunk::launch_reverse(bp, ws, plan, s)) != cudaSuccess) return e;
-      if ((e = cudaGetLastError()) != cudaSuccess) return e;
-      if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
+      // A partial last wave of the wgmma reverse pass (one sequence: chain = head): the other heads' chains first,
+      // in whole waves; then the partial wave's, with the other heads' products beside it on the SMs it leaves idle
+      // (programmatic dependent launch: they read nothing it writes); then its own heads' products. The heads
+      // chunk_map.h overlap_first_heads names are the wave's (the forward runs them first, this runs them last).
+      const int64_t wave = chunk::reverse_wgmma_runs(p, 64)
+                               ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
+      if (wave > 0) {
+        const int w = static_cast<int>(wave);
+        if ((e = chunk::launch_reverse_wgmma(bp, ws, wave, p.HV - wave, s)) != cudaSuccess) return e;
+        if ((e = chunk::launch_reverse_wgmma(bp, ws, 0, wave, s)) != cudaSuccess) return e;
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        if ((e = chunk::launch_products(bp, ws, s, {w, -1, true})) != cudaSuccess) return e;
+        if ((e = chunk::launch_products(bp, ws, s, {0, w, false})) != cudaSuccess) return e;
+      } else {
+        if ((e = chunk::launch_reverse(bp, ws, plan, s)) != cudaSuccess) return e;
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
+      }
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, sms, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;

@@ -71,18 +71,43 @@ cudaError_t launch_chunk_map(const ForwardParams& p, char* workspace, cudaStream
 cudaError_t launch_forward_phases(const ForwardParams& p, char* workspace, const ForwardKeeps& keep, int sms,
                                   cudaStream_t s);
 
-// Phase 1 (chunk_prepare.cu): one CTA per (chunk-list entry, value head) of a capacity-sized grid, for value heads
-// first .. first + count - 1 (count < 0: to the last). beside_previous: launched to run beside the kernel before it
-// in the stream (programmatic dependent launch; that kernel triggers it, state_wgmma.cu): for a state pass over other
-// heads, whose results this grid does not read (forward_chunked.cu).
-struct PrepareHeads {
+// The value heads a per-(chunk, value head) launch takes: first .. first + count - 1 (count < 0: to the last).
+// beside_previous: launched to run beside the kernel before it in the stream (programmatic dependent launch; that
+// kernel triggers it: state_wgmma.cu, reverse_wgmma.cu), over heads whose results that kernel does not write; the
+// grid's last CTA waits for that kernel, so the launches after this one in the stream see both finished.
+struct HeadRange {
   int first = 0;
   int count = -1;
   bool beside_previous = false;
+  int count_of(int HV) const { return count < 0 ? HV - first : count; }
 };
+// cudaLaunchKernelEx on cfg, with the programmatic-serialization attribute where beside_previous; a stream or driver
+// that refuses it gets the same launch in plain stream order (correct, without the overlap; inside a stream capture
+// the refusal has already ended the capture, and this fails too).
+template <class... Params, class... Args>
+cudaError_t launch_maybe_beside(cudaLaunchConfig_t cfg, bool beside_previous, void (*kernel)(Params...),
+                                Args&&... args) {
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  if (beside_previous) {
+    cfg.attrs = overlap;
+    cfg.numAttrs = 1;
+  }
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (e != cudaSuccess && cfg.numAttrs > 0) {
+    cudaGetLastError();
+    cfg.numAttrs = 0;
+    e = cudaLaunchKernelEx(&cfg, kernel, args...);
+  }
+  return e;
+}
+
+// Phase 1 (chunk_prepare.cu): one CTA per (chunk-list entry, value head) of a capacity-sized grid, for the heads of
+// `heads` (beside a state pass over other heads, forward_chunked.cu).
 size_t prepare_smem_bytes(int K, int V);
 cudaError_t launch_prepare(const ForwardParams& p, char* workspace, int64_t cap, cudaStream_t s,
-                           const BackwardSaves& saves = {}, const PrepareHeads& heads = {});
+                           const BackwardSaves& saves = {}, const HeadRange& heads = {});
 
 // Phase 2 (chunk_state.cu): one CTA per (sequence, value head, V tile), the tile widths and launches as planned
 // (chunk_map.h plan_state_pass). With p.out null the output is not written.
@@ -116,7 +141,7 @@ cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, const Stat
 // The backward's products (chunk_products.cu): one CTA per (chunk, value head), the gradient pass's matrix products
 // into BackwardLayout prod (ProdLayout).
 size_t products_smem_bytes(int K, int V);
-cudaError_t launch_products(const BackwardParams& bp, char* workspace, cudaStream_t s);
+cudaError_t launch_products(const BackwardParams& bp, char* workspace, cudaStream_t s, const HeadRange& heads = {});
 
 // The backward's per-channel gradient pass (chunk_grad.cu): per (chunk, value head), from the products, every gradient
 // of the chunk's tokens (dq and dk per value head into BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial

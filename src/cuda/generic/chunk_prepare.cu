@@ -936,40 +936,24 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 
 template <int K, int V, bool kWide>
 cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
-                      const PrepareHeads& heads) {
+                      const HeadRange& heads) {
   const size_t bytes = PrepLayout<K, V>::kBytes;
   cudaError_t e = cudaFuncSetAttribute(prepare_kernel<K, V, kWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   int sms = 0;  // one CTA per SM: the CTA one wave ahead of a CTA is `sms` further in launch order
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id)) != cudaSuccess) return e;
-  const int count = heads.count < 0 ? p.HV - heads.first : heads.count;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(cap), static_cast<unsigned>(count));
+  cfg.gridDim = dim3(static_cast<unsigned>(cap), static_cast<unsigned>(heads.count_of(p.HV)));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = bytes;
   cfg.stream = s;
-  cudaLaunchAttribute overlap[1];
-  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap[0].val.programmaticStreamSerializationAllowed = 1;
-  if (heads.beside_previous) {
-    cfg.attrs = overlap;
-    cfg.numAttrs = 1;
-  }
-  e = cudaLaunchKernelEx(&cfg, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
-  if (e != cudaSuccess && cfg.numAttrs > 0) {
-    // A stream or driver that refuses the programmatic dependency: the same launch in plain stream order (correct,
-    // without the overlap). Inside a stream capture the refusal has already ended the capture, and this fails too.
-    cudaGetLastError();
-    cfg.numAttrs = 0;
-    e = cudaLaunchKernelEx(&cfg, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
-  }
-  return e;
+  return launch_maybe_beside(cfg, heads.beside_previous, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
 }
 
 template <int K, int V>
 cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
-                   const PrepareHeads& heads) {
+                   const HeadRange& heads) {
   return keep.tinv ? launch_as<K, V, true>(p, ws, cap, s, keep, heads)
                    : launch_as<K, V, false>(p, ws, cap, s, keep, heads);
 }
@@ -983,7 +967,7 @@ size_t prepare_smem_bytes(int K, int V) {
 }
 
 cudaError_t launch_prepare(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
-                           const PrepareHeads& heads) {
+                           const HeadRange& heads) {
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
     return launch<decltype(k)::value, decltype(v)::value>(p, ws, cap, s, keep, heads);
   });

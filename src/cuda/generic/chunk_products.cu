@@ -163,7 +163,10 @@ __device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { re
 // loops; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps, by registers; shared memory would allow
 // four.
 template <int K, int V>
-__global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws) {
+// Value heads hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the
+// reverse pass with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's
+// heads side by side, as with all of them.
+__global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(16) float smem[];
@@ -176,10 +179,15 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
   const int64_t count = *reinterpret_cast<const int64_t*>(ws);
-  const int64_t task = blockIdx.x;
-  const int64_t ci = task / p.HV;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched beside a reverse pass over other heads (chunk_kernels.h HeadRange): no CTA waits for it but the last,
+  // so this grid's completion implies that pass's. Without such a launch it returns at once.
+  if (blockIdx.x == gridDim.x - 1) asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const int64_t ci = blockIdx.x / heads;
   if (ci >= count) return;  // past the list: the per-channel pass skips these tasks too
-  const int hv = static_cast<int>(task % p.HV);
+  const int hv = hv0 + static_cast<int>(blockIdx.x % heads);
+  const int64_t task = ci * p.HV + hv;
   const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci];
   const int L = rec.len;
   const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
@@ -282,17 +290,22 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
 }
 
 template <int K, int V>
-cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s) {
+cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s, const HeadRange& heads) {
   const size_t bytes = ProdSmem<K, V>::kBytes;
   cudaError_t e = cudaFuncSetAttribute(products_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
-  const int64_t tasks = bl.fwd.cap * p.HV;
+  const int n = heads.count_of(p.HV);
+  const int64_t tasks = bl.fwd.cap * n;
   if (tasks > INT_MAX) return cudaErrorInvalidConfiguration;  // chunked_backward_support refuses such sizes first
-  products_kernel<K, V><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws);
-  return cudaSuccess;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(tasks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = s;
+  return launch_maybe_beside(cfg, heads.beside_previous, products_kernel<K, V>, bp, ws, heads.first, n);
 }
 
 }  // namespace
@@ -303,10 +316,10 @@ size_t products_smem_bytes(int K, int V) {
   });
 }
 
-cudaError_t launch_products(const BackwardParams& bp, char* ws, cudaStream_t s) {
+cudaError_t launch_products(const BackwardParams& bp, char* ws, cudaStream_t s, const HeadRange& heads) {
   const ForwardParams& p = bp.f;
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s);
+    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s, heads);
   });
 }
 

@@ -88,6 +88,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // ([32][128], P each) the same.
   auto half = [](size_t base, int l, int h) { return base + (2 * l + h) * P; };
 
+  // A products grid over other value heads may start beside this one (backward_chunked.cu's overlap of a partial
+  // wave): it reads nothing this grid writes. Without such a launch after it this does nothing.
+  asm volatile("griddepcontrol.launch_dependents;");
   const int tid = threadIdx.x, wtid = tid % 128, wg = tid / 128;
   const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
   const int hv = ct.hv, vt = ct.vt, v0 = ct.v0;
