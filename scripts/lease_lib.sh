@@ -37,6 +37,22 @@ lease_run() {
     echo "== $n rc=$? $(tail -n 1 "$W/$n.log")" )
 }
 
+# lease_bwd_full BUILD [ARGS...]: kda-verify --suite backward-full on BUILD, every case, in four processes each under
+# its own timeout (the three 8192-token workloads alone: ~170 s on an H200), their logs $W/bwdfull-{a,b,c,d}.log; run
+# it with & and wait on its pid, and check each with lease_passed. Every lease that checks a backward change runs it:
+# backward-quick alone missed a regression on near-identical keys at beta = 2 for twelve sessions (session 22).
+lease_bwd_full() {
+  local b=$1 pids=()
+  shift
+  local v=(./kda-verify --impl cuda-generic --suite backward-full "$@")
+  lease_run bwdfull-a "$b" 3 200 "${v[@]}" --filter standard_recipe & pids+=($!)
+  lease_run bwdfull-b "$b" 3 200 "${v[@]}" --filter half_channels & pids+=($!)
+  lease_run bwdfull-c "$b" 3 200 "${v[@]}" --filter every_channel & pids+=($!)
+  lease_run bwdfull-d "$b" 2 200 "${v[@]}" --filter softplus_,saturated,gates_exactly,dead_and,near_identical,\
+beta_near_0,h0_,packed,one_sequence,grouped,k_first,log_decay,fp16_bounded,k128_v64 & pids+=($!)
+  wait "${pids[@]}"
+}
+
 # lease_ncu BUILD WORKLOAD KERNEL_REGEX: one launch of the kernel under Nsight Compute (clocks as they are), the
 # summary sections in $W/ncu-BUILD-WORKLOAD-REGEX.txt; prints duration, DRAM, memory and scheduler figures.
 lease_ncu() {
