@@ -45,11 +45,12 @@ def test_a_wrong_gate_gradient_is_caught(seed):
     assert ((bad[3] - ref[3]).norm() / ref[3].norm()) > 1e-3
 
 
-@pytest.mark.parametrize("pairs", ["loop", "blocked"])
+@pytest.mark.parametrize("pairs", ["loop", "blocked", "blockmma:bf16x3"])
 def test_the_cuda_kernels_rounding_model_tracks_the_float64_arrangement(seed, pairs):
     """chunk_backward_rounding.py --form kernels (the CUDA chunked backward's arithmetic: bf16x3 reverse pass, fp32
     gradient pass) against the same arrangement in float64, on two chunks with a partial one and near-repeated keys:
-    every gradient within 1e-4 relative (measured ~3e-6: bf16x3 keeps ~16 bits per operand; fp32 accumulation)."""
+    every gradient within 1e-4 relative (measured ~3e-6: bf16x3 keeps ~16 bits per operand; fp32 accumulation).
+    blockmma:bf16x3: the block pairs as bf16x3 matrix products, the plan for a tensor-core gradient pass."""
     import numpy as np
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "verify_impls"))
     import chunk_backward_rounding as cbr  # noqa: E402

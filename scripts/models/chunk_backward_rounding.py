@@ -12,15 +12,16 @@ summation order is torch's); pair decays are exp of fp32 sums of g accumulated f
 --form kernels models the CUDA chunked backward itself (src/cuda/generic/backward_chunked.cu): phase 1 and the state
 pass of the forward as scripts/models/two_phase.py rounds them (the tiles and what the backward keeps: A', T, S0,
 V_new), the reverse state pass with its four products in bf16x3 (chunk_reverse.cu), and the gradient pass in fp32
-with W read back from its bf16 hi / lo planes (chunk_grad.cu); --pairs loop | blocked picks its pair products
-(main's per-channel loop, or branch gradblk's 16-token blocks); --precision changes one stage's products at a time
-(kernels_backward), which is how session 8 found [W | U] = T [.] to be the largest error (bench/LEDGER.md).
+with W read back from its bf16 hi / lo planes (chunk_grad.cu); --pairs loop | blocked | blockmma:MODE picks its pair
+products (main's per-channel loop, branch gradblk's 16-token blocks, or those with the block pairs as MODE products);
+--precision changes one stage's products at a time (kernels_backward), which is how session 8 found [W | U] = T [.]
+to be the largest error (bench/LEDGER.md).
 
 The verifier asks outside implementations for gradients in the inputs' dtype (bf16), whose rounding (~1.7e-3
 relative RMSE) hides the chunked arithmetic's; kda-verify --fp32-grads (a study option) asks for fp32 gradients and
 judges them as fp32 tensors, as it judges our CUDA backward.
 
-usage: chunk_backward_rounding.py [--dtype float32|float64] [--form safe|kernels] [--pairs loop|blocked]
+usage: chunk_backward_rounding.py [--dtype float32|float64] [--form safe|kernels] [--pairs loop|blocked|blockmma:MODE]
                                   [--products MODE] [--precision SPEC] DIR"""
 import argparse
 import os
@@ -70,9 +71,12 @@ def _pairs_loop(Q, K, G, dM, dAp):
     return dq, dk, dg
 
 
-def _pairs_blocked(Q, K, G, dM, dAp, S=16):
+def _pairs_blocked(Q, K, G, dM, dAp, S=16, mode=None):
     """Branch gradblk's P4 pair products: pairwise inside 16-token blocks, reference points across them (see
-    chunk_backward.py pair_terms_blocked), in fp32 and log2 units, in the kernel's order."""
+    chunk_backward.py pair_terms_blocked), in fp32 and log2 units, in the kernel's order. mode (--pairs blockmma:MODE):
+    each block pair's products as matrix products of that precision (two_phase.prod), what a tensor-core gradient pass
+    would run: rq = dM_IJ (K e)_J and rk = dA'_IJ (K e)_J as [16 x 16] [16 x K] products, ck = dM_IJ^T (Q a)_I +
+    dA'_IJ^T (K a)_I; the scalings, suffixes and prefixes stay fp32 as before."""
     dq, dk, dg = (np.zeros_like(Q) for _ in range(3))
     for b in range(C // S):
         sl = slice(b * S, (b + 1) * S)
@@ -103,14 +107,23 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16):
                 pij = pij * P[bb]
             ck = np.zeros_like(ke)
             suffix = np.zeros_like(pij)
+            if mode:
+                rs = slice(r0, r0 + S)
+                wmb, wab = dM[:, rs, c0:c0 + S], dAp[:, rs, c0:c0 + S]
+                RQ, RK = tp.prod(wmb, ke, mode), tp.prod(wab, ke, mode)
+                ck = (tp.prod(np.swapaxes(wmb, 1, 2), Q[:, rs] * a[:, rs], mode) +
+                      tp.prod(np.swapaxes(wab, 1, 2), K[:, rs] * a[:, rs], mode)).astype(F32)
             for rr in range(S - 1, -1, -1):
                 r = r0 + rr
                 ar = a[:, r]
-                qa, ka = Q[:, r] * ar, K[:, r] * ar
-                wm, wa = dM[:, r, c0:c0 + S], dAp[:, r, c0:c0 + S]
-                rq = np.einsum("mc,mcd->md", wm, ke, dtype=F32)
-                rk = np.einsum("mc,mcd->md", wa, ke, dtype=F32)
-                ck += wm[:, :, None] * qa[:, None, :] + wa[:, :, None] * ka[:, None, :]
+                if mode:
+                    rq, rk = RQ[:, rr], RK[:, rr]
+                else:
+                    qa, ka = Q[:, r] * ar, K[:, r] * ar
+                    wm, wa = dM[:, r, c0:c0 + S], dAp[:, r, c0:c0 + S]
+                    rq = np.einsum("mc,mcd->md", wm, ke, dtype=F32)
+                    rk = np.einsum("mc,mcd->md", wa, ke, dtype=F32)
+                    ck += wm[:, :, None] * qa[:, None, :] + wa[:, :, None] * ka[:, None, :]
                 sc = ar * pij
                 rq, rk = rq * sc, rk * sc
                 dq[:, r] += rq
@@ -202,7 +215,10 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     for t in range(C):
         DG[:, t] += tail
         tail = tail + X[:, t]
-    pq, pk, pg = (_pairs_blocked if pairs == "blocked" else _pairs_loop)(Q, Kk, G, dM, B[:, :, None] * dA)
+    if pairs.startswith("blockmma:"):
+        pq, pk, pg = _pairs_blocked(Q, Kk, G, dM, B[:, :, None] * dA, mode=pairs.split(":", 1)[1])
+    else:
+        pq, pk, pg = (_pairs_blocked if pairs == "blocked" else _pairs_loop)(Q, Kk, G, dM, B[:, :, None] * dA)
     DQ, DK, DG = DQ + pq, DK + pk, DG + pg
     dbeta = (dA * Ap).sum(2, dtype=F32) + (BV * Vv).sum(2, dtype=F32) + TB.sum(2, dtype=F32)
     flat = lambda x: x.reshape((M * C,) + x.shape[2:])[:L]  # noqa: E731
@@ -213,7 +229,8 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     ap.add_argument("--form", choices=("safe", "kernels"), default="safe")
-    ap.add_argument("--pairs", choices=("loop", "blocked"), default="loop")
+    ap.add_argument("--pairs", choices=("loop", "blocked") + tuple("blockmma:" + m for m in tp.MODES), default="loop",
+                    help="--form kernels: P4's pair products (blockmma:MODE: the block pairs as products in MODE)")
     ap.add_argument("--products", choices=("fp32", "3xtf32", "bf16x3", "tf32"), default="fp32",
                     help="the gradient pass's P1-P3 products (--form kernels)")
     ap.add_argument("--precision", default="",
