@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bisect_build.sh COMMIT: that commit's kda-verify (CUDA on, Release) for session 22's backward-full bisect, packed
-# into .carry/bis/bis-COMMIT.tar.xz (s23_l1_prepared.sh runs them). Built: 0fce9af 9a7cf4e c8be2aa 8d8eec1 5f9980a
-# 7bc5ffd 85fffdf e5ba7d9 1829c28 2115ac2 feb64fa (~1 minute each on this machine).
+# into .carry/bis/bis-COMMIT.tar.xz (s23_l1_prepared.sh runs them). Kept: 0fce9af c8be2aa 8d8eec1 5f9980a 7bc5ffd
+# e5ba7d9 1829c28 2115ac2 feb64fa, and the diagnostics e745d19 (diagpw), 2a0e674 (diagaqk3) (~1 minute each here).
 set -euo pipefail
 c=$1
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"

@@ -4,9 +4,13 @@
 # archive bis-COMMIT holds that commit's kda-verify (built by session 22's /tmp/bis/build.sh: cmake Release, CUDA on,
 # kda-verify only); m22b is main's kernels. Every build runs the case at the two failing run seeds and a fresh one,
 # with --json (every gradient's figures). The CPU model (bench/results/2026-12-01-h200-session22/
-# cpu_model_near_identical.sh) puts the signature (dv alone ~6x past the plan) on A_qk at one TF32 pass.
+# cpu_model_near_identical.sh, cpu_model_tile_rounding.py) puts the signature (dv alone ~6x past the plan, its worst
+# element ~0.63 of its bound as on the H200) on A_qk at one TF32 pass. Two diagnostic builds on main (branches, not for
+# main): bis-e745d19 (diagpw: every diagonal block pairwise fp32, none factored) and bis-2a0e674 (diagaqk3: S3's A_qk
+# in 3xTF32 whatever kWide says). Whichever brings dv back to ~4e-4 names the stage; if neither, the bisect does.
+# Bisect builds: 0fce9af (passed in session 8), c8be2aa, 8d8eec1, 5f9980a, 7bc5ffd, e5ba7d9, 1829c28, 2115ac2, feb64fa.
 # Run as: OUT=$OUT bash .carry/lease/s23_l1.sh   with carry [".carry/lease", ".carry/ab/m22b.tar.xz", ".carry/bis"]
-# (.carry/bis: the eleven bis-COMMIT.tar.xz, ~36 MB).
+# (.carry/bis: eleven bis-COMMIT.tar.xz, ~37 MB; with m22b and the repository ~57 of the 64 MiB).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh
