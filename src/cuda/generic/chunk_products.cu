@@ -161,11 +161,10 @@ __device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { re
 
 // 256 threads at 128 registers (ptxas, sm_90a: 0-40 bytes of spill loads, a few 64-bit addresses outside the mma
 // loops; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps, by registers; shared memory would allow
-// four.
-template <int K, int V>
-// Value heads hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the
-// reverse pass with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's
+// four. Value heads hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of
+// the reverse pass with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's
 // heads side by side, as with all of them.
+template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
   const ForwardParams& p = bp.f;

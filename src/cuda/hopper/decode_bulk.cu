@@ -31,9 +31,10 @@
 // stores, ~4.8 us a tile) paced the CTA. A unit of 4 tiles (K = V = 128) pays that path once per 64 KB.
 //
 // Tile = 32 rows x K of one (sequence, value head): contiguous in a value-first pool (rows of K elements), one bulk
-// copy of 32 K * sizeof(pool element) bytes (16 KB at K = 128 in fp32, 8 KB in bf16). Consumer warp w owns rows 8 w .. 8 w + 7; lane l owns columns
-// l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is one contiguous 4 W * 32-byte line
-// (no bank conflicts) and its global row store is coalesced. Row sums: 8 independent full-warp xor reductions.
+// copy of 32 K * sizeof(pool element) bytes (16 KB at K = 128 in fp32, 8 KB in bf16). Consumer warp w owns rows
+// 8 w .. 8 w + 7; lane l owns columns l W .. l W + W - 1 (W = K / 32) of each, so a warp's shared-memory row read is
+// one contiguous 4 W * 32-byte line (no bank conflicts) and its global row store is coalesced. Row sums: the halving
+// sums above (halving_row_sum).
 //
 // Budget (fp32, K = 128, 3 stages): shared memory 3 x (16 KB tile + 1.7 KB staged vectors) + barriers ~ 54 KB: 4 CTAs
 // per SM (218 of 227 KB), i.e. up to 12 tiles = 192 KB of state reads in flight per SM, 6x what Little's law asks at
