@@ -166,6 +166,18 @@ std::vector<BwdCase> backward_cases() {
     v.push_back(c);
   }
   {
+    // backward-full's probe near_identical_keys_beta_at_2 at K = 128 (keys 1e-3 apart, beta at 2), which
+    // backward-quick's K = 64 probe and the case above let pass while the recompute's factored diagonal blocks put dv
+    // at 1.7x its bound (session 23).
+    BwdCase c{base("near_identical_keys_beta_at_2_k128")};
+    c.s.T = 2048;
+    c.s.K = c.s.V = 128;
+    c.s.neg_eigval = true;
+    c.s.recipe.key_jitter = 1e-3;
+    c.s.recipe.beta_mean = 12;
+    v.push_back(c);
+  }
+  {
     BwdCase c{base("packed_bounded_vfirst_group4_k128_v64_no_dfinal")};
     c.s.seqlens = {1, 200, 0, 65, 3};
     c.s.H = 1;
