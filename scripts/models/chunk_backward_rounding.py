@@ -162,12 +162,12 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     G = pad((g.astype(F32) * tp.LOG2E).astype(F32))
     items = [i.split("=") for i in filter(None, precision.split(","))]
     own = {n: md for n, md in items if n in ("state", "reverse", "wread")}
-    # The recompute's phase 1 takes [W | U] in 3xTF32 (chunk_prepare.cu S5 for a backward; the forward's is bf16x3),
-    # A_qk in 3xTF32 (the forward's is one TF32 pass; kWide in chunk_prepare.cu) and every diagonal block pairwise in
-    # fp32 (the forward factors them, diag=s3: on the H200 that failed backward-full's near-identical keys at beta = 2,
-    # dv 1.7x its bound, which this model with diag=s3 did not reproduce; bench/LEDGER.md session 23).
-    prec = tp.parse_precision(",".join(["wu=3xtf32", "aqk=3xtf32", "diag=fp32"]
-                                       + [f"{n}={md}" for n, md in items if n not in own]))
+    # The recompute's phase 1 takes [W | U] in 3xTF32 (chunk_prepare.cu S5 for a backward; the forward's is bf16x3)
+    # and A_qk in 3xTF32 (the forward's is one TF32 pass; kWide in chunk_prepare.cu). Products here sum in IEEE fp32:
+    # the tensor cores' own accumulation is not modelled (with the factored diagonal blocks' 48 mma chained in one
+    # accumulator the H200 failed backward-full's near-identical keys at beta = 2, dv 1.7x its bound, which this
+    # model passed; the kernel now cuts the chain per k-step: bench/LEDGER.md session 23).
+    prec = tp.parse_precision(",".join(["wu=3xtf32", "aqk=3xtf32"] + [f"{n}={md}" for n, md in items if n not in own]))
     Qg, Kd, dec, Aqk, W, U, Ap, Tm = tp.phase1(Q, Kk, G, B, (B[..., None] * Vv).astype(F32), prec, keep=True)
     st = lambda a, b: tp.prod(a, b, own.get("state", "bf16x3"))  # noqa: E731
     rev = lambda a, b: tp.prod(a, b, own.get("reverse", "bf16x3"))  # noqa: E731

@@ -190,10 +190,11 @@ std::vector<BwdCase> large_backward_cases() {
 
 // backward-full's probe near_identical_keys_beta_at_2 (keys 1e-3 apart, beta at 2) at K = 128 and its length, for
 // the chunked backwards only: backward-quick's K = 64 probe and repeated_keys_beta_near_2_k128 passed while the
-// recompute's factored diagonal blocks put this probe's dv at 1.7x its bound (session 23; at T = 2048 main's kernels
-// gave dq 0.84x, the fix 0.13x). The token-recurrent reverse (fp32 class) is not judged here: on this case its error
-// varies with the seed around the fp32 bound (2048 tokens: 1.9e-5 and 7.9e-5 against 2.16e-5), an open question of
-// that bound's conditioning (issue #9's notes), which kda-verify --suite backward-full --impl cuda-recurrent shows.
+// recompute's factored diagonal blocks put this probe's dv at 1.7x its bound (session 23: here those kernels failed
+// with dq at 1.46x; at T = 2048 they passed at 0.84x). The token-recurrent reverse (fp32 class) is not judged here:
+// on this case its error varies with the seed around the fp32 bound (2048 tokens: 1.9e-5 and 7.9e-5 against
+// 2.16e-5), an open question of that bound's conditioning (issue #9's notes), which kda-verify --suite backward-full
+// --impl cuda-recurrent shows.
 std::vector<BwdCase> chunked_stress_cases() {
   BwdCase c{base("near_identical_keys_beta_at_2_k128")};
   c.s.T = 4096;

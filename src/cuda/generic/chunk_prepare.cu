@@ -5,7 +5,7 @@
 // Per chunk (C = 64 rows; rows past the chunk's length L are zero inputs, which makes every product row zero):
 //   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
 //   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32, two
-//       columns a warp task (a plain forward factors the blocks S2a allows in S3 instead)
+//       columns a warp task (where S2a does not let S3 factor them)
 //   S2  per (channel, 16-token sub-block): Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L)
 //       -> workspace; in place Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end);
 //       block factors
@@ -239,12 +239,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 
   const bool has_a_log = p.has_A_log();
   const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
-  // S1 / S3's choice per diagonal block (1: pairwise in S1; 0: factored on tensor cores in S3), set by S2a. A
-  // backward's recompute (kWide) keeps every block pairwise: with the factored blocks (5f9980a) backward-full's
-  // near-identical keys at beta = 2 failed on the H200 (dv 1.7x its RMSE bound at three seeds, where the commit
-  // before passed with every gradient under 0.2x: the session-23 bisect); the nearest key pairs sit in these blocks.
+  // S1 / S3's choice per diagonal block (1: pairwise in S1; 0: factored on tensor cores in S3), set by S2a.
   __shared__ int pairwise_s[kSubBlocks];
-  if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm && !kWide ? 0 : 1;
+  if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
   for (int d = tid; d < K; d += kThreads)
     bias_s[d] = p.gate_mode != KDA_GATE_LOG_DECAY
                     ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
@@ -400,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // There each operand of S3's form, Kr = k exp2(Gl_r) and Ksuf exp2(-S_b) = k exp2(-Gl_c), stays within
   // 2^(+-kFactorBits) of |k| <= 1: nothing overflows, and a component flushed to zero (below 2^-126) drops a term
   // below 2^(kFactorBits - 126) = 2^-30 of entries of size ~1. Beyond that (half the channels near a bound of -5
-  // nats decay ~115 bits a block) the block stays pairwise (S1); in a backward's recompute every block does.
+  // nats decay ~115 bits a block) the block stays pairwise (S1).
   for (int task = tid; task < kSubBlocks * K; task += kThreads) {
     const ScanTask st = scan_task(task, K);
     float acc = 0.0f, gmax = -INFINITY;
@@ -644,8 +641,28 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll 2
       for (int ks = 0; ks < K / 8; ++ks) {
         const int c0 = 8 * ks + tig;
-        s3_kstep<kWide, PK>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
-                            ex2(-bsum_s[B * K + c0 + 4]));
+        if constexpr (kWide) {
+          // A backward's recompute: each k-step's products into fresh accumulators, added to the block's in fp32.
+          // The mma's own fp32 accumulation is not IEEE round-to-nearest (truncating on V100-A100: Fasi et al.,
+          // PeerJ CS 7:e330; H100 modelled in arXiv:2512.07004), and over the block's 48 chained mma (16 k-steps of
+          // three) backward-full's near-identical keys at beta = 2 failed on the H200 (dv 1.7x its bound, bisected
+          // to 5f9980a); with the chain cut per k-step it passes (worst gradient 0.18-0.19x, under the pairwise
+          // form's 0.19x) at the chained form's speed (bench/LEDGER.md, session 23). The nearest key pairs sit in
+          // these blocks, and T^T carries their rounding into dv. A forward's outputs passed with the chain whole.
+          float tk[2][4] = {}, tq[2][4] = {};
+          s3_kstep<kWide, PK>(tk, tq, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+                              ex2(-bsum_s[B * K + c0 + 4]));
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              akk[nt][e] += tk[nt][e];
+              aqk[nt][e] += tq[nt][e];
+            }
+        } else {
+          s3_kstep<kWide, PK>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+                              ex2(-bsum_s[B * K + c0 + 4]));
+        }
       }
     }
     float* const save_b = akk_save ? akk_save + 16 * B * kC + 16 * B : nullptr;
