@@ -76,3 +76,25 @@ def test_the_cuda_kernels_rounding_model_tracks_the_float64_arrangement(seed, pa
     for name, a, b in zip(("dq", "dk", "dv", "dg", "dbeta", "dh0"), got, (scale * ref[0],) + tuple(ref[1:])):
         err = float(np.linalg.norm(a.astype(np.float64) - b.numpy()) / np.linalg.norm(b.numpy()))
         assert err < 1e-4, f"{name}: {err:.2e} (seed {seed})"
+
+
+def test_the_mma_chain_model_rounds_toward_zero_and_cutting_the_chain_helps(seed):
+    """two_phase.py's 3xtf32mma (each mma's sum rounded toward zero, chunk_common.cuh mma3's chain over k-steps):
+    exact where every partial sum is representable; on positive dot products (near-identical keys) it falls short of
+    the exact value, by more than 3xtf32step (the chain cut per k-step, a backward's diagonal blocks since session 23)
+    and the IEEE 3xtf32 model; all three stay within a few units of 2^-21 of each other's scale."""
+    import numpy as np
+
+    import two_phase as tp
+
+    rng = np.random.default_rng(seed % 2**32)
+    ints = rng.integers(-8, 8, size=(2, 16, 128)).astype(np.float32), rng.integers(-8, 8, size=(2, 128, 16))
+    exact = np.matmul(ints[0].astype(np.float64), ints[1].astype(np.float64))
+    for mode in ("3xtf32mma", "3xtf32mma2", "3xtf32step"):
+        assert np.array_equal(tp.prod(ints[0], ints[1].astype(np.float32), mode), exact.astype(np.float32)), mode
+    k = (1.0 + 1e-3 * rng.standard_normal((4, 16, 128))).astype(np.float32) / np.sqrt(128)
+    ref = np.matmul(k.astype(np.float64), np.swapaxes(k, 1, 2).astype(np.float64))
+    err = {m: (tp.prod(k, np.swapaxes(k, 1, 2), m) - ref) / ref for m in ("3xtf32", "3xtf32mma", "3xtf32step")}
+    assert (err["3xtf32mma"] <= 0).all() and err["3xtf32mma"].mean() < -2.0**-23
+    assert np.abs(err["3xtf32step"]).mean() < 0.5 * np.abs(err["3xtf32mma"]).mean()
+    assert max(np.abs(e).max() for e in err.values()) < 2.0**-17

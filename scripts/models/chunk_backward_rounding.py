@@ -163,11 +163,13 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     items = [i.split("=") for i in filter(None, precision.split(","))]
     own = {n: md for n, md in items if n in ("state", "reverse", "wread")}
     # The recompute's phase 1 takes [W | U] in 3xTF32 (chunk_prepare.cu S5 for a backward; the forward's is bf16x3)
-    # and A_qk in 3xTF32 (the forward's is one TF32 pass; kWide in chunk_prepare.cu). Products here sum in IEEE fp32:
-    # the tensor cores' own accumulation is not modelled (with the factored diagonal blocks' 48 mma chained in one
-    # accumulator the H200 failed backward-full's near-identical keys at beta = 2, dv 1.7x its bound, which this
-    # model passed; the kernel now cuts the chain per k-step: bench/LEDGER.md session 23).
-    prec = tp.parse_precision(",".join(["wu=3xtf32", "aqk=3xtf32"] + [f"{n}={md}" for n, md in items if n not in own]))
+    # and A_qk in 3xTF32 (the forward's is one TF32 pass; kWide in chunk_prepare.cu). S3's block products as the mma
+    # chains accumulate them (two_phase.py mma_chain): the off-diagonal blocks in two chains of 8 k-steps, the
+    # diagonal ones cut per k-step. With IEEE sums instead (akk=3xtf32,aqk=3xtf32) this model passed backward-full's
+    # near-identical keys at beta = 2 where the H200 failed (dv 1.74x its bound); with the diagonal blocks' whole
+    # chain (diag=s3-3xtf32mma, the kernel before session 23) it fails as the H200 did (dv 1.62x; cut: 0.19x).
+    prec = tp.parse_precision(",".join(["wu=3xtf32", "akk=3xtf32mma2", "aqk=3xtf32mma2", "diag=s3-3xtf32step"]
+                                       + [f"{n}={md}" for n, md in items if n not in own]))
     Qg, Kd, dec, Aqk, W, U, Ap, Tm = tp.phase1(Q, Kk, G, B, (B[..., None] * Vv).astype(F32), prec, keep=True)
     st = lambda a, b: tp.prod(a, b, own.get("state", "bf16x3"))  # noqa: E731
     rev = lambda a, b: tp.prod(a, b, own.get("reverse", "bf16x3"))  # noqa: E731
