@@ -3,7 +3,9 @@
 against a state pool (with the fused conv and gated RMSNorm), and for a backward request its reverse pass by hand
 (chain rule through the recurrence, the L2 norms, the gate activation and the beta sigmoid), written independently
 of the C++ reference, so the protocol and the verifier's judgement of an outside implementation are tested end to
-end in CI. usage: numpy_recurrent.py DIR"""
+end in CI. --dtype float32 runs the recurrence and its reverse in float32 (the norms', gate's and sigmoid's chain
+rules stay float64): what plain fp32 token-by-token arithmetic gives on a case, next to the verifier's fp32 bound
+(kda-verify --fp32-grads). usage: numpy_recurrent.py [--dtype float32] DIR"""
 import sys
 
 import numpy as np
@@ -169,35 +171,35 @@ def decode(directory, m, t):
         write_output(directory, m, name, value)
 
 
-def main(directory):
+def main(directory, dtype=np.float64):
     m, t = read_case(directory)
     if m.get("request") == "decode":
         decode(directory, m, t)
         return
     backward = m.get("request", "forward") == "backward"
     B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
-    pre = preprocess(m, t)
+    pre = preprocess(m, t, dtype)
     q, k, v, g, beta, seqs = (pre[n] for n in ("q", "k", "v", "g", "beta", "seqs"))
-    scale = m["scale"]
-    out = np.zeros((B, T, HV, V))
-    final = np.zeros((N, HV, V, K))
+    scale = dtype(m["scale"])
+    out = np.zeros((B, T, HV, V), dtype)
+    final = np.zeros((N, HV, V, K), dtype)
     group = HV // H
     if backward:
-        dout = t["dout"].astype(np.float64)
+        dout = t["dout"].astype(dtype)
         dfinal = None
         if "dfinal_state" in t:
-            dfinal = t["dfinal_state"].astype(np.float64)
+            dfinal = t["dfinal_state"].astype(dtype)
             if not m["state_v_first"]:
                 dfinal = dfinal.transpose(0, 1, 3, 2)
-        dqh, dkh = np.zeros((B, T, HV, K)), np.zeros((B, T, HV, K))
-        dv, dglog, dbeta = np.zeros((B, T, HV, V)), np.zeros((B, T, HV, K)), np.zeros((B, T, HV))
-        dh0 = np.zeros((N, HV, V, K))
+        dqh, dkh = np.zeros((B, T, HV, K), dtype), np.zeros((B, T, HV, K), dtype)
+        dv, dglog, dbeta = np.zeros((B, T, HV, V), dtype), np.zeros((B, T, HV, K), dtype), np.zeros((B, T, HV), dtype)
+        dh0 = np.zeros((N, HV, V, K), dtype)
     for n, (b, t0, t1) in enumerate(seqs):
         for hv in range(HV):
             h = hv // group
-            S = np.zeros((V, K))
+            S = np.zeros((V, K), dtype)
             if "initial_state" in t:
-                h0 = t["initial_state"][n, hv].astype(np.float64)
+                h0 = t["initial_state"][n, hv].astype(dtype)
                 S = h0.copy() if m["state_v_first"] else h0.T.copy()
             states = [S]
             for tt in range(t0, t1):
@@ -209,7 +211,7 @@ def main(directory):
             final[n, hv] = S
             if not backward:
                 continue
-            G = dfinal[n, hv].copy() if dfinal is not None else np.zeros((V, K))
+            G = dfinal[n, hv].copy() if dfinal is not None else np.zeros((V, K), dtype)
             for i in range(t1 - t0 - 1, -1, -1):
                 tt = t0 + i
                 S_prev, S_t = states[i], states[i + 1]
@@ -236,7 +238,13 @@ def main(directory):
         if m["output_final_state"]:
             write_output(directory, m, "final_state", final if m["state_v_first"] else final.transpose(0, 1, 3, 2))
         return
+    if dtype != np.float64:  # the chain rules through the norms, the gate and the sigmoid in float64
+        pre = preprocess(m, t)
+        dqh, dkh, dv, dglog, dbeta, dh0 = (x.astype(np.float64) for x in (dqh, dkh, dv, dglog, dbeta, dh0))
     write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0)
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) == 4 and sys.argv[1] == "--dtype" and sys.argv[2] in ("float32", "float64"):
+        main(sys.argv[3], np.dtype(sys.argv[2]).type)
+    else:
+        main(sys.argv[1])
