@@ -15,7 +15,8 @@ unspecified fp32 summation order), 3xTF32 as al bh + ah bl + ah bh. ex2.approx i
 Products a b (--precision NAME=MODE,...; MODE in tf32, 3xtf32, 3xtf32t (3xTF32 with each small part truncated, not
 rounded: a .tf32 register passed as is), 3xtf32mma (3xtf32t as the mma chain accumulates it: each mma's sum rounded
 toward zero, mma_chain; 3xtf32mma2: two such chains over the halves of the inner dimension, as S3's off-diagonal
-blocks), 3xtf32step (each k-step's three mma summed apart and added in fp32), fp32,
+blocks), 3xtf32step (each k-step's three mma summed apart and added in fp32), tf32mma / tf32mma2 (one tf32 mma a
+k-step, chained so), fp32,
 fp64 = exact then rounded to fp32, and the
 two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand to ~21 bits, the other to 11;
 and the bf16 modes a Hopper wgmma path would use (bf16 runs at twice tf32's rate and takes transposed operands):
@@ -28,7 +29,8 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
                  e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
                  g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
                  not; or s3, the kernel's: Kr / Qr against Ksuf exp2(-S_b) in akk's / aqk's modes where every
-                 |S_b| <= 96, no g > 0 and q, k are normalized, pairwise fp32 elsewhere; s3-MODE: both in MODE)
+                 |S_b| <= 96, no g > 0 and q, k are normalized, pairwise fp32 elsewhere; s3-MODE: both in MODE;
+                 s3-MK+MQ: A_kk's in MK, A_qk's in MQ)
                  (default s3)
             tinv T = (I + A_kk)^-1 forward substitution (fp32 or fp64)  (default fp32); or blocked-MODE: the
                  kernel's blocked form (diagonal 16 x 16 blocks by fp32 substitution, then rounds of
@@ -59,8 +61,8 @@ DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "diag": "s3", "tinv"
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
 FACTORED = [0, 0]  # diagonal blocks factored / all (diag = a product mode), reported on stderr
-MODES = ("tf32", "3xtf32", "3xtf32t", "3xtf32mma", "3xtf32mma2", "3xtf32step", "tf32a", "tf32b", "bf16", "bf16x3",
-         "fp32", "fp64")
+MODES = ("tf32", "3xtf32", "3xtf32t", "3xtf32mma", "3xtf32mma2", "3xtf32step", "tf32mma", "tf32mma2", "tf32a", "tf32b",
+         "bf16", "bf16x3", "fp32", "fp64")
 
 
 def tf32(x):
@@ -107,17 +109,19 @@ def rz32(x):
     return y
 
 
-def mma_chain(a, b, per_step, parts=1):
+def mma_chain(a, b, per_step, parts=1, single=False):
     """3xTF32 as chunk_common.cuh mma3 runs it on mma.m16n8k8 (small parts unrounded, as split3t): per k-step of 8,
     c += al bh, c += ah bl, c += ah bh, each mma's 8 products summed exactly with c and the result rounded toward zero
     to fp32 (a first-order model of the tensor cores' fp32 accumulation, which does not round to nearest: Fasi et al.,
     PeerJ CS 7:e330). per_step: each k-step's three mma into a fresh accumulator, added to the sum in fp32 (RN), as a
     backward's factored diagonal blocks run since session 23. parts: the inner dimension cut into that many equal
-    chains, summed in fp32 in order (S3's off-diagonal blocks: two warps, each over half of the channels)."""
+    chains, summed in fp32 in order (S3's off-diagonal blocks: two warps, each over half of the channels). single:
+    one tf32 mma a k-step on rounded operands (a forward's A_qk, s3_kstep's !kWide branch)."""
     ah, al = split3t(a)
     bh, bl = split3t(b)
     f = lambda x: x.astype(np.float64)  # noqa: E731
     ah, al, bh, bl = f(ah), f(al), f(bh), f(bl)
+    passes = ((ah, bh),) if single else ((al, bh), (ah, bl), (ah, bh))
     n = a.shape[-1] // parts
     out = None
     for p0 in range(0, a.shape[-1], n):
@@ -125,7 +129,7 @@ def mma_chain(a, b, per_step, parts=1):
         for k0 in range(p0, p0 + n, 8):
             ks = slice(k0, k0 + 8)
             t = np.zeros_like(c) if per_step else c
-            for x, y in ((al, bh), (ah, bl), (ah, bh)):
+            for x, y in passes:
                 t = rz32(t.astype(np.float64) + np.matmul(x[..., ks], y[..., ks, :]))
             c = (c + t).astype(F32) if per_step else t
         out = c if out is None else (out + c).astype(F32)
@@ -136,8 +140,8 @@ def prod(a, b, mode):
     """a @ b (batched, float32 inputs) as the kernel's product of the given precision, fp32 result."""
     a = np.asarray(a, dtype=F32)
     b = np.asarray(b, dtype=F32)
-    if mode in ("3xtf32mma", "3xtf32mma2", "3xtf32step"):
-        return mma_chain(a, b, mode == "3xtf32step", 2 if mode == "3xtf32mma2" else 1)
+    if mode in ("3xtf32mma", "3xtf32mma2", "3xtf32step", "tf32mma", "tf32mma2"):
+        return mma_chain(a, b, mode == "3xtf32step", 2 if mode.endswith("2") else 1, mode.startswith("tf32"))
     if mode == "tf32":
         return np.matmul(tf32(a), tf32(b))
     if mode in ("3xtf32", "3xtf32t"):  # mma3: c += al bh; c += ah bl; c += ah bh (3xtf32t: small parts truncated)
@@ -181,7 +185,7 @@ def parse_precision(spec):
     for item in filter(None, (spec or "").split(",")):
         name, mode = item.split("=")
         blocked = name == "tinv" and mode.split("-", 1)[0] in ("blocked", "stages") and mode.split("-", 1)[-1] in MODES
-        s3 = name == "diag" and (mode == "s3" or (mode.startswith("s3-") and mode[3:] in MODES))
+        s3 = name == "diag" and (mode == "s3" or (mode[:3] == "s3-" and all(x in MODES for x in mode[3:].split("+"))))
         if name not in p or (mode not in MODES and not blocked and not s3):
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
         if name == "tinv" and mode not in ("fp32", "fp64") and not blocked:
@@ -315,9 +319,9 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True):
             if not ok.any():
                 continue
             Bt = np.swapaxes(Ksuf[ok][:, sl] * ex2(-sb[ok])[:, None, :], 1, 2)
-            dm = prec["diag"][3:]  # s3-MODE: both products in MODE; s3: in akk's and aqk's
-            ak = prod(Kr[ok][:, sl], Bt, dm or prec["akk"])
-            aq = prod(Qr[ok][:, sl], Bt, dm or prec["aqk"])
+            dm = prec["diag"][3:].split("+")  # s3-MODE: both products in MODE, s3-MK+MQ: A' in MK, A_qk in MQ
+            ak = prod(Kr[ok][:, sl], Bt, dm[0] or prec["akk"])
+            aq = prod(Qr[ok][:, sl], Bt, dm[-1] or prec["aqk"])
             Aqk[ok, sl, sl] = np.where(lower, aq, F32(0))
             Akk[ok, sl, sl] = np.where(strict, beta[ok][:, sl, None] * ak, F32(0))
             Ap[ok, sl, sl] = np.where(strict, ak, F32(0))
