@@ -16,8 +16,7 @@ Products a b (--precision NAME=MODE,...; MODE in tf32, 3xtf32, 3xtf32t (3xTF32 w
 rounded: a .tf32 register passed as is), 3xtf32mma (3xtf32t as the mma chain accumulates it: each mma's sum rounded
 toward zero, mma_chain; 3xtf32mma2: two such chains over the halves of the inner dimension, as S3's off-diagonal
 blocks), 3xtf32step (each k-step's three mma summed apart and added in fp32), tf32mma / tf32mma2 (one tf32 mma a
-k-step, chained so), fp32,
-fp64 = exact then rounded to fp32, and the
+k-step, chained so), fp32, fp64 = exact then rounded to fp32, and the
 two-mma splits tf32a = (ah + al) tf32(b), tf32b = tf32(a) (bh + bl): one operand to ~21 bits, the other to 11;
 and the bf16 modes a Hopper wgmma path would use (bf16 runs at twice tf32's rate and takes transposed operands):
 bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf16(a), al = bf16(a - ah)):

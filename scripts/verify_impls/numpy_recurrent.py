@@ -6,7 +6,7 @@ of the C++ reference, so the protocol and the verifier's judgement of an outside
 end in CI. --dtype float32 runs the recurrence and its reverse in float32 (the norms', gate's and sigmoid's chain
 rules stay float64): what plain fp32 token-by-token arithmetic gives on a case, next to the verifier's fp32 bound
 (kda-verify --fp32-grads). usage: numpy_recurrent.py [--dtype float32] DIR"""
-import sys
+import argparse
 
 import numpy as np
 
@@ -244,7 +244,9 @@ def main(directory, dtype=np.float64):
     write_gradients(directory, m, t, pre, dqh, dkh, dv, dglog, dbeta, dh0)
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--dtype" and sys.argv[2] in ("float32", "float64"):
-        main(sys.argv[3], np.dtype(sys.argv[2]).type)
-    else:
-        main(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                    help="the recurrence's and its reverse's arithmetic")
+    ap.add_argument("dir")
+    a = ap.parse_args()
+    main(a.dir, np.dtype(a.dtype).type)
