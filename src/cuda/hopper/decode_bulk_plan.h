@@ -25,15 +25,7 @@ struct Unit {
 // of its unit i / per), at most the stages (the producer issues a unit's copies before it stages the unit, so a unit
 // longer than the ring would wait for a stage that only its own staging frees: the CPU replay shows the deadlock),
 // made smaller while the units would not fill the resident CTAs (at small batches a head's tiles spread over CTAs
-// and update in parallel), and smaller still where that takes at least a quarter of the tiles off the busiest CTA
-// (busiest_tiles: just past one round of units, the CTAs with one unit more than the others set the time; H = 12,
-// B = 32 at 528 resident CTAs: 768 units of 2 tiles put 4 tiles on the busiest, 1536 units of 1 put 3). Not for
-// less: a unit of half the tiles doubles the producer's staging per byte, and at large batches (H = 32, B = 256: 64
-// tiles -> 63) that margin, ~2x what the copy rate asks, is worth more than a tile.
-KDA_HOST_DEVICE int64_t busiest_tiles(int64_t N, int HV, int V, int per, int64_t resident_ctas) {
-  const int64_t units = N * HV * (row_blocks(V) / per);
-  return (units + resident_ctas - 1) / resident_ctas * per;
-}
+// and update in parallel).
 KDA_HOST_DEVICE int tiles_per_unit(int64_t N, int HV, int V, int stages, int64_t resident_ctas) {
   const int blocks = row_blocks(V);
   int per = blocks < stages ? blocks : stages;
@@ -42,10 +34,6 @@ KDA_HOST_DEVICE int tiles_per_unit(int64_t N, int HV, int V, int stages, int64_t
     --per;
     while (blocks % per) --per;
   }
-  for (int q = per - 1; q >= 1; --q)
-    if (blocks % q == 0 &&
-        4 * busiest_tiles(N, HV, V, q, resident_ctas) <= 3 * busiest_tiles(N, HV, V, per, resident_ctas))
-      per = q;
   return per;
 }
 KDA_HOST_DEVICE int64_t unit_count(int64_t N, int HV, int V, int per_unit) {
