@@ -12,12 +12,6 @@
 
 namespace kda::cuda {
 
-// bar.sync on barrier `id` (1 .. 15; 0 is __syncthreads') by `threads` threads, whole warps: a barrier among the
-// warps of one stage while the others work on, or wait at the next CTA barrier.
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 // The raw bits of one element (inputs are float32, float16 or bfloat16: validated).
 __device__ __forceinline__ uint32_t load_bits(const void* base, kda_dtype_t dtype, int64_t offset) {
   if (dtype == KDA_DTYPE_FLOAT32) return static_cast<const uint32_t*>(base)[offset];

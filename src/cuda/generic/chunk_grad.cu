@@ -3,34 +3,33 @@
 // KD, BK, BV, colsum(S0 . dS)) and the saved A' (BackwardLayout akk). Line by line the safe form of the CPU backend's
 // chunked core (src/cpu/backward_cpu.cpp), in fp32:
 //   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation), beta (activation), dM, dA       [smem]
-//   P4  per channel (two threads, each owning half of the rows), the exponent terms: dq = QS . E,
-//       dk = beta dBK . E + KD . Esuf, and the log-decay gradient summed over the runs each exponent spans (never a
-//       difference of cumulated sums); then the pair products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K (column side),
+//   P4  per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf, and the log-decay
+//       gradient summed over the runs each exponent spans (never a difference of cumulated sums); then the pair
+//       products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K (column side),
 //       dg += the pairs spanning each token, by 16-token blocks: pairwise inside a block (D = exp2 of a sum
 //       accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across blocks
 //       (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per channel
 //       instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
 //   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV;
-//       all but the last row sum after P4 (K = 128) or beside it on the warps P4 leaves idle (K = 64)
+//       all but the last row sum on the warps P4 leaves idle, concurrently with it
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
 //       the L2 norm's backward); dg through the gate activation; the chunk's partial sums of ddt_bias and dA_log
 //   P7  a group of one value head (H = HV): per row, dq and dk through the L2 norm's backward straight into the
 //       gradients instead of dqk (no finalize launch, no dqk bytes: 512 MiB at h64-fixed)
 // (P1-P3, the matrix products, are chunk_products.cu's.) Deterministic: no atomics, every sum in a fixed order.
 //
-// The pair products run two threads per channel, the block pairs' 16 x 16 products in registers.
+// The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
 // Grid: min(cap * HV, kGradCtas, what the device holds at once) CTAs of 256 threads (grad_grid) striding over the
-// (chunk, value head) tasks, so the persistent grid is one wave; list entries past the list's length write zero gate
-// partials. Shared memory (K = V = 128): q, k, g and the dq, dk, dg accumulators [64][K] each, dM and dA [64][64],
-// beta, row sums, inverse norms, P4's exchange [2][K]: 231,424 bytes of the 232,448 a block may opt in to, one CTA
-// per SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450
-// read-modify-writes of dq / dk / dg); the colder ones (dk's column side, the pair terms, dbeta's third term: ~670
-// accesses) live in the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32), which at one
-// CTA per SM mostly misses L1 (ncu on gradpf: P4 58% long-scoreboard stalls with dq / dk / dg there).
+// (chunk, value head) tasks, so the persistent grid is one wave; list entries past
+// the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g and the dq, dk, dg accumulators
+// [64][K] each, dM and dA [64][64], beta, row sums, inverse norms: 230,400 bytes of the 232,448 a block may opt in
+// to, one CTA per SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450 read-modify-writes
+// of dq / dk / dg); the colder ones (dk's column side, the pair terms, dbeta's third term: ~670 accesses) live in
+// the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32), which at one CTA per SM mostly
+// misses L1 (ncu on gradpf: P4 58% long-scoreboard stalls with dq / dk / dg there).
 #include <climits>
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/device_common.cuh"
 #include "cuda/generic/backward_common.cuh"
@@ -49,8 +48,8 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
   static constexpr int kQ = 0, kK = kQ + kC * K, kG = kK + kC * K, kDQ = kG + kC * K, kDK = kDQ + kC * K;
   static constexpr int kDG = kDK + kC * K, kM = kDG + kC * K, kA = kM + kC * kC;
-  static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC, kNorm = kRow + kC, kX = kNorm + 2 * kC;
-  static constexpr size_t kBytes = sizeof(float) * (kX + 2 * K);
+  static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC, kNorm = kRow + kC;
+  static constexpr size_t kBytes = sizeof(float) * (kNorm + 2 * kC);
 };
 
 // Asks L2 for what the CTA's next task reads from global memory: its product tile and A' (contiguous, ~180 KB at
@@ -228,45 +227,33 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
     __syncthreads();
 
-    // ---- P4: per channel d, two threads: tid = d + K half, half 0 owning the rows of blocks 0 and 1, half 1 those
-    // of blocks 2 and 3; each thread writes only its own rows' accumulators (DQ, DK, DG, Dkc, TB, Xs), and the few
-    // sums one half needs of the other's rows it either folds itself from shared memory in the other's order (the
-    // same bits) or reads from the exchange array after a barrier among P4's threads (named barriers 1-5). Why: with
-    // one thread per channel P4 ran on half of the CTA's warps at one CTA per SM (ncu, session 22: P4 ~60% of this
-    // pass, the other warps 18.9% of the stall samples waiting at the barrier after it), and a second thread per
-    // channel whose updates went through global scratch lost (p4split, +1.0 ms). At K = 128 P4 takes all 256
-    // threads and P5a follows it; at K = 64 P5a runs beside it on the other warps.
-    constexpr int kP4 = 2 * K, kHalf = kC / 2, kHalfBlocks = kSubBlocks / 2;
-    constexpr bool kP5aBeside = kP4 < kThreads;
-    static_assert(kSubBlocks == 4 && kP4 <= kThreads && kP4 % 32 == 0, "P4: two threads a channel, two blocks each");
-    if (tid < kP4) {
-      const int d = tid % K, half = tid / K, lo = kHalf * half, hi = lo + kHalf;  // this thread's rows [lo, hi)
-      float* const xch = smem + Ly::kX;  // [2][K]: half 1's head sum (S1 -> S2), then its pair sums for half 0
+    // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
+    if (tid < K) {
+      const int d = tid;
       // The product rows (QS, BK forwards, KD backwards) are read kAhead rows ahead through rings of registers: the
       // scratch stores of each row (TB, Dkc, Xs: global, so for the compiler possibly the product tile) would
       // otherwise hold the next row's loads behind them, a round trip per row (ncu: ~13% of the stall samples).
+      // 3 kAhead + 1 registers, in a stretch that needs few (the pair products below are the kernel's peak).
       constexpr int kAhead = 8;
-      static_assert(kHalf % kAhead == 0, "P4: the rings step whole groups of rows");
+      static_assert(kC % kAhead == 0, "P4: the rings step whole groups of rows");
       float qs_r[kAhead], bk_r[kAhead], kd_r[kAhead];
 #pragma unroll
       for (int i = 0; i < kAhead; ++i) {
-        qs_r[i] = QS[(lo + i) * K + d];
-        bk_r[i] = BK[(lo + i) * K + d];
-        kd_r[i] = KDg[(hi - 1 - i) * K + d];
+        qs_r[i] = QS[i * K + d];
+        bk_r[i] = BK[i * K + d];
+        kd_r[i] = KDg[(kC - 1 - i) * K + d];
       }
       const float cs = prod[pl.CS() + d];
-      // S1, runs 0 .. t (exp(Gamma_t) in Qg and in W's rows): dq = QS . E, dk = beta dBK . E; their coefficients
-      // q dq + k dk (the log-decay gradient of every s <= t) go to DG, summed backwards in S2. Half 1 starts from
-      // the fold of half 0's gates, in its order: the same bits as one thread running all 64 rows.
+      // Runs 0 .. t (exp(Gamma_t) in Qg and in W's rows): dq = QS . E, dk = beta dBK . E; their coefficients
+      // q dq + k dk (the log-decay gradient of every s <= t) go to DG, summed backwards below.
       float gam = 0.0f;
-      for (int t = 0; t < lo; ++t) gam += Gs[t * K + d];
 #pragma unroll 1
-      for (int tg = lo; tg < hi; tg += kAhead) {
+      for (int tg = 0; tg < kC; tg += kAhead) {
 #pragma unroll
         for (int i = 0; i < kAhead; ++i) {
           const int t = tg + i;
           const float qs = qs_r[i], bk = bk_r[i];
-          if (t + kAhead < hi) {
+          if (t + kAhead < kC) {
             qs_r[i] = QS[(t + kAhead) * K + d];
             bk_r[i] = BK[(t + kAhead) * K + d];
           }
@@ -281,29 +268,17 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           Dkc[t * K + d] = 0.0f;
         }
       }
-      for (int t = hi; t < kC; ++t) gam += Gs[t * K + d];
       // The whole chunk: S0's decay exp(Gamma_C), coefficient colsum(S0 . dS).
       const float whole = cs * ex2(gam);
-      if (half == 1) {  // its rows' coefficients summed from the chunk's end, where half 0's S2 sum starts
-        float h = 0.0f;
-        for (int t = hi - 1; t >= lo; --t) h += DG[t * K + d];
-        xch[d] = h;
-      }
-      named_barrier(1, kP4);
-      // S2, runs t+1 .. end (K . Esuf): dk += KD . Esuf; its coefficient k dk (of every s > t) is summed forwards in
-      // S3. Half 0 starts from half 1's sums: its gates folded here, its coefficients' sum from the exchange.
+      // Runs t+1 .. end (K . Esuf): dk += KD . Esuf; its coefficient k dk (of every s > t) is summed forwards.
       float suf = 0.0f, head = 0.0f;
-      if (half == 0) {
-        head = xch[d];
-        for (int t = kC - 1; t >= hi; --t) suf += Gs[t * K + d];
-      }
 #pragma unroll 1
-      for (int tg = hi - 1; tg >= lo; tg -= kAhead) {
+      for (int tg = kC - 1; tg >= 0; tg -= kAhead) {
 #pragma unroll
         for (int i = 0; i < kAhead; ++i) {
           const int t = tg - i;
           const float kd = kd_r[i];
-          if (t - kAhead >= lo) kd_r[i] = KDg[(t - kAhead) * K + d];
+          if (t - kAhead >= 0) kd_r[i] = KDg[(t - kAhead) * K + d];
           const float dkd = kd * ex2(suf);
           DK[t * K + d] += dkd;
           Xs[t * K + d] = Ks[t * K + d] * dkd;
@@ -312,20 +287,17 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           suf += Gs[t * K + d];
         }
       }
-      named_barrier(2, kP4);  // half 0's Xs (S2) -> half 1's start of S3
-      // S3: half 1 starts from half 0's terms, folded here in its order.
       float tail = 0.0f;
-      for (int t = 0; t < lo; ++t) tail += Xs[t * K + d];
-      for (int t = lo; t < hi; ++t) {
+      for (int t = 0; t < kC; ++t) {
         DG[t * K + d] += tail;
         tail += Xs[t * K + d];
       }
-      // S4: pairs (r, c <= r) of A_qk and A' inside the thread's 16-token blocks (scripts/models/chunk_backward.py
-      // pair_terms_blocked): D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's pair
-      // coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops over the
-      // block's 16 rows and columns are unrolled).
+      // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
+      // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
+      // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
+      // over the block's 16 rows and columns are unrolled).
 #pragma unroll 1
-      for (int blk = kHalfBlocks * half; blk < kHalfBlocks * (half + 1); ++blk) {
+      for (int blk = 0; blk < kSubBlocks; ++blk) {
         const int b0 = kSub * blk;
         float col[kSub], dgp[kSub];
 #pragma unroll
@@ -362,86 +334,26 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           DG[(b0 + i) * K + d] += dgp[i];
         }
       }
-      named_barrier(3, kP4);  // half 1's reads of half 0's Xs (S3) before the table below overwrites them
-      // S5: block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the
-      // start of I to r) (table in Xs, each half its rows), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the
-      // blocks strictly between, every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a
-      // row r at a time), ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay
-      // coefficients reach the spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side)
-      // and, for the tokens strictly between J and I, the pair's whole sum: sums of terms, never differences. The
-      // owner of I's rows runs the row side, the owner of J's the column side (both sides in one loop where one
-      // thread owns both); a whole sum for the other half's rows (pairs (0, 2) and (0, 3), block 1) goes through the
-      // exchange.
+      // Block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the start
+      // of I to r) (table in Xs), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the blocks strictly between,
+      // every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a row r at a time),
+      // ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay coefficients reach the
+      // spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side) and, for the tokens
+      // strictly between J and I, the pair's whole sum: sums of terms, never differences.
       float pblk[kSubBlocks];
 #pragma unroll
       for (int blk = 0; blk < kSubBlocks; ++blk) {
-        const bool own = blk / kHalfBlocks == half;
         float acc = 0.0f;
         for (int i = 0; i < kSub; ++i) {
           const int t = kSub * blk + i;
           acc += Gs[t * K + d];
-          if (own) Xs[t * K + d] = ex2(acc);
+          Xs[t * K + d] = ex2(acc);
         }
         pblk[blk] = ex2(acc);
       }
-      named_barrier(4, kP4);  // every row's a_r
-      auto pair = [&](auto row_side, auto col_side, int J, int I, const float(&ke)[kSub], const float(&ev)[kSub],
-                      float pij) {
-        constexpr bool kRowSide = decltype(row_side)::value, kColSide = decltype(col_side)::value;
-        const int c0 = kSub * J, r0 = kSub * I;
-        float ck[kSub];
-#pragma unroll
-        for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
-        float suffix = 0.0f;
-        for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
-          const int r = r0 + rr;
-          const float ar = Xs[r * K + d], qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
-          const float qa = qr * ar, ka = kr * ar;
-          float rq = 0.0f, rk = 0.0f;
-#pragma unroll
-          for (int cc = 0; cc < kSub; ++cc) {
-            const float wm = dMs[r * kC + c0 + cc], wa = br * dAs[r * kC + c0 + cc];
-            if constexpr (kRowSide) {
-              rq = fmaf(wm, ke[cc], rq);
-              rk = fmaf(wa, ke[cc], rk);
-            }
-            if constexpr (kColSide) ck[cc] = fmaf(wm, qa, fmaf(wa, ka, ck[cc]));
-          }
-          if constexpr (kRowSide) {
-            const float sc = ar * pij;
-            rq *= sc;
-            rk *= sc;
-            DQ[r * K + d] += rq;
-            DK[r * K + d] += rk;
-            suffix += qr * rq + kr * rk;
-            DG[r * K + d] += suffix;
-          }
-        }
-        if constexpr (kRowSide) {  // the pair's whole sum (suffix now covers every r in I) for the blocks between
-          for (int bb = J + 1; bb < I; ++bb) {
-            if (bb / kHalfBlocks == half) {
-              for (int t = kSub * bb; t < kSub * (bb + 1); ++t) DG[t * K + d] += suffix;
-            } else {
-              xch[(I - kHalfBlocks) * K + d] = suffix;  // half 1's pair (0, I): half 0's block 1
-            }
-          }
-        }
-        if constexpr (kColSide) {
-          float prefix = 0.0f;
-#pragma unroll
-          for (int cc = 0; cc < kSub; ++cc) {
-            const int c = c0 + cc;
-            DG[c * K + d] += prefix;
-            const float z = ck[cc] * ev[cc] * pij;
-            Dkc[c * K + d] += z;
-            prefix += Ks[c * K + d] * z;
-          }
-        }
-      };
 #pragma unroll 1
       for (int J = 0; J < kSubBlocks - 1; ++J) {
         const int c0 = kSub * J;
-        const bool col_side = J / kHalfBlocks == half;
         float ke[kSub], ev[kSub];
         {
           float acc = 0.0f;
@@ -454,33 +366,54 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         }
 #pragma unroll 1
         for (int I = J + 1; I < kSubBlocks; ++I) {
-          const bool row_side = I / kHalfBlocks == half;
-          if (!row_side && !col_side) continue;
+          const int r0 = kSub * I;
           float pij = 1.0f;
           for (int bb = J + 1; bb < I; ++bb) pij *= pblk[bb];
-          if (row_side && col_side)
-            pair(std::true_type{}, std::true_type{}, J, I, ke, ev, pij);
-          else if (row_side)
-            pair(std::true_type{}, std::false_type{}, J, I, ke, ev, pij);
-          else
-            pair(std::false_type{}, std::true_type{}, J, I, ke, ev, pij);
+          float ck[kSub];
+#pragma unroll
+          for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
+          float suffix = 0.0f;
+          for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
+            const int r = r0 + rr;
+            const float ar = Xs[r * K + d], qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
+            const float qa = qr * ar, ka = kr * ar;
+            float rq = 0.0f, rk = 0.0f;
+#pragma unroll
+            for (int cc = 0; cc < kSub; ++cc) {
+              const float wm = dMs[r * kC + c0 + cc], wa = br * dAs[r * kC + c0 + cc];
+              rq = fmaf(wm, ke[cc], rq);
+              rk = fmaf(wa, ke[cc], rk);
+              ck[cc] = fmaf(wm, qa, fmaf(wa, ka, ck[cc]));
+            }
+            const float sc = ar * pij;
+            rq *= sc;
+            rk *= sc;
+            DQ[r * K + d] += rq;
+            DK[r * K + d] += rk;
+            suffix += qr * rq + kr * rk;
+            DG[r * K + d] += suffix;
+          }
+          // The pair's whole sum (suffix now covers every r in I) for the tokens strictly between J and I.
+          for (int t = c0 + kSub; t < r0; ++t) DG[t * K + d] += suffix;
+          float prefix = 0.0f;
+#pragma unroll
+          for (int cc = 0; cc < kSub; ++cc) {
+            const int c = c0 + cc;
+            DG[c * K + d] += prefix;
+            const float z = ck[cc] * ev[cc] * pij;
+            Dkc[c * K + d] += z;
+            prefix += Ks[c * K + d] * z;
+          }
         }
       }
-      named_barrier(5, kP4);  // half 1's pair sums for block 1
-      if (half == 0) {
-        const float s2 = xch[d], s3 = xch[K + d];
-        for (int t = kSub; t < 2 * kSub; ++t) DG[t * K + d] = (DG[t * K + d] + s2) + s3;
-      }
-    }
-    if (kP5aBeside ? tid >= kP4 : true) {
-      // ---- P5a (K = 64: on the warps P4 leaves idle, concurrently with it; K = 128: after it, on every warp): per
-      // row, the parts of dbeta that do not wait for P4 (rowsum(dA . A') + rowsum(dBV . V), into row_s) and
-      // dv = beta dBV. The loads of kRB rows (v as raw bits, dBV, A') first, then the rows' sums and stores (the
-      // compiler cannot know that dv aliases nothing here): a round trip per kRB rows, not per row (ncu: v's loads
-      // were 7.5% of the stall samples, a row at a time). kRB (2 CV + kC / 32) = 40 registers at V = 128; kRB = 8
-      // spilled (K = 128).
-      constexpr int kFirst = kP5aBeside ? kP4 / 32 : 0, kWarps = kThreads / 32 - kFirst, CV = V / 32, CA = kC / 32;
-      constexpr int kRB = 4;
+    } else {
+      // ---- P5a, on the warps P4 leaves idle (threads K .. 255), concurrently with it: per row, the parts of dbeta
+      // that do not wait for P4 (rowsum(dA . A') + rowsum(dBV . V), into row_s) and dv = beta dBV. The loads of kRB
+      // rows (v as raw bits, dBV, A') first, then the rows' sums and stores (the compiler cannot know that dv aliases
+      // nothing here): a round trip per kRB rows, not per row (ncu: v's loads were 7.5% of the stall samples, a row
+      // at a time). kRB (2 CV + kC / 32) = 40 registers at V = 128; kRB = 8 spilled (K = 128). ncu on gradpf had the
+      // barrier after P4 at 13.5% of the stall samples and P5's loads in the phase after it.
+      constexpr int kFirst = K / 32, kWarps = kThreads / 32 - K / 32, CV = V / 32, CA = kC / 32, kRB = 4;
       for (int rb = warp - kFirst; rb < L; rb += kWarps * kRB) {
         uint32_t vraw[kRB][CV];
         float x[kRB][CV], ap[kRB][CA];

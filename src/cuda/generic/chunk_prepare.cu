@@ -95,6 +95,12 @@ __device__ __forceinline__ void for_row_quads(int tid, F&& f) {
   for (int i = 0; i < kC / kStep; ++i) f(ps.r0 + i * kStep, ps.c, ps.sw);
 }
 
+// bar.sync on barrier `id` (1 .. 15; 0 is __syncthreads') by `threads` threads, whole warps: a barrier among the
+// warps of one stage while the others work on, or wait at the next CTA barrier.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // An fp32 [kC][kCols] shared-memory matrix (row pitch `pitch` floats, rows 16-byte aligned) into swizzled bf16 hi / lo
 // planes (mma_layout.h swizzled(), the lo plane kC kCols elements after the hi one): per quad one 16-byte load (no
 // bank conflict) and one 8-byte store a plane (half of a 16-byte chunk, which the swizzle keeps whole). f(r, c, x)
