@@ -47,7 +47,8 @@ TEST(DecodeBulkPlan, UnitsCoverEveryRowBlockOnce) {
         const Unit u = unit_of(unit, HV, V, per);
         by_count.emplace_back(u.n, u.hv, u.row0 + (i % per) * kRows);
       }
-      ASSERT_GE(cta_unit(cta, ctas, tiles / per), units);  // and not one unit more      ASSERT_EQ(by_unit, by_count);
+      ASSERT_GE(cta_unit(cta, ctas, tiles / per), units);  // and not one unit more
+      ASSERT_EQ(by_unit, by_count);
       for (const auto& [n, hv, row0] : by_unit) {
         ASSERT_TRUE(n >= 0 && n < N && hv >= 0 && hv < HV && row0 >= 0 && row0 < V);
         ASSERT_EQ(row0 % kRows, 0);
