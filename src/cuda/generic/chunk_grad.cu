@@ -295,23 +295,20 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
       // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
       // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
-      // over the block's 16 columns are unrolled, each column skipped past the row's diagonal by a warp-uniform
-      // test). The loop over rows is not unrolled: unrolled it was ~2000 instructions (~32 KB of code) run once per
-      // block, and ncu had its lines' stalls mostly on instruction fetch (no_inst 43-67%, session 24).
+      // over the block's 16 rows and columns are unrolled).
 #pragma unroll 1
       for (int blk = 0; blk < kSubBlocks; ++blk) {
         const int b0 = kSub * blk;
         float col[kSub], dgp[kSub];
 #pragma unroll
         for (int i = 0; i < kSub; ++i) col[i] = dgp[i] = 0.0f;
-#pragma unroll 1
+#pragma unroll
         for (int rr = 0; rr < kSub; ++rr) {
           const int r = b0 + rr;
           const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
           float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
 #pragma unroll
-          for (int cc = kSub - 1; cc >= 0; --cc) {
-            if (cc > rr) continue;
+          for (int cc = rr; cc >= 0; --cc) {
             const int c = b0 + cc;
             const float D = ex2(ex);
             const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = Ks[c * K + d];
@@ -326,8 +323,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           DK[r * K + d] += dk;
           float pre = 0.0f;
 #pragma unroll
-          for (int cc = 0; cc < kSub - 1; ++cc) {
-            if (cc >= rr) break;
+          for (int cc = 0; cc < rr; ++cc) {
             pre += x[cc];
             dgp[cc + 1] += pre;
           }
@@ -377,14 +373,9 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
           for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
           float suffix = 0.0f;
-          // a_r one row ahead: the table is global scratch, mostly an L2 round trip away (ncu, session 24: 14% of
-          // P4's stall samples waited on it where each row loaded its own).
-          float ar_next = Xs[(r0 + kSub - 1) * K + d];
           for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
             const int r = r0 + rr;
-            const float ar = ar_next;
-            if (rr > 0) ar_next = Xs[(r - 1) * K + d];
-            const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
+            const float ar = Xs[r * K + d], qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
             const float qa = qr * ar, ka = kr * ar;
             float rq = 0.0f, rk = 0.0f;
 #pragma unroll
