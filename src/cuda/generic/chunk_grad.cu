@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       // scratch stores of each row (TB, Dkc, Xs: global, so for the compiler possibly the product tile) would
       // otherwise hold the next row's loads behind them, a round trip per row (ncu: ~13% of the stall samples).
       // 3 kAhead + 1 registers, in a stretch that needs few (the pair products below are the kernel's peak).
-      constexpr int kAhead = 16;
+      constexpr int kAhead = 8;
       static_assert(kC % kAhead == 0, "P4: the rings step whole groups of rows");
       float qs_r[kAhead], bk_r[kAhead], kd_r[kAhead];
 #pragma unroll
