@@ -1,7 +1,8 @@
 # lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
 # bench/results): start a call's log, unpack build archives, run checks in parallel each under its own timeout, archive
-# their logs, and print an ncu summary of one kernel launch. Source it from the repository root; lease_begin sets W,
-# the scratch folder for the logs (a script that does not call it sets W itself).
+# their logs, compare builds' verifier figures at one seed, and print an ncu summary of one kernel launch. Source it
+# from the repository root; lease_begin sets W, the scratch folder for the logs (a script that does not call it sets
+# W itself).
 
 # lease_begin NAME: everything the script prints from here on also to $OUT/NAME.log; the time; W a fresh folder.
 # (Never a bare `wait` after it: it would wait for the tee too.)
@@ -51,6 +52,29 @@ lease_bwd_full() {
   lease_run bwdfull-d "$b" 2 200 "${v[@]}" --filter softplus_,saturated,gates_exactly,dead_and,near_identical,\
 beta_near_0,h0_,packed,one_sequence,grouped,k_first,log_decay,fp16_bounded,k128_v64 & pids+=($!)
   wait "${pids[@]}"
+}
+
+# lease_same_figures SUITE BUILD...: kda-verify --suite SUITE --impl cuda-generic on each BUILD at one fresh seed
+# (printed), in parallel, their logs $W/same-BUILD.log; then says whether each build passed and printed the first
+# build's figures row for row: the check of a change meant to keep every operation in its order (the same bits), where
+# the full suites then need running on one build only. Call it without & (it waits for its own runs).
+lease_same_figures() {
+  local suite=$1 b pids=()
+  shift
+  local seed
+  seed=$(od -An -N8 -tu8 /dev/urandom | tr -d " ")
+  echo "lease_same_figures $suite seed: $seed"
+  for b in "$@"; do
+    lease_run "same-$b" "$b" 2 200 ./kda-verify --impl cuda-generic --suite "$suite" --seed "$seed" & pids+=($!)
+  done
+  wait "${pids[@]}"
+  for b in "$@"; do
+    lease_passed "same-$b" && echo "$b: $suite passed" || echo "$b: $suite FAILED"
+    [ "$b" = "$1" ] && continue
+    diff <(grep -E "^bwd_|^[a-z]" "$W/same-$1.log" | grep -E " PASS | FAIL " | cut -c1-120) \
+      <(grep -E "^bwd_|^[a-z]" "$W/same-$b.log" | grep -E " PASS | FAIL " | cut -c1-120) > /dev/null &&
+      echo "$b: the same figures as $1" || echo "$b: figures DIFFER from $1"
+  done
 }
 
 # lease_ncu BUILD WORKLOAD KERNEL_REGEX: one launch of the kernel under Nsight Compute (clocks as they are), the
