@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Prepared in session 25 for the next session's first device call (~480 s), not yet run. Builds from this folder's
+# patches (git am onto 6922370's kernels; main = 5eda10a's): p4c2 (p4mma + p4mma2 + p4c + p4c2: P4b concurrent with
+# P4, its table and result loads an iteration ahead, P7 reading no scratch), latb and latp (lat's two parts). Checks:
+# backward-quick on p4c2 at a fresh seed, backward-quick figures of latb against main's; then the A/B main, p4c2, latb,
+# latp on train-h64-fixed (2 rounds), the gradient kernel of p4c2 under ncu, backward-full and the GPU tests on p4c2.
+# Run as: OUT=$OUT bash .carry/lease/s26_l1.sh   with carry [".carry/lease", ".carry/ab"].
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lease_lib.sh
+lease_begin l1
+lease_unpack main p4c2 latb latp
+S=(--seed "$(od -An -N8 -tu8 /dev/urandom | tr -d " ")")
+echo "backward-quick seed: ${S[1]}"
+lease_run bwdq-p4c2 p4c2 4 120 ./kda-verify --impl cuda-generic --suite backward-quick "${S[@]}"
+lease_passed bwdq-p4c2 && echo "bwdq-p4c2 passed" || echo "bwdq-p4c2 FAILED"
+lease_same_figures backward-quick main latb latp
+mkdir -p "$OUT/ab" "$OUT/ncu"
+OUT=$OUT/ab timeout 300 bash scripts/gpu_ab.sh --builds main,p4c2,latb,latp --impl cuda-generic --rounds 2 \
+  --workload train-h64-fixed
+echo "gpu_ab rc=$?"; date -u
+OUT=$OUT/ncu timeout 60 bash scripts/gpu_ab.sh --builds p4c2 --impl cuda-generic --rounds 0 \
+  --ncu "grad_kernel" --ncu-count 1 --workload train-h64-fixed
+echo "ncu rc=$?"; date -u
+pids=()
+lease_run tests p4c2 2 220 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pids+=($!)
+lease_bwd_full p4c2 & pids+=($!)
+wait "${pids[@]}"  # never a bare wait (the tee above)
+for n in bwdfull-a bwdfull-b bwdfull-c bwdfull-d; do lease_passed $n && echo "$n passed" || echo "$n FAILED"; done
+grep -hE "^bwd_" "$W"/bwdq-p4c2.log "$W"/bwdfull-*.log | cut -c1-160
+grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W"/tests.log | head -20
+lease_checks_done
