@@ -54,6 +54,21 @@ beta_near_0,h0_,packed,one_sequence,grouped,k_first,log_decay,fp16_bounded,k128_
   wait "${pids[@]}"
 }
 
+# lease_bwd_checks BUILD: what a backward change must pass before it lands, in parallel: the backward and stress GPU
+# tests ($W/tests.log) and backward-full whole (lease_bwd_full); then prints each backward-full run's verdict, every
+# case row and gtest's summary. Call it without & (it waits for its own runs).
+lease_bwd_checks() {
+  local b=$1 n pids=()
+  lease_run tests "$b" 2 220 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pids+=($!)
+  lease_bwd_full "$b" & pids+=($!)
+  wait "${pids[@]}"
+  for n in bwdfull-a bwdfull-b bwdfull-c bwdfull-d; do
+    lease_passed $n && echo "$b: $n passed" || echo "$b: $n FAILED"
+  done
+  grep -hE "^bwd_" "$W"/bwdfull-*.log | cut -c1-160
+  grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/tests.log" | head -20
+}
+
 # lease_same_figures SUITE BUILD...: kda-verify --suite SUITE --impl cuda-generic on each BUILD at one fresh seed
 # (printed), in parallel, their logs $W/same-BUILD.log; then says whether each build passed and printed the first
 # build's figures row for row: the check of a change meant to keep every operation in its order (the same bits), where

@@ -1,6 +1,7 @@
-"""scripts/lease_lib.sh lease_same_figures: kda-verify at one seed on several builds, each build's rows compared with
-the first's; run here on stand-in kda-verify scripts (in /tmp/ab/NAME, where lease_unpack puts builds) that print a
-row whose figure, or whose verdict, differs by build."""
+"""scripts/lease_lib.sh, run here on stand-in builds (scripts in /tmp/ab/NAME, where lease_unpack puts builds):
+lease_same_figures (kda-verify at one seed on several builds, each build's rows compared with the first's; the stand-ins
+print a row whose figure, or whose verdict, differs by build) and lease_bwd_checks (the GPU tests and the four
+backward-full runs of one build, each run's verdict reported)."""
 import pathlib
 import shutil
 import subprocess
@@ -38,3 +39,37 @@ def test_same_figures_differ_and_failed():
     finally:
         for name in builds:
             shutil.rmtree(pathlib.Path("/tmp/ab") / name, ignore_errors=True)
+
+
+VERIFY_BY_FILTER = """#!/bin/bash
+f=""
+for a in "$@"; do [ "$prev" = --filter ] && f=$a; prev=$a; done
+printf 'bwd_%-42s workload  1  PASS  worst dk       rmse 9.4e-06 (0.005 of bound)  elem  0.004   1.0s (oracle\\n' \
+  "${f%%,*}"
+case "$f" in {failing}*) echo 'kda-verify: 0 passed, 1 failed, 0 skipped' ;;
+  *) echo 'kda-verify: 1 passed, 0 failed, 0 skipped' ;; esac
+"""
+GTEST = """#!/bin/bash
+echo "[==========] 2 tests ran. (filter $1)"
+echo '[  PASSED  ] 2 tests.'
+"""
+
+
+def test_bwd_checks_reports_every_run():
+    name = f"bc{uuid.uuid4().hex[:8]}"
+    d = pathlib.Path("/tmp/ab") / name
+    try:
+        d.mkdir(parents=True)
+        (d / "kda-verify").write_text(VERIFY_BY_FILTER.replace("{failing}", "half_channels"))
+        (d / "kda_gpu_tests").write_text(GTEST)
+        for f in ("kda-verify", "kda_gpu_tests"):
+            (d / f).chmod(0o755)
+        script = f"source scripts/lease_lib.sh; W=$(mktemp -d); lease_bwd_checks {name}"
+        out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        assert f"{name}: bwdfull-a passed" in out and f"{name}: bwdfull-c passed" in out
+        assert f"{name}: bwdfull-b FAILED" in out  # the half_channels run
+        assert f"{name}: bwdfull-d passed" in out
+        assert "bwd_standard_recipe" in out and "bwd_softplus_" in out  # every run's rows
+        assert "[  PASSED  ] 2 tests." in out and "--gtest_filter=*Backward*:*Stress*" in out
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
