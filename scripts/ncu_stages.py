@@ -14,9 +14,12 @@ kernel's first instruction, and every opcode is compared, so a build that is not
 than misattributed. Then the --top lines by samples are listed with their source text (from --source-dir, e.g. the
 archive's source/ folder), innermost line first and, for code inlined from a helper, the kernel-file line it was
 inlined at. (ncu's own per-CUDA-line export, `--print-source cuda`, came back with no metric columns.)
+--range NAME=FILE:LO-HI (repeatable, with --sass) then sums samples and instructions over each range of lines of FILE
+(a kernel's phases, say), an instruction inlined from a helper counted at the line it was inlined at.
 
 usage: python3 scripts/ncu_stages.py bench/results/.../ncu-src-bf16x3.csv.gz [--min 1.0]
        python3 scripts/ncu_stages.py ncu-src-B.csv.gz --sass prepare.sass --source-dir /tmp/ab/B/source [--top 40]
+         [--range P4=chunk_grad.cu:230-294 --range P6=chunk_grad.cu:495-560 ...]
 """
 import argparse
 import collections
@@ -75,7 +78,15 @@ def opcode(text):
     return op
 
 
-def by_line(name, rows, funcs, source_dir, top):
+def parse_range(text):
+    """NAME=FILE:LO-HI -> (NAME, FILE, LO, HI)."""
+    m = re.fullmatch(r"([^=]+)=([^:]+):(\d+)-(\d+)", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"--range: expected NAME=FILE:LO-HI, got {text!r}")
+    return m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+
+
+def by_line(name, rows, funcs, source_dir, top, ranges=()):
     """Samples and instructions per CUDA source line, the profile matched to the disassembly instruction by
     instruction."""
     # ncu names the kernel demangled; the disassembly mangled: pick the function whose instruction count and opcodes
@@ -95,14 +106,21 @@ def by_line(name, rows, funcs, source_dir, top):
               "different build from the profiled one, or its cubin not given?)", file=sys.stderr)
         return False
     per = collections.defaultdict(lambda: {"samples": 0, "inst": 0, "stalls": collections.Counter(), "at": None})
+    ranged = collections.OrderedDict((rg[0], [0, 0]) for rg in ranges)
     stall_cols = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c]
     for off, text, where, at in match[1]:
         r = prof.get(off)
         if r is None or where is None:
             continue
         d = per[where]
-        d["samples"] += int(r["Warp Stall Sampling (All Samples)"] or 0)
-        d["inst"] += int(r["Instructions Executed"] or 0)
+        samples, inst = int(r["Warp Stall Sampling (All Samples)"] or 0), int(r["Instructions Executed"] or 0)
+        d["samples"] += samples
+        d["inst"] += inst
+        f, n = at or where
+        for rname, rfile, lo, hi in ranges:
+            if os.path.basename(f) == rfile and lo <= n <= hi:
+                ranged[rname][0] += samples
+                ranged[rname][1] += inst
         d["at"] = d["at"] or at
         for c in stall_cols:
             d["stalls"][c[len("stall_"):]] += int(r[c] or 0)
@@ -120,6 +138,8 @@ def by_line(name, rows, funcs, source_dir, top):
         lines = texts[path]
         return lines[n - 1].strip()[:70] if 0 < n <= len(lines) else ""
 
+    for rname, (samples, inst) in ranged.items():
+        print(f"  range {rname}: samples {100 * samples / tot_s:5.1f}%  instructions {100 * inst / tot_i:5.1f}%")
     print(f"  by CUDA line ({match[0][:60]}...), top {top} by samples:")
     for (f, n), d in sorted(per.items(), key=lambda kv: -kv[1]["samples"])[:top]:
         st = sum(d["stalls"].values()) or 1
@@ -138,6 +158,8 @@ def main():
                     help="nvdisasm -gi -c output of a cubin of the profiled build (repeatable): attribute lines")
     ap.add_argument("--source-dir", help="the build's source tree (the archive's source/), for the lines' text")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--range", type=parse_range, action="append", default=[], dest="ranges",
+                    help="NAME=FILE:LO-HI (repeatable, with --sass): samples and instructions summed over those lines")
     args = ap.parse_args()
     funcs = {}
     for path in args.sass:
@@ -172,7 +194,7 @@ def main():
             stalls = ", ".join(f"{s}:{100 * v / st:.0f}%" for s, v in d["stalls"].most_common(3))
             print(f"  seg {k:3d} (SASS line {d['first']:5d}): samples {ps:5.1f}%  instructions {pi:5.1f}%  "
                   f"| {ops} | {stalls}")
-        if funcs and rows and not by_line(name, rows, funcs, args.source_dir, args.top):
+        if funcs and rows and not by_line(name, rows, funcs, args.source_dir, args.top, args.ranges):
             unmatched += 1
     if unmatched:
         sys.exit(1)

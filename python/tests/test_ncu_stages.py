@@ -24,13 +24,14 @@ SASS = '''.text._Z1ki:
 '''
 
 
-def run(tmp_path, last_op):
+def run(tmp_path, last_op, *extra):
     csv = tmp_path / "p.csv.gz"
     with gzip.open(csv, "wt") as f:
         f.write(CSV)
     sass = tmp_path / "p.sass"
     sass.write_text(SASS.replace("{OP}", last_op))
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_stages.py"), str(csv), "--sass", str(sass)],
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "ncu_stages.py"), str(csv), "--sass", str(sass),
+                           *extra],
                           capture_output=True, text=True, timeout=60)
 
 
@@ -46,3 +47,12 @@ def test_lines_attributed(tmp_path):
 def test_other_build_refused(tmp_path):
     r = run(tmp_path, "RET.REL.NODEC R20 0x0")
     assert r.returncode != 0 and "no function of the disassembly matches" in (r.stdout + r.stderr)
+
+
+def test_ranges_sum_lines_inlined_at_their_call(tmp_path):
+    # k.cu 7-9 holds line 7 and, through h.cuh:3 inlined at k.cu:9, the barrier; k.cu 10-12 the EXIT.
+    r = run(tmp_path, "EXIT", "--range", "head=k.cu:7-9", "--range", "tail=k.cu:10-12", "--range", "none=h.cuh:1-9")
+    assert r.returncode == 0, r.stderr
+    assert "range head: samples  70.0%  instructions  66.7%" in r.stdout, r.stdout
+    assert "range tail: samples  30.0%  instructions  33.3%" in r.stdout, r.stdout
+    assert "range none: samples   0.0%" in r.stdout, r.stdout  # inlined code counts at its call line
