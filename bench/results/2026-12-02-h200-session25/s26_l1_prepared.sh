@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Prepared in session 25 for the next session's first device call (~480 s), not yet run. Builds from this folder's
-# patches (git am onto 5eda10a, whose kernels are 6922370's): p4c3 (p4mma, p4mma2, p4c, p4c3, p4c3 in that order: P4b
+# patches (git am onto 5eda10a, whose kernels are 6922370's): p4c3 (p4mma, p4mma2, p4c, p4c2, p4c3 in that order: P4b
 # concurrent with P4, its table and result loads an iteration ahead, P7 reading no scratch, P6's shared loads ahead of
-# its stores), latb22 (latb2, latb22: P5b's beta logits and P7's dk from shared memory, P6's loads ahead of its stores)
-# and latp (pblk in registers). Checks: backward-quick on p4c3 at a fresh seed, backward-quick figures of latb22 and
-# latp against main's; then the A/B main, p4c3, latb22, latp on train-h64-fixed (2 rounds), the gradient kernel of
+# its stores), latb2 (latb, latb2: P5b's beta logits and P7's dk from shared memory, P6's loads ahead of its stores)
+# and latp (pblk in registers). Checks: backward-quick on p4c3 at a fresh seed, backward-quick figures of latb2 and
+# latp against main's; then the A/B main, p4c3, latb2, latp on train-h64-fixed (2 rounds), the gradient kernel of
 # p4c3 under ncu, backward-full and the GPU tests on p4c3.
 # Run as: OUT=$OUT bash .carry/lease/s26_l1.sh   with carry [".carry/lease", ".carry/ab"].
 set -uo pipefail
