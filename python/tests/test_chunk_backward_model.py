@@ -1,6 +1,7 @@
 """The hand-written chunked backward (scripts/models/chunk_backward.py) against autograd of the token recurrence, in
 float64: the formulas issue #9's chunked kernels implement, and the CUDA kernels' own arrangement of them (the
-"kernel " form: padded chunks, the kept tiles, the gradient pass's loops)."""
+"kernel " form: padded chunks, the kept tiles, the gradient pass's loops; "blocked ": its block pairs through
+reference points; "rowcol ": those block pairs summed as a tensor-core form does)."""
 import os
 import sys
 
@@ -11,7 +12,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts"
 import chunk_backward as cb  # noqa: E402
 
 
-@pytest.mark.parametrize("T,K,V,C", [(37, 8, 6, 16), (64, 16, 8, 16), (50, 4, 4, 64), (33, 8, 8, 8), (1, 4, 4, 16)])
+@pytest.mark.parametrize("T,K,V,C", [(37, 8, 6, 16), (64, 16, 8, 16), (50, 4, 4, 64), (33, 8, 8, 8), (1, 4, 4, 16),
+                                     (150, 4, 4, 64)])
 def test_chunked_backward_matches_autograd_of_the_recurrence(seed, T, K, V, C):
     worst = cb.check(seed, T, K, V, C)
     assert max(worst.values()) < 1e-9, worst
@@ -20,7 +22,7 @@ def test_chunked_backward_matches_autograd_of_the_recurrence(seed, T, K, V, C):
 def test_the_safe_form_survives_decays_that_overflow_exp_minus_gamma(seed):
     """30 nats per token over 64-token chunks: exp(-Gamma) reaches e^1900, past float64; the form with only pair and
     chunk decays (<= 1) still matches autograd of the recurrence, where the plain form's K / exp(Gamma) is inf."""
-    worst = cb.check(seed, 70, 8, 8, 64, decay=30.0, forms=("safe ", "runs ", "kernel ", "blocked "))
+    worst = cb.check(seed, 70, 8, 8, 64, decay=30.0, forms=("safe ", "runs ", "kernel ", "blocked ", "rowcol "))
     assert max(worst.values()) < 1e-9, worst
     plain = cb.check(seed, 70, 8, 8, 64, decay=30.0, forms=("",))
     assert not all(e < 1e-9 for e in plain.values()), plain

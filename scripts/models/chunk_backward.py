@@ -301,13 +301,81 @@ def pair_terms_blocked(Q, K, G, dM, dAp, n, S=16):
     return dq, dk, dg
 
 
-def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, blocked=False):
+def pair_terms_rowcol(Q, K, G, dM, dAp, n, S=16):
+    """pair_terms_blocked() with its block pairs summed the way a tensor-core form accumulates them (session 25's P4b,
+    bench/results/2026-12-02-h200-session25/patches): the row side of block I summed over J < I before its epilogue,
+    the pair decay P_IJ folded into the operand, RQ_I = sum_J dM_IJ (K e P_IJ)_J (RK_I with dAp), then dq_I += a RQ,
+    dk_I += a RK and dg += the suffix over r >= s in I of q a RQ + k a RK; the column side of block J summed over I > J,
+    CK_J = sum_I dM_IJ^T (Q a P_IJ)_I + dAp_IJ^T (K a P_IJ)_I, then dk_J += e CK and dg += the prefix over c < s in J of
+    k e CK; the tokens of a block L strictly between take the row side's partial sums over J < L, summed over I > L.
+    The same terms as pair_terms_blocked, re-associated; sums only."""
+    C, Kd = Q.shape
+    S = min(S, C)
+    assert C % S == 0, "blocks tile the chunk"
+    nb = C // S
+    dq, dk, dg = (torch.zeros_like(Q) for _ in range(3))
+    for b in range(nb):  # within blocks: pairwise, as pair_terms_blocked
+        sl = slice(b * S, (b + 1) * S)
+        m = max(0, min(S, n - b * S))
+        q_, k_, g_ = pair_terms_loop(Q[sl], K[sl], G[sl], dM[sl, sl], dAp[sl, sl], m)
+        dq[sl] += q_
+        dk[sl] += k_
+        dg[sl] += g_
+    a, e, P = torch.zeros_like(Q), torch.zeros_like(Q), torch.zeros(nb, Kd, dtype=Q.dtype)
+    for b in range(nb):
+        acc = torch.zeros(Kd, dtype=Q.dtype)
+        for t in range(b * S, (b + 1) * S):
+            acc = acc + G[t]
+            a[t] = torch.exp(acc)
+        P[b] = torch.exp(acc)
+        acc = torch.zeros(Kd, dtype=Q.dtype)
+        for t in reversed(range(b * S, (b + 1) * S)):
+            e[t] = torch.exp(acc)
+            acc = acc + G[t]
+
+    def blk(b):
+        return slice(b * S, (b + 1) * S)
+
+    def p_between(I, J):
+        p = torch.ones(Kd, dtype=Q.dtype)
+        for b in range(J + 1, I):
+            p = p * P[b]
+        return p
+
+    between = torch.zeros(nb, Kd, dtype=Q.dtype)
+    for I in range(1, nb):  # row side
+        rI = blk(I)
+        qa, ka = Q[rI] * a[rI], K[rI] * a[rI]
+        RQ, RK = torch.zeros(S, Kd, dtype=Q.dtype), torch.zeros(S, Kd, dtype=Q.dtype)
+        for J in range(I):
+            KE = K[blk(J)] * e[blk(J)] * p_between(I, J)
+            RQ = RQ + dM[rI, blk(J)] @ KE
+            RK = RK + dAp[rI, blk(J)] @ KE
+            if J + 1 < I:  # block J + 1 lies strictly between every J' <= J and I
+                between[J + 1] += (qa * RQ + ka * RK).sum(0)
+        dq[rI] += a[rI] * RQ
+        dk[rI] += a[rI] * RK
+        dg[rI] += torch.flip(torch.cumsum(torch.flip(qa * RQ + ka * RK, [0]), 0), [0])
+    for J in range(nb - 1):  # column side
+        cJ = blk(J)
+        CK = torch.zeros(S, Kd, dtype=Q.dtype)
+        for I in range(J + 1, nb):
+            p = p_between(I, J)
+            CK = CK + dM[blk(I), cJ].T @ (Q[blk(I)] * a[blk(I)] * p) + dAp[blk(I), cJ].T @ (K[blk(I)] * a[blk(I)] * p)
+        z = e[cJ] * CK
+        dk[cJ] += z
+        dg[cJ] += torch.cat([torch.zeros(1, Kd, dtype=Q.dtype), torch.cumsum(K[cJ] * z, 0)[:-1]]) + between[J]
+    return dq, dk, dg
+
+
+def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, pairs=pair_terms_loop):
     """The CUDA chunked backward's arrangement, loop for loop (chunk_reverse.cu and chunk_grad.cu; the CPU-side model
     of their index math): every chunk padded with zero rows to C (the kernels' tiles), the tiles the recompute keeps
     (W, U0, V_new, A_qk, A', T with only its lower triangle read, Qg, Kd, decay), the reverse pass's dU and chunk-end
     dS, then the gradient pass's products P1-P3 and its per-channel P4: the exponent terms with the run sums, and the
-    pair products (pair_terms_loop, chunk_grad.cu today; blocked=True: pair_terms_blocked, the block form with
-    reference points). Vectorized over channels only (a thread each in P4)."""
+    pair products by `pairs` (pair_terms_loop, the pairwise form; pair_terms_blocked, chunk_grad.cu's since session
+    6: block pairs through reference points; pair_terms_rowcol, those block pairs as a tensor-core form sums them).
+    Vectorized over channels only (a thread each in P4)."""
     T = q.shape[0]
     dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
     dS = dST
@@ -364,7 +432,7 @@ def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, blocked=False):
         for t in range(C):
             DG[t] += tail
             tail = tail + X[t]
-        pq, pk, pg = (pair_terms_blocked if blocked else pair_terms_loop)(Q, K, G, dM, B[:, None] * dA, n)
+        pq, pk, pg = pairs(Q, K, G, dM, B[:, None] * dA, n)
         DQ += pq
         DK += pk
         DG += pg
@@ -374,7 +442,7 @@ def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, blocked=False):
     return dq, dk, dv, dg, db, dS
 
 
-def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "blocked ")):
+def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "blocked ", "rowcol ")):
     """Worst relative errors of the chunked forward and of the backward forms named in `forms` against autograd of
     the recurrence; g ~ -U(0, decay) nats per token and channel."""
     torch.manual_seed(seed)
@@ -392,7 +460,8 @@ def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "
     runs = partial(chunk_backward_safe, dg_runs=True)
     for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe),
                           ("runs ", chunk_forward_safe, runs), ("kernel ", chunk_forward_safe, chunk_backward_kernel),
-                          ("blocked ", chunk_forward_safe, partial(chunk_backward_kernel, blocked=True))):
+                          ("blocked ", chunk_forward_safe, partial(chunk_backward_kernel, pairs=pair_terms_blocked)),
+                          ("rowcol ", chunk_forward_safe, partial(chunk_backward_kernel, pairs=pair_terms_rowcol))):
         if tag not in forms:
             continue
         o, sT, starts = fwd(q, k, v, g, beta, h0, C)
