@@ -242,22 +242,15 @@ def pair_terms_loop(Q, K, G, dM, dAp, n):
     return dq, dk, dg
 
 
-def pair_terms_blocked(Q, K, G, dM, dAp, n, S=16):
-    """pair_terms_loop() by blocks of S tokens: the pairs inside a block as there (pairwise, S (S + 1) / 2 of them);
-    a block pair I > J through its reference points, D[r, c] = a_r P_IJ e_c with a_r = exp(sum of g from the start
-    of I to r), e_c = exp(sum from c + 1 to the end of J), P_IJ = the blocks strictly between (every factor <= 1):
-        dq_I += a P (dM_IJ (K e)_J),   dk_I += a P (dAp_IJ (K e)_J)                      (row side)
-        dk_J += e P (dM_IJ^T (Q a)_I + dAp_IJ^T (K a)_I)                                    (column side)
-    three small matrix products per block pair (the tensor-core form). The log-decay coefficients of the pairs
-    (X[r, c] = (dM q_r + dAp k_r) k_c D) reach each spanned token s (c < s <= r) as sums of those products' rows, never
-    as a difference: s in I: the suffix over r >= s in I of q . dq_IJ + k . dk_IJ (row side); s in J: the prefix
-    over c < s in J of k . dk_IJ (column side); s strictly between J and I: the whole pair's sum."""
+def diagonal_blocks(Q, K, G, dM, dAp, n, S):
+    """What the block forms share: the pairs inside each block of S tokens, pairwise as pair_terms_loop, and the block
+    pairs' reference-point factors a (exp of g summed from the block's start to t), e (from t + 1 to the block's end)
+    and P (each block's whole decay), every one a sum accumulated in order. Returns (dq, dk, dg, a, e, P, S)."""
     C, Kd = Q.shape
     S = min(S, C)
     assert C % S == 0, "blocks tile the chunk"
     nb = C // S
     dq, dk, dg = (torch.zeros_like(Q) for _ in range(3))
-    # Within blocks: the pairwise loop on each diagonal block.
     for b in range(nb):
         sl = slice(b * S, (b + 1) * S)
         m = max(0, min(S, n - b * S))
@@ -265,10 +258,7 @@ def pair_terms_blocked(Q, K, G, dM, dAp, n, S=16):
         dq[sl] += q_
         dk[sl] += k_
         dg[sl] += g_
-    # Reference-point factors.
-    a = torch.zeros_like(Q)   # exp(sum from the block start to t)
-    e = torch.zeros_like(Q)   # exp(sum from t + 1 to the block end)
-    P = torch.zeros(nb, Kd, dtype=Q.dtype)
+    a, e, P = torch.zeros_like(Q), torch.zeros_like(Q), torch.zeros(nb, Kd, dtype=Q.dtype)
     for b in range(nb):
         acc = torch.zeros(Kd, dtype=Q.dtype)
         for t in range(b * S, (b + 1) * S):
@@ -279,6 +269,21 @@ def pair_terms_blocked(Q, K, G, dM, dAp, n, S=16):
         for t in reversed(range(b * S, (b + 1) * S)):
             e[t] = torch.exp(acc)
             acc = acc + G[t]
+    return dq, dk, dg, a, e, P, S
+
+
+def pair_terms_blocked(Q, K, G, dM, dAp, n, S=16):
+    """pair_terms_loop() by blocks of S tokens: the pairs inside a block as there (pairwise, S (S + 1) / 2 of them);
+    a block pair I > J through its reference points, D[r, c] = a_r P_IJ e_c with a_r = exp(sum of g from the start
+    of I to r), e_c = exp(sum from c + 1 to the end of J), P_IJ = the blocks strictly between (every factor <= 1):
+        dq_I += a P (dM_IJ (K e)_J),   dk_I += a P (dAp_IJ (K e)_J)                      (row side)
+        dk_J += e P (dM_IJ^T (Q a)_I + dAp_IJ^T (K a)_I)                                    (column side)
+    three small matrix products per block pair (the tensor-core form). The log-decay coefficients of the pairs
+    (X[r, c] = (dM q_r + dAp k_r) k_c D) reach each spanned token s (c < s <= r) as sums of those products' rows, never
+    as a difference: s in I: the suffix over r >= s in I of q . dq_IJ + k . dk_IJ (row side); s in J: the prefix
+    over c < s in J of k . dk_IJ (column side); s strictly between J and I: the whole pair's sum."""
+    dq, dk, dg, a, e, P, S = diagonal_blocks(Q, K, G, dM, dAp, n, S)
+    Kd, nb = Q.shape[1], Q.shape[0] // S
     for I in range(1, nb):
         for J in range(I):
             rI, cJ = slice(I * S, (I + 1) * S), slice(J * S, (J + 1) * S)
@@ -309,29 +314,8 @@ def pair_terms_rowcol(Q, K, G, dM, dAp, n, S=16):
     CK_J = sum_I dM_IJ^T (Q a P_IJ)_I + dAp_IJ^T (K a P_IJ)_I, then dk_J += e CK and dg += the prefix over c < s in J of
     k e CK; the tokens of a block L strictly between take the row side's partial sums over J < L, summed over I > L.
     The same terms as pair_terms_blocked, re-associated; sums only."""
-    C, Kd = Q.shape
-    S = min(S, C)
-    assert C % S == 0, "blocks tile the chunk"
-    nb = C // S
-    dq, dk, dg = (torch.zeros_like(Q) for _ in range(3))
-    for b in range(nb):  # within blocks: pairwise, as pair_terms_blocked
-        sl = slice(b * S, (b + 1) * S)
-        m = max(0, min(S, n - b * S))
-        q_, k_, g_ = pair_terms_loop(Q[sl], K[sl], G[sl], dM[sl, sl], dAp[sl, sl], m)
-        dq[sl] += q_
-        dk[sl] += k_
-        dg[sl] += g_
-    a, e, P = torch.zeros_like(Q), torch.zeros_like(Q), torch.zeros(nb, Kd, dtype=Q.dtype)
-    for b in range(nb):
-        acc = torch.zeros(Kd, dtype=Q.dtype)
-        for t in range(b * S, (b + 1) * S):
-            acc = acc + G[t]
-            a[t] = torch.exp(acc)
-        P[b] = torch.exp(acc)
-        acc = torch.zeros(Kd, dtype=Q.dtype)
-        for t in reversed(range(b * S, (b + 1) * S)):
-            e[t] = torch.exp(acc)
-            acc = acc + G[t]
+    dq, dk, dg, a, e, P, S = diagonal_blocks(Q, K, G, dM, dAp, n, S)
+    Kd, nb = Q.shape[1], Q.shape[0] // S
 
     def blk(b):
         return slice(b * S, (b + 1) * S)
