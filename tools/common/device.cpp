@@ -325,6 +325,22 @@ bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, Ti
   return true;
 }
 
+DeviceCopy::DeviceCopy(size_t bytes) : bytes_(bytes) {
+  check(cudaMalloc(&src_, bytes), "cudaMalloc");
+  check(cudaMalloc(&dst_, bytes), "cudaMalloc");
+  check(cudaMemset(src_, 1, bytes), "cudaMemset");
+}
+DeviceCopy::~DeviceCopy() {
+  cudaFree(src_);
+  cudaFree(dst_);
+}
+kda_status_t DeviceCopy::enqueue(void* stream) {
+  return cudaMemcpyAsync(dst_, src_, bytes_, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)) ==
+                 cudaSuccess
+             ? KDA_STATUS_SUCCESS
+             : KDA_STATUS_CUDA_ERROR;
+}
+
 double measure_copy_bandwidth() {
   const size_t bytes = size_t{2} << 30;  // 2 GiB each way, far above the 60 MB L2
   void *a = nullptr, *b = nullptr;
@@ -523,6 +539,10 @@ void DeviceDecodeProblem::download_conv(HostTensor*) const {}
 kda_status_t DeviceDecodeProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
+DeviceCopy::DeviceCopy(size_t) { throw std::runtime_error("this kda build has no CUDA"); }
+DeviceCopy::~DeviceCopy() = default;
+kda_status_t DeviceCopy::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
+
 double measure_copy_bandwidth() { return 0.0; }
 double measure_bf16_matmul_rate(std::string*) { return 0.0; }
 DeviceBackwardProblem::DeviceBackwardProblem(Case&, const Upstream&, kda_backend_t, const Grads&, bool) {

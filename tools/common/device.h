@@ -34,6 +34,20 @@ class DeviceCall {
 // False if a call cannot be captured (kda_last_error says why).
 bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, TimingStats* st);
 
+// A device-to-device copy of `bytes` between two buffers of its own: the bench's reference for a memory-bound call,
+// timed by time_calls like the call itself (the same graph replay, launch and ramp included), so a decode's time can
+// be set against the copy of as many bytes at the same size, not only against the 2 GiB copy rate.
+class DeviceCopy : public DeviceCall {
+ public:
+  explicit DeviceCopy(size_t bytes);
+  ~DeviceCopy() override;
+  kda_status_t enqueue(void* stream) override;
+
+ private:
+  size_t bytes_ = 0;
+  void *src_ = nullptr, *dst_ = nullptr;
+};
+
 // A case's inputs and outputs in device memory, with the args and workspace of one forward call.
 class DeviceProblem : public DeviceCall {
  public:
