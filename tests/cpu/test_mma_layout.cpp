@@ -294,6 +294,27 @@ uint32_t bits_of(float x) {
 // (every exponent, subnormals, infinities), values around each exponent step where the rounding carries into
 // the exponent, exact ties, and the largest finite floats (which round to infinity). split()'s two registers then
 // carry x - hi exactly rounded, so hi + lo is x to 2^-21 relative (or half tf32's subnormal quantum).
+// chunk_products.cu's operand ring: the 16-byte copies of a k-slice cover every element of it once, each at the slot
+// offset ring_at reads it from, for both source layouts and both operand widths (a copy whose 4 elements were not
+// where ring_at looks, or two copies of one element, would feed the staging wrong values).
+TEST(MmaLayout, ProductsRingCopiesPutEveryElementWhereItIsRead) {
+  constexpr int kSlice = 16;
+  for (int n : {64, 128})
+    for (bool kc : {true, false}) {
+      std::vector<int> seen(static_cast<size_t>(n) * kSlice, 0);
+      for (int c = 0; c < n * kSlice / 4; ++c) {
+        const RingCopy rc = ring_copy(c, n, kSlice, kc);
+        for (int e = 0; e < 4; ++e) {
+          const int i = kc ? rc.i : rc.i + e, k = kc ? rc.k + e : rc.k;
+          ASSERT_TRUE(i >= 0 && i < n && k >= 0 && k < kSlice) << "n " << n << " kc " << kc << " copy " << c;
+          EXPECT_EQ(ring_at(i, k, n, kSlice, kc), rc.dst + e) << "n " << n << " kc " << kc << " copy " << c;
+          ++seen[static_cast<size_t>(i) * kSlice + k];
+        }
+      }
+      for (size_t x = 0; x < seen.size(); ++x) ASSERT_EQ(seen[x], 1) << "n " << n << " kc " << kc << " element " << x;
+    }
+}
+
 TEST(MmaLayout, Tf32OperandRoundsAsCvtRna) {
   std::mt19937 rng(7);
   std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, std::ldexp(1.0f, -149), std::ldexp(1.0f, -126),

@@ -11,8 +11,9 @@
 // so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
-// Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded) and dW [C][K] (P2's
-// operand), which first holds dO' [C][V + 16] (P1's): 55,296 bytes at K = V = 128, two CTAs per SM (by registers).
+// Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded), dW [C][K] (P2's
+// operand), which first holds dO' [C][V + 16] (P1's), and the operand rings (4 fp32 k-slices of A and of B): 104,448
+// bytes at K = V = 128, two CTAs per SM (by registers and shared memory).
 #include <climits>
 #include <cstdint>
 
@@ -31,30 +32,101 @@ constexpr int kC = kChunk;
 // Staging of one k-slice: A [64][kKS] and B [N][kKS] (both k-contiguous), each as a hi and a lo bf16 plane of row
 // pitch kPitch = kKS + 8 elements (80 bytes: the 8 rows an ldmatrix reads start in 8 different 16-byte bank groups).
 constexpr int kKS = 16, kPitch = kKS + 8;
+// The operands in global memory reach shared memory through a ring of kDepth k-slices per operand (cp.async, 16 bytes
+// a copy), kDepth - 1 slices ahead of the one being split. Why: with each slice's operands loaded into registers one
+// slice ahead (session 7-25's form), every slice waited a global round trip for ~24 mma a warp, and the barriers made
+// all 8 warps wait for the slowest load (ncu, session 22: the GEMM lines held 78% of the kernel's stall samples,
+// long-scoreboard and barrier their main reasons). A slot holds [64][kKS] fp32 for A, [N][kKS] (or [kKS][N]) for B
+// (mma_layout.h ring_copy / ring_at); 48 KB for the two rings.
+constexpr int kDepth = 4;
+constexpr int kSlotA = kC * kKS, kSlotB = 128 * kKS;  // floats (B: N <= 128)
 
 template <int K, int V>
 struct ProdSmem {  // float offsets into shared memory
   static constexpr int W = K > V ? K : V;
+  static_assert(W <= 128, "products: the B ring's slot holds N <= 128 columns");
   // A and B staging: two bf16 planes of [rows][kPitch] each (kPitch / 2 floats per row and plane).
   static constexpr int kAs = 0, kBs = kAs + kC * kPitch, kDW = kBs + W * kPitch;
   // dO' [C][kOPitch] shares dW's space (dO' is read by P1's first two products, dW written after the fourth). Pitch
   // V + 16: the A fetch's two rows per 16 lanes start 16 banks apart.
   static constexpr int kOPitch = V + 16, kTail = K > kOPitch ? K : kOPitch;
-  static constexpr size_t kBytes = sizeof(float) * (kDW + kC * kTail);
+  static constexpr int kRingA = kDW + kC * kTail, kRingB = kRingA + kDepth * kSlotA;
+  static constexpr size_t kBytes = sizeof(float) * (kRingB + kDepth * kSlotB);
 };
 
-// acc (+)= A B for the block's 64 x N output, A = fa(row, k) [64 x kin], B = fb(k, col) [kin x N], kin a multiple of
-// kKS, in bf16x3 on mma.m16n8k16 (chunk_common.cuh: ~16-bit operands, fp32 accumulation; the rounding model passes
+// block_gemm's operands: element (i, k) of an [n][kin] operand (i: A's row or B's column), n = 64 for A, N for B.
+// kKC: the source is contiguous in k (element (i, k) at i * ld + k), else in i (at k * ld + i); the staging reads
+// consecutive source elements in consecutive threads either way (mma_layout.h slice_pair). issue() copies slice
+// [k0, k0 + kKS) into a ring slot (every thread of the CTA takes part); at() reads element (i, k0 + kk) from it.
+// fp32 in global memory; MaskUpper: (i, k) with k < i reads 0 (T^T's zeros above its diagonal).
+template <int n, bool KC, bool MaskUpper = false>
+struct GlobalF32 {
+  static constexpr bool kKC = KC;
+  const float* p;
+  int ld;
+  __device__ __forceinline__ void issue(float* slot, int k0) const {
+    constexpr int kChunks = n * kKS / 4, kPer = kChunks / kThreads;  // 16-byte copies, per thread
+    static_assert(kPer * kThreads == kChunks, "products ring: copies must tile the CTA");
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int c = static_cast<int>(threadIdx.x) + j * kThreads;
+      const RingCopy rc = ring_copy(c, n, kKS, KC);
+      cp_async16(slot + rc.dst, KC ? p + rc.i * ld + k0 + rc.k : p + (k0 + rc.k) * ld + rc.i);
+    }
+  }
+  __device__ __forceinline__ float at(const float* slot, int i, int k0, int kk) const {
+    const float x = slot[ring_at(i, kk, n, kKS, KC)];
+    return MaskUpper && k0 + kk < i ? 0.0f : x;
+  }
+};
+// W as its bf16 hi / lo planes (hi at p, lo at p + plane), k-contiguous; the element is hi + lo, as phase 1 split it.
+template <int n>
+struct GlobalPlanes {
+  static constexpr bool kKC = true;
+  const __nv_bfloat16* p;
+  int ld;
+  int64_t plane;
+  __device__ __forceinline__ void issue(float* slot, int k0) const {
+    constexpr int kChunks = 2 * n * kKS / 8;  // 16-byte copies of 8 bf16, both planes
+    static_assert(kChunks == kThreads && n * kKS <= kSlotB, "products ring: W's copies must tile the CTA");
+    // Copy c: plane c / (n * 2), then the k-contiguous ring's copy of 8 bf16 (a float-slot copy of 4 at half width).
+    const int c = static_cast<int>(threadIdx.x), pl = c / (kChunks / 2);
+    const RingCopy rc = ring_copy(c % (kChunks / 2), n, kKS / 2, true);  // in units of two bf16
+    __nv_bfloat16* const s = reinterpret_cast<__nv_bfloat16*>(slot);
+    cp_async16(s + pl * n * kKS + 2 * rc.dst, p + pl * plane + rc.i * ld + k0 + 2 * rc.k);
+  }
+  __device__ __forceinline__ float at(const float* slot, int i, int, int kk) const {
+    const __nv_bfloat16* const s = reinterpret_cast<const __nv_bfloat16*>(slot);
+    const int e = ring_at(i, kk, n, kKS, true);
+    return __bfloat162float(s[e]) + __bfloat162float(s[n * kKS + e]);
+  }
+};
+// An operand already in shared memory (dO', dW), read where it lies.
+template <bool KC>
+struct SharedF32 {
+  static constexpr bool kKC = KC;
+  const float* p;
+  int ld;
+  __device__ __forceinline__ void issue(float*, int) const {}
+  __device__ __forceinline__ float at(const float*, int i, int k0, int kk) const {
+    return KC ? p[i * ld + k0 + kk] : p[(k0 + kk) * ld + i];
+  }
+};
+
+// acc (+)= A B for the block's 64 x N output, A = oa (i = row) [64 x kin], B = ob (i = col) [N x kin], kin a multiple
+// of kKS, in bf16x3 on mma.m16n8k16 (chunk_common.cuh: ~16-bit operands, fp32 accumulation; the rounding model passes
 // backward-quick with these products at the fp32 products' figures, bench/results/
 // 2026-11-30-cpu-model-grad-products-bf16x3-tf32.log). Each operand element is split into its hi / lo planes once,
 // when staged (3xTF32 split every fragment in every warp: session 7's gradprodtc lost to fp32 SIMT), and the mma loop
 // only ldmatrix-es and multiplies. Warp w owns rows 16 (w % 4) .. + 15 and columns (N / 2) (w / 4) .. + N / 2 - 1
-// (N / 16 n-tiles of 8); acc[e][nt] is element e of n-tile nt's C fragment (for_each_out maps it back). The next
-// slice's operands are loaded into registers while this one computes. A_T / B_T say the operand's source is
-// contiguous in the row (A) or in k (B), so consecutive threads read consecutive source elements either way. Ends
-// with a barrier, so the caller may restage right after.
-template <int N, bool A_T, bool B_T, class FA, class FB>
-__device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, int kin, FA fa, FB fb, float (&acc)[4][N / 16]) {
+// (N / 16 n-tiles of 8); acc[e][nt] is element e of n-tile nt's C fragment (for_each_out maps it back). Slice s: wait
+// for its copies, barrier (everyone's copies of s visible; the planes and ring slot of s - 1 free), issue slice
+// s + kDepth - 1's copies, split s from its ring slot into the planes, barrier, mma. Every slice commits one copy
+// group (empty past the end), so wait_group<kDepth - 2> always means "slice s has landed". Ends with a barrier, so
+// the caller may restage right after.
+template <int N, class OA, class OB>
+__device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring_a, float* ring_b, int kin,
+                                           const OA& oa, const OB& ob, float (&acc)[4][N / 16]) {
   constexpr int PA = kC * kPitch, PB = N * kPitch;  // plane sizes (elements)
   constexpr int EA = kC * kKS / 2 / kThreads, EB = N * kKS / 2 / kThreads;  // element pairs per thread
   static_assert(EA * 2 * kThreads == kC * kKS && EB * 2 * kThreads == N * kKS, "block_gemm: staging must tile");
@@ -62,52 +134,39 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, int kin, FA
   __nv_bfloat16* const Bs = reinterpret_cast<__nv_bfloat16*>(Bs_f);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
-  // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice (mma_layout.h
-  // slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
-  auto a_at = [&](int i, int* r, int* kp) {
-    const SlicePair sp = slice_pair(tid + i * kThreads, kC, kKS / 2, !A_T);
-    *r = sp.row;
-    *kp = sp.kp;
-  };
-  auto b_at = [&](int i, int* c, int* kp) {
-    const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, B_T);
-    *c = sp.row;
-    *kp = sp.kp;
-  };
-  float ra[2 * EA], rb[2 * EB];
-  auto fetch = [&](int k0) {
-#pragma unroll
-    for (int i = 0; i < EA; ++i) {
-      int r, kp;
-      a_at(i, &r, &kp);
-      ra[2 * i] = fa(r, k0 + 2 * kp);
-      ra[2 * i + 1] = fa(r, k0 + 2 * kp + 1);
+  const int slices = kin / kKS;
+  auto issue = [&](int sl) {
+    if (sl < slices) {
+      oa.issue(ring_a + (sl % kDepth) * kSlotA, sl * kKS);
+      ob.issue(ring_b + (sl % kDepth) * kSlotB, sl * kKS);
     }
-#pragma unroll
-    for (int i = 0; i < EB; ++i) {
-      int c, kp;
-      b_at(i, &c, &kp);
-      rb[2 * i] = fb(k0 + 2 * kp, c);
-      rb[2 * i + 1] = fb(k0 + 2 * kp + 1, c);
-    }
+    cp_async_commit();
   };
+#pragma unroll
+  for (int sl = 0; sl < kDepth - 1; ++sl) issue(sl);
   const LdsmRow la = ldsm_a_rowmajor(lane), lb = ldsm_b_nmajor(lane);
-  fetch(0);
-  for (int k0 = 0; k0 < kin; k0 += kKS) {
+  for (int sl = 0; sl < slices; ++sl) {
+    const int k0 = sl * kKS;
+    cp_async_wait<kDepth - 2>();
+    __syncthreads();
+    issue(sl + kDepth - 1);
+    const float* const sa = ring_a + (sl % kDepth) * kSlotA;
+    const float* const sb = ring_b + (sl % kDepth) * kSlotB;
+    // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice (mma_layout.h
+    // slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
 #pragma unroll
     for (int i = 0; i < EA; ++i) {
-      int r, kp;
-      a_at(i, &r, &kp);
-      store_split2(As, PA, r * kPitch + 2 * kp, ra[2 * i], ra[2 * i + 1]);
+      const SlicePair sp = slice_pair(tid + i * kThreads, kC, kKS / 2, OA::kKC);
+      store_split2(As, PA, sp.row * kPitch + 2 * sp.kp, oa.at(sa, sp.row, k0, 2 * sp.kp),
+                   oa.at(sa, sp.row, k0, 2 * sp.kp + 1));
     }
 #pragma unroll
     for (int i = 0; i < EB; ++i) {
-      int c, kp;
-      b_at(i, &c, &kp);
-      store_split2(Bs, PB, c * kPitch + 2 * kp, rb[2 * i], rb[2 * i + 1]);
+      const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, OB::kKC);
+      store_split2(Bs, PB, sp.row * kPitch + 2 * sp.kp, ob.at(sb, sp.row, k0, 2 * sp.kp),
+                   ob.at(sb, sp.row, k0, 2 * sp.kp + 1));
     }
     __syncthreads();
-    if (k0 + kKS < kin) fetch(k0 + kKS);
 #pragma unroll
     for (int kk = 0; kk < kKS; kk += 16) {
       uint32_t ah[4], al[4];
@@ -129,8 +188,9 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, int kin, FA
         }
       }
     }
-    __syncthreads();
   }
+  cp_async_wait<0>();  // the empty groups past the end
+  __syncthreads();
 }
 
 template <int N>
@@ -157,11 +217,8 @@ __device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi 
   }
 }
 
-__device__ __forceinline__ float bf16_at(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-
-// 256 threads at 128 registers (ptxas, sm_90a: 0-40 bytes of spill loads, a few 64-bit addresses outside the mma
-// loops; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps, by registers; shared memory would allow
-// four. Value heads hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of
+// 256 threads at 128 registers (ptxas, sm_90a: no spills at K = 128, 40-84 bytes of spill loads at K = 64; a 32-step
+// k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of
 // the reverse pass with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's
 // heads side by side, as with all of them.
 template <int K, int V>
@@ -236,54 +293,56 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     }
   }
   __syncthreads();  // dO' staged
-  auto dOp = [&](int t, int v) { return dOs[t * Ly::kOPitch + v]; };
-  auto s0_at = [&](int v, int d) { return S0[v * K + d]; };
+  float* const ring_a = smem + Ly::kRingA;
+  float* const ring_b = smem + Ly::kRingB;
+  const SharedF32<true> dOp{dOs, Ly::kOPitch};  // dO' (t, v)
+  const GlobalF32<K, false> s0{S0, K};         // S0 (v, d) as B: column d, k = v
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
-    block_gemm<kC, false, true>(As, Bs, V, dOp, [&](int v, int c) { return Vn[c * V + v]; }, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, V, dOp, GlobalF32<kC, true>{Vn, V}, acc);
     for_each_out<kC>(acc, [&](int r, int c, float x) { dM[r * kC + c] = c <= r ? x : 0.0f; });
   }
   {
     float acc[4][K / 16];
     zero<K>(acc);
-    block_gemm<K, false, false>(As, Bs, V, dOp, s0_at, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, dOp, s0, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { QS[r * K + c] = x; });
     zero<K>(acc);
-    block_gemm<K, false, false>(As, Bs, V, [&](int t, int v) { return Vn[t * V + v]; },
-                                [&](int v, int d) { return dSe[v * K + d]; }, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{Vn, V}, GlobalF32<K, false>{dSe, K}, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { KD[r * K + c] = x; });
     zero<K>(acc);
-    block_gemm<K, false, false>(As, Bs, V, [&](int t, int v) { return dU[t * V + v]; }, s0_at, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{dU, V}, s0, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { dWs[r * K + c] = -x; });
   }
   __syncthreads();
 
-  // ---- P2: BV = T^T dU, BK = T^T dW (T lower triangular: only its entries r >= t are read).
-  auto tT = [&](int t, int r) { return r >= t ? Tm[r * kC + t] : 0.0f; };
+  // ---- P2: BV = T^T dU, BK = T^T dW (T lower triangular: only its entries r >= t are used; A (t, r) = T[r][t]).
+  const GlobalF32<kC, false, true> tT{Tm, kC};
   {
     float acc[4][V / 16];
     zero<V>(acc);
-    block_gemm<V, true, false>(As, Bs, kC, tT, [&](int r, int v) { return dU[r * V + v]; }, acc);
+    block_gemm<V>(As, Bs, ring_a, ring_b, kC, tT, GlobalF32<V, false>{dU, V}, acc);
     for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = x; });
   }
   {
     float acc[4][K / 16];
     zero<K>(acc);
-    block_gemm<K, true, false>(As, Bs, kC, tT, [&](int r, int d) { return dWs[r * K + d]; }, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, kC, tT, SharedF32<false>{dWs, K}, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
   }
-  __syncthreads();  // BV and BK (global, this CTA's own writes) are P3's operands
+  // BV and BK (global, this CTA's own writes) are P3's operands, read back by cp.async.cg from L2: the fence makes
+  // the writes visible there, not only in this SM's L1.
+  __threadfence();
+  __syncthreads();
 
   // ---- P3: dA = -strictly_lower(BV U0^T + BK W^T); W from its bf16 hi / lo planes.
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
-    block_gemm<kC, false, true>(As, Bs, V, [&](int t, int v) { return BV[t * V + v]; },
-                                [&](int v, int c) { return U0[c * V + v]; }, acc);
-    block_gemm<kC, false, true>(As, Bs, K, [&](int t, int d) { return BK[t * K + d]; },
-                                [&](int d, int c) { return bf16_at(Wp, c * K + d) + bf16_at(Wp, kC * K + c * K + d); },
-                                acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V}, GlobalF32<kC, true>{U0, V}, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K},
+                   GlobalPlanes<kC>{Wp, K, int64_t{kC} * K}, acc);
     for_each_out<kC>(acc, [&](int r, int c, float x) { dA[r * kC + c] = c < r ? -x : 0.0f; });
   }
 }

@@ -101,4 +101,24 @@ KDA_HOST_DEVICE SlicePair slice_pair(int e, int rows, int kpairs, bool k_contigu
   return k_contiguous ? SlicePair{e / kpairs, e % kpairs} : SlicePair{e % rows, e / rows};
 }
 
+// The ring that feeds that staging from global memory (chunk_products.cu GlobalF32): 16-byte copy c of a k-slice of
+// `kslice` elements of an [n][kin] fp32 operand lands in a slot laid out [i][kslice] for a source contiguous in k, else
+// [kslice][n]; the copy's 4 elements are (i, k .. k + 3) or (i .. i + 3, k) of the slice, slot floats dst .. dst + 3;
+// ring_at is where element (i, kk) of the slice sits. The planes of W (GlobalPlanes) are the k-contiguous case per
+// plane with 8 bf16 a copy.
+struct RingCopy {
+  int i, k, dst;
+};
+KDA_HOST_DEVICE RingCopy ring_copy(int c, int n, int kslice, bool k_contiguous) {
+  if (k_contiguous) {
+    const int i = c / (kslice / 4), q = c % (kslice / 4);
+    return {i, 4 * q, i * kslice + 4 * q};
+  }
+  const int kr = c / (n / 4), q = c % (n / 4);
+  return {4 * q, kr, kr * n + 4 * q};
+}
+KDA_HOST_DEVICE int ring_at(int i, int kk, int n, int kslice, bool k_contiguous) {
+  return k_contiguous ? i * kslice + kk : kk * n + i;
+}
+
 }  // namespace kda::cuda::chunk
