@@ -144,6 +144,18 @@ __device__ __forceinline__ void st_vec_streaming(float* p, const float (&x)[W]) 
   }
 }
 
+// The same as plain stores (decode_bulk.cu: a state row into its shared-memory tile, for the tile's bulk store).
+template <int W>
+__device__ __forceinline__ void st_vec(float* p, const float (&x)[W]) {
+#pragma unroll
+  for (int i = 0; i < W; i += (W >= 4 ? 4 : 2)) {
+    if constexpr (W >= 4)
+      *reinterpret_cast<float4*>(p + i) = make_float4(x[i], x[i + 1], x[i + 2], x[i + 3]);
+    else
+      *reinterpret_cast<float2*>(p + i) = make_float2(x[i], x[i + 1]);
+  }
+}
+
 // The same for a bf16 pool: W consecutive bf16 (W * 2 bytes, aligned to that) widened to fp32 (exact), and fp32
 // rounded once to bf16 (to nearest even, as the host's store_element) for the store.
 template <int W>
@@ -180,6 +192,22 @@ __device__ __forceinline__ void st_vec_streaming(__nv_bfloat16* p, const float (
     __stcs(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
   else
     __stcs(reinterpret_cast<unsigned int*>(p), w[0]);
+}
+template <int W>
+__device__ __forceinline__ void st_vec(__nv_bfloat16* p, const float (&x)[W]) {
+  static_assert(W == 2 || W == 4 || W == 8, "a lane's channels of a bf16 row");
+  uint32_t w[W / 2];
+#pragma unroll
+  for (int i = 0; i < W / 2; ++i) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);  // .x = x[2 i], the low half
+    w[i] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  if constexpr (W == 8)
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  else if constexpr (W == 4)
+    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+  else
+    *reinterpret_cast<uint32_t*>(p) = w[0];
 }
 
 // The fused short convolution of one channel for one token (decode_fusions.cu's conv kernel, decode_head.cu's

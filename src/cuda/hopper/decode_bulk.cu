@@ -152,6 +152,22 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32
                : "memory");
 }
 
+// The reverse direction (shared -> global, PTX ISA 8.0, sm_90): a bulk store in this thread's bulk async-group, the
+// group's commit, and the wait until every committed store has read its shared memory (the source may be reused).
+// The writing threads make their shared-memory stores visible to the async proxy (fence_proxy_async) first.
+__device__ __forceinline__ void bulk_copy_s2g(void* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(smem_addr(src)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read_all() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // A run of one float32 / float16 / bfloat16 input's elements, read as raw bits (device_common.cuh's load_bits with
 // the addressing hoisted): the run's first byte and its byte step, so element m of it is one 64-bit add away and its
 // 16- and 32-bit loads are one predicated pair on one address. load_bits scales each element's offset per width,
@@ -377,9 +393,11 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
                     0.0f);
       continue;
     }
+    P* const tile = tiles_s + s * Tl::kTileElems;
+    const int mine_rows = max(0, min(kRowsPerWarp, rows - r0));  // this warp's rows that lie in the head
     float st[kRowsPerWarp][W];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) ld_vec<W>(tiles_s + s * Tl::kTileElems + (r0 + r) * K + lane * W, st[r]);
+    for (int r = 0; r < kRowsPerWarp; ++r) ld_vec<W>(tile + (r0 + r) * K + lane * W, st[r]);
 #pragma unroll 1
     for (int t = 0; t < T; ++t) {
       const float* const vt = vs + t * kTok;
@@ -391,18 +409,26 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
       for (int r = 0; r < kRowsPerWarp; ++r) v[r] = vt[3 * K + r0 + r];
       const float beta = vt[3 * K + kRows];
       const int64_t w = words[1 + t];
-      if (t == T - 1) {  // the stage's last reads are in registers: the producer may refill it
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-      }
       // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
       float dot[kRowsPerWarp];
       update_rows<kRowsPerWarp, W>(st, al, kh, qh, [&](int r) { return v[r]; }, beta, dot, HalvingRowSums{lane});
-      if (w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
-        P* const dst = pool + w * p.pool_stride[0] + hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
+      if (w >= 0 && mine_rows > 0) {
+        // This token's state to its write slot (1-D indices: the last token's only): the warp's rows back into their
+        // place in the stage, then one bulk store of them (contiguous: rows of K elements) by lane 0. An earlier
+        // token's store must have read them first.
+        if (t > 0) {
+          if (lane == 0) bulk_wait_read_all();
+          __syncwarp();
+        }
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r)
-          if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
+        for (int r = 0; r < kRowsPerWarp; ++r) st_vec<W>(tile + (r0 + r) * K + lane * W, st[r]);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          bulk_copy_s2g(pool + w * p.pool_stride[0] + hv * p.pool_stride[1] + (row0 + r0) * int64_t{K}, tile + r0 * K,
+                        static_cast<uint32_t>(mine_rows * K * sizeof(P)));
+          bulk_commit();
+        }
       }
       // Row bulk::halving_row_of_lane(lane)'s output, stored by the one of its 4 lanes with lane bits 0 and 1 clear.
       const float mine = halving_row_sum(dot, lane);
@@ -410,6 +436,12 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
       if ((lane & 3) == 0 && orow < rows)
         store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + orow) * io.out_stride[3],
                   io.scale * mine);
+    }
+    // The stage's reads (this warp's vectors, its rows by its bulk stores) are done: the producer may refill it.
+    __syncwarp();
+    if (lane == 0) {
+      bulk_wait_read_all();
+      mbar_arrive(&empty[s]);
     }
   }
 #else
