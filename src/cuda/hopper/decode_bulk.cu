@@ -20,7 +20,8 @@
 // slots (lane 0 also the tile's sequence, head and first row); each lane arrives on each stage's full barrier after its
 // own stores. Warps 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows of the tile and their
 // lanes' columns of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one arrival per warp), then
-// update and store straight from registers. Their row sums (S k_hat, S q_hat) halve the rows at each shuffle step
+// update and store straight from registers; fp32 pools at K = 128 write the rows back into the stage instead, store
+// them by one bulk copy a warp and release the stage once that copy has read it (BulkTile::kBulkStore). Their row sums (S k_hat, S q_hat) halve the rows at each shuffle step
 // (halving_row_sum: 9 shuffles for a warp's 8 rows, not 8 butterflies' 40; ncu session 21 at H32 B256 put 17% of the
 // kernel's stall samples on the output's butterflies and 18% on the update, the full-barrier wait only 10%: the
 // consumers, not the copies, paced it).
@@ -102,6 +103,13 @@ struct BulkTile {
   static constexpr bool kFour = K == 128 && sizeof(P) == 4;
   static constexpr int kStages = kFour ? 3 : K >= 256 ? 2 : K >= 128 ? 4 : 8;
   static constexpr int kMinCtas = kFour ? 4 : 3;
+  // fp32 at K = 128 writes the updated rows back through the stage and out by bulk stores (one a warp a tile); the
+  // others store from registers (st.global.cs) and release the stage as soon as the rows are in registers. Measured
+  // (bench/LEDGER.md, session 26, dtma against main): fp32 H32 B32 -1.5%, B128 -1.4%, B256 -2% (ncu: 290 -> 284 us,
+  // DRAM 75.8 -> 77.4%); bf16 B32 +4.6% (its 8 KB tiles at 3 CTAs an SM: holding a stage until its stores have
+  // read it costs more reads in flight than the stores save). K = 64 and 256 were not timed, so they keep the
+  // register stores.
+  static constexpr bool kBulkStore = kFour;
   static constexpr int kTokFloats = 3 * K + kRows + 4;          // per token: q_hat, k_hat, alpha, v, beta (+ pad)
   static constexpr size_t kTileBytes = sizeof(P) * kTileElems;
   // Shared memory: [kStages][kTileElems] tiles, [kStages][T][kTokFloats] vectors, [kStages][kSlots] int64 words (the
@@ -409,13 +417,22 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
       for (int r = 0; r < kRowsPerWarp; ++r) v[r] = vt[3 * K + r0 + r];
       const float beta = vt[3 * K + kRows];
       const int64_t w = words[1 + t];
+      if (!Tl::kBulkStore && t == T - 1) {  // the stage's last reads are in registers: the producer may refill it
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
+      }
       // Per row: S *= alpha, u = beta (v - S k_hat), S += u k_hat^T, o = scale (S q_hat): the reference's order.
       float dot[kRowsPerWarp];
       update_rows<kRowsPerWarp, W>(st, al, kh, qh, [&](int r) { return v[r]; }, beta, dot, HalvingRowSums{lane});
-      if (w >= 0 && mine_rows > 0) {
-        // This token's state to its write slot (1-D indices: the last token's only): the warp's rows back into their
-        // place in the stage, then one bulk store of them (contiguous: rows of K elements) by lane 0. An earlier
-        // token's store must have read them first.
+      if (!Tl::kBulkStore && w >= 0) {  // this token's state to its write slot (1-D indices: the last token's only)
+        P* const dst = pool + w * p.pool_stride[0] + hv * p.pool_stride[1] + row0 * int64_t{K} + lane * W;
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
+      }
+      if (Tl::kBulkStore && w >= 0 && mine_rows > 0) {
+        // The same through the stage: the warp's rows back into their place in it, then one bulk store of them
+        // (contiguous: rows of K elements) by lane 0. An earlier token's store must have read them first.
         if (t > 0) {
           if (lane == 0) bulk_wait_read_all();
           __syncwarp();
@@ -437,11 +454,12 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
         store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + orow) * io.out_stride[3],
                   io.scale * mine);
     }
-    // The stage's reads (this warp's vectors, its rows by its bulk stores) are done: the producer may refill it.
-    __syncwarp();
-    if (lane == 0) {
-      bulk_wait_read_all();
-      mbar_arrive(&empty[s]);
+    if (Tl::kBulkStore) {  // the stage's reads (this warp's vectors, its rows by its bulk stores) are done
+      __syncwarp();
+      if (lane == 0) {
+        bulk_wait_read_all();
+        mbar_arrive(&empty[s]);
+      }
     }
   }
 #else
