@@ -34,9 +34,9 @@ class DeviceCall {
 // False if a call cannot be captured (kda_last_error says why).
 bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, TimingStats* st);
 
-// A device-to-device copy of `bytes` between two buffers of its own: the bench's reference for a memory-bound call,
-// timed by time_calls like the call itself (the same graph replay, launch and ramp included), so a decode's time can
-// be set against the copy of as many bytes at the same size, not only against the 2 GiB copy rate.
+// A device-to-device cudaMemcpyAsync of `bytes` between two buffers of its own, timed by time_calls like the call
+// itself (the same graph replay, launch and ramp included), so a decode's time can be set against the driver's copy
+// of as many bytes at the same size beside the 2 GiB copy rate (the floor).
 class DeviceCopy : public DeviceCall {
  public:
   explicit DeviceCopy(size_t bytes);
