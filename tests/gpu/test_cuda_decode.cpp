@@ -130,6 +130,40 @@ TEST_P(CudaDecodePaths, EachPathMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaDecodePaths, ::testing::ValuesIn(gpu_decode_cases()),
                          [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
 
+// Two decode steps in one CUDA graph on one pool, in place (each step reads the state the step before wrote): the
+// same as two reference steps. The bulk kernel starts beside the kernel before it in the stream (programmatic
+// dependent launch) and must read nothing, the pool least of all, before that kernel's writes are visible; a step
+// that read the pool early would compute from the first step's input state. Both the dispatcher's path and the bulk
+// kernel forced.
+class CudaDecodeGraph : public GpuTest {};
+TEST_F(CudaDecodeGraph, TwoStepsInOneGraphEqualTwoReferenceSteps) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  DecodeSpec s;
+  for (const DecodeSpec& c : gpu_decode_cases())
+    if (c.name == "serving_h12_b37") s = c;
+  ASSERT_EQ(s.name, "serving_h12_b37");
+  for (const kda_backend_t backend : {KDA_BACKEND_CUDA_GENERIC, KDA_BACKEND_CUDA_HOPPER}) {
+    if (backend == KDA_BACKEND_CUDA_HOPPER && !bulk_path_applies(s)) continue;
+    SCOPED_TRACE(backend == KDA_BACKEND_CUDA_HOPPER ? "bulk" : "dispatcher");
+    DecodeCase d = make_decode_case(s, seed);
+    const DecodeOracle first = decode_oracle(d);
+    DecodeCase d2 = d;  // the second step: the same inputs on the pool the first step left
+    for (int64_t i = 0; i < d2.pool.numel(); ++i) d2.pool.set(i, first.pool[static_cast<size_t>(i)]);
+    const DecodeOracle second = decode_oracle(d2);
+    DeviceDecodeProblem dp(d, backend);
+    TimingStats t;
+    ASSERT_TRUE(time_calls({&dp, &dp}, 0, 1, &t)) << kda_last_error();  // one replay of a graph of two steps
+    HostTensor out = make_tensor(d.c.spec.in_dtype, {d.c.spec.B, d.c.spec.T, d.c.spec.HV, d.c.spec.V});
+    HostTensor pool = d.pool;
+    dp.download(out, pool);
+    const DecodeVerdict v = judge_decode(d2, second, out, pool, tolerance_for(d.c.spec.in_dtype, ComputeClass::kFp32));
+    EXPECT_TRUE(v.pass) << v.summary();
+    std::printf("  two steps in one graph, %s: %s\n", backend == KDA_BACKEND_CUDA_HOPPER ? "bulk" : "dispatcher",
+                v.summary().c_str());
+  }
+}
+
 // Fusions (conv of q/k/v with its conv state, gated RMSNorm; decode_fusions.cu): against the hand-written fp64 decode
 // of tests/cpu/test_decode.cpp (decode_fused_oracle), the conv states written exactly (copies of inputs) and
 // untouched slots bitwise unchanged; plus serving sizes with both fusions.
