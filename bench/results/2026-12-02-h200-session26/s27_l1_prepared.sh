@@ -5,7 +5,8 @@
 # previous kernel's tail), prodcs = main + the products kernel's colsum(S0 . dS) at its end instead of ahead of P1's
 # first barrier. Both keep main's bits: decode-full and backward-quick must print main's figures.
 # Checks: decode-full main / dpdl and backward-quick main / prodcs at fresh seeds (lease_same_figures), dpdl's decode
-# GPU tests (the CUDA-graph capture cases among them); then the A/Bs: decode (2 rounds) and train-h64-fixed (2 rounds).
+# GPU tests (CudaDecodeGraph: two steps in one graph on one pool, also on main, where it first runs); then the
+# A/Bs: decode (2 rounds) and train-h64-fixed (2 rounds).
 # Run as: OUT=$OUT bash .carry/lease/s27_l1.sh   with carry [".carry/lease", ".carry/ab/main.tar.xz",
 # ".carry/ab/dpdl.tar.xz", ".carry/ab/prodcs.tar.xz"].
 set -uo pipefail
@@ -15,7 +16,9 @@ lease_begin l1
 lease_unpack main dpdl prodcs
 pids=()
 lease_run tests-paths dpdl 2 280 ./kda_gpu_tests --gtest_filter='Cases/CudaDecodePaths.*' & pids+=($!)
-lease_run tests-dec dpdl 2 280 ./kda_gpu_tests --gtest_filter='Cases/CudaDecode.*:*CudaFusedDecode*:*Graph*' & pids+=($!)
+lease_run tests-dec dpdl 2 280 ./kda_gpu_tests --gtest_filter='Cases/CudaDecode.*:*CudaFusedDecode*:*DecodeGraph*' &
+pids+=($!)
+lease_run tests-graph-main main 2 120 ./kda_gpu_tests --gtest_filter='*DecodeGraph*' & pids+=($!)
 lease_same_figures decode-full main dpdl
 wait "${pids[@]}"
 grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W"/tests-*.log | head -20
