@@ -193,22 +193,6 @@ __device__ __forceinline__ void st_vec_streaming(__nv_bfloat16* p, const float (
   else
     __stcs(reinterpret_cast<unsigned int*>(p), w[0]);
 }
-template <int W>
-__device__ __forceinline__ void st_vec(__nv_bfloat16* p, const float (&x)[W]) {
-  static_assert(W == 2 || W == 4 || W == 8, "a lane's channels of a bf16 row");
-  uint32_t w[W / 2];
-#pragma unroll
-  for (int i = 0; i < W / 2; ++i) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(x[2 * i], x[2 * i + 1]);  // .x = x[2 i], the low half
-    w[i] = *reinterpret_cast<const uint32_t*>(&h);
-  }
-  if constexpr (W == 8)
-    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-  else if constexpr (W == 4)
-    *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
-  else
-    *reinterpret_cast<uint32_t*>(p) = w[0];
-}
 
 // The fused short convolution of one channel for one token (decode_fusions.cu's conv kernel, decode_head.cu's
 // one-kernel form): acc = sum_j w[j] s[j] + w[3] x in the CPU backend's order (oldest input first), the channel's

@@ -430,21 +430,23 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
         for (int r = 0; r < kRowsPerWarp; ++r)
           if (r0 + r < rows) st_vec_streaming<W>(dst + (r0 + r) * int64_t{K}, st[r]);
       }
-      if (Tl::kBulkStore && w >= 0 && mine_rows > 0) {
+      if constexpr (Tl::kBulkStore) {
         // The same through the stage: the warp's rows back into their place in it, then one bulk store of them
         // (contiguous: rows of K elements) by lane 0. An earlier token's store must have read them first.
-        if (t > 0) {
-          if (lane == 0) bulk_wait_read_all();
-          __syncwarp();
-        }
+        if (w >= 0 && mine_rows > 0) {
+          if (t > 0) {
+            if (lane == 0) bulk_wait_read_all();
+            __syncwarp();
+          }
 #pragma unroll
-        for (int r = 0; r < kRowsPerWarp; ++r) st_vec<W>(tile + (r0 + r) * K + lane * W, st[r]);
-        fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) {
-          bulk_copy_s2g(pool + w * p.pool_stride[0] + hv * p.pool_stride[1] + (row0 + r0) * int64_t{K}, tile + r0 * K,
-                        static_cast<uint32_t>(mine_rows * K * sizeof(P)));
-          bulk_commit();
+          for (int r = 0; r < kRowsPerWarp; ++r) st_vec<W>(tile + (r0 + r) * K + lane * W, st[r]);
+          fence_proxy_async();
+          __syncwarp();
+          if (lane == 0) {
+            bulk_copy_s2g(pool + w * p.pool_stride[0] + hv * p.pool_stride[1] + (row0 + r0) * int64_t{K},
+                          tile + r0 * K, static_cast<uint32_t>(mine_rows * K * sizeof(P)));
+            bulk_commit();
+          }
         }
       }
       // Row bulk::halving_row_of_lane(lane)'s output, stored by the one of its 4 lanes with lane bits 0 and 1 clear.
@@ -454,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, BulkTile<K, P>::kMinCtas)
         store_out(io.out, io.out_dtype, out_base + t * io.out_stride[1] + (row0 + orow) * io.out_stride[3],
                   io.scale * mine);
     }
-    if (Tl::kBulkStore) {  // the stage's reads (this warp's vectors, its rows by its bulk stores) are done
+    if constexpr (Tl::kBulkStore) {  // the stage's reads (this warp's vectors, its rows by its bulk stores) are done
       __syncwarp();
       if (lane == 0) {
         bulk_wait_read_all();
