@@ -290,10 +290,6 @@ uint32_t bits_of(float x) {
   return b;
 }
 
-// tf32_operand's register, as the tensor cores read it, is cvt.rna's value for every non-NaN float: random bit patterns
-// (every exponent, subnormals, infinities), values around each exponent step where the rounding carries into
-// the exponent, exact ties, and the largest finite floats (which round to infinity). split()'s two registers then
-// carry x - hi exactly rounded, so hi + lo is x to 2^-21 relative (or half tf32's subnormal quantum).
 // chunk_products.cu's operand ring: the 16-byte copies of a k-slice cover every element of it once, each at the slot
 // offset ring_at reads it from, for both source layouts and both operand widths (a copy whose 4 elements were not
 // where ring_at looks, or two copies of one element, would feed the staging wrong values).
@@ -315,6 +311,10 @@ TEST(MmaLayout, ProductsRingCopiesPutEveryElementWhereItIsRead) {
     }
 }
 
+// tf32_operand's register, as the tensor cores read it, is cvt.rna's value for every non-NaN float: random bit patterns
+// (every exponent, subnormals, infinities), values around each exponent step where the rounding carries into
+// the exponent, exact ties, and the largest finite floats (which round to infinity). split()'s two registers then
+// carry x - hi exactly rounded, so hi + lo is x to 2^-21 relative (or half tf32's subnormal quantum).
 TEST(MmaLayout, Tf32OperandRoundsAsCvtRna) {
   std::mt19937 rng(7);
   std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, std::ldexp(1.0f, -149), std::ldexp(1.0f, -126),

@@ -131,10 +131,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaDecodePaths, ::testing::ValuesIn(gpu_decode_
                          [](const ::testing::TestParamInfo<DecodeSpec>& i) { return i.param.name; });
 
 // Two decode steps in one CUDA graph on one pool, in place (each step reads the state the step before wrote): the
-// same as two reference steps. The bulk kernel starts beside the kernel before it in the stream (programmatic
-// dependent launch) and must read nothing, the pool least of all, before that kernel's writes are visible; a step
-// that read the pool early would compute from the first step's input state. Both the dispatcher's path and the bulk
-// kernel forced.
+// same as two reference steps. A decode kernel that starts beside the kernel before it in the stream (programmatic
+// dependent launch) must read nothing, the pool least of all, before that kernel's writes are visible; a step that
+// read the pool early would compute from the first step's input state. Both the dispatcher's path and the bulk kernel
+// forced.
 class CudaDecodeGraph : public GpuTest {};
 TEST_F(CudaDecodeGraph, TwoStepsInOneGraphEqualTwoReferenceSteps) {
   const uint64_t seed = run_seed();

@@ -218,9 +218,9 @@ __device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi 
 }
 
 // 256 threads at 128 registers (ptxas, sm_90a: no spills at K = 128, 40-84 bytes of spill loads at K = 64; a 32-step
-// k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of
-// the reverse pass with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's
-// heads side by side, as with all of them.
+// k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all of them but where
+// backward_chunked.cu overlaps a partial last wave of the reverse pass with the other heads' products), CTA x taking
+// chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of them.
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;

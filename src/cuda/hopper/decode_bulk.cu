@@ -21,10 +21,10 @@
 // own stores. Warps 0-3, the consumers: per tile, wait for the full barrier, copy their 8 rows of the tile and their
 // lanes' columns of q_hat / k_hat / alpha into registers, release the stage (empty barrier, one arrival per warp), then
 // update and store straight from registers; fp32 pools at K = 128 write the rows back into the stage instead, store
-// them by one bulk copy a warp and release the stage once that copy has read it (BulkTile::kBulkStore). Their row sums (S k_hat, S q_hat) halve the rows at each shuffle step
-// (halving_row_sum: 9 shuffles for a warp's 8 rows, not 8 butterflies' 40; ncu session 21 at H32 B256 put 17% of the
-// kernel's stall samples on the output's butterflies and 18% on the update, the full-barrier wait only 10%: the
-// consumers, not the copies, paced it).
+// them by one bulk copy a warp and release the stage once that copy has read it (BulkTile::kBulkStore). Their row sums
+// (S k_hat, S q_hat) halve the rows at each shuffle step (halving_row_sum: 9 shuffles for a warp's 8 rows, not 8
+// butterflies' 40; ncu session 21 at H32 B256 put 17% of the kernel's stall samples on the output's butterflies and 18%
+// on the update, the full-barrier wait only 10%: the consumers, not the copies, paced it).
 //
 // Measured (bench/LEDGER.md, session 11): the first version staged per tile, not per unit, and ran at 60-66% of the
 // copy rate at B >= 128, slower than the portable kernel (H32 B512 844 against 683 us): the producer warp's serial
