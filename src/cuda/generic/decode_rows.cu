@@ -51,6 +51,12 @@ template <int K, int kMaxT, typename P>
 __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kernel(const DecodeParams p) {
   constexpr int W = K / 32;
   const ForwardParams& io = p.io;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched with programmatic stream serialization on sm_90 (launch below): nothing global is read before the
+  // previous kernel in the stream has completed and its writes are visible; the next kernel may launch as early.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   struct {
     int64_t n;
@@ -155,14 +161,42 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
   }
 }
 
+// Programmatic dependent launch (the launch and the CTAs' start beside the previous kernel's tail; at B = 1-32 a
+// call is a few microseconds, much of it launch and ramp) only where the code that runs has the griddepcontrol.wait
+// above: an sm_90 device running this binary's sm_90 code. Without the wait the attribute would let the kernel read
+// its inputs before the previous kernel wrote them.
+template <class Kernel>
+bool runs_sm90_code(Kernel kernel, int device) {
+  int major = 0;
+  cudaFuncAttributes attr{};
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return major >= 9 && attr.binaryVersion >= 90;
+}
+
 template <int K, typename P>
 void launch(const DecodeParams& p, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(rows::grid_x(p.io.V)), static_cast<unsigned>(p.io.HV),
-                  static_cast<unsigned>(p.io.N));  // N, HV <= 65535 (rows_decode_supported)
-  if (p.io.T == 1)
-    decode_rows_kernel<K, 1, P><<<grid, kThreads, 0, stream>>>(p);
-  else
-    decode_rows_kernel<K, kMaxTokens, P><<<grid, kThreads, 0, stream>>>(p);
+  const auto kernel = p.io.T == 1 ? decode_rows_kernel<K, 1, P> : decode_rows_kernel<K, kMaxTokens, P>;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(rows::grid_x(p.io.V)), static_cast<unsigned>(p.io.HV),
+                     static_cast<unsigned>(p.io.N));  // N, HV <= 65535 (rows_decode_supported)
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute overlap[1];
+  overlap[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap[0].val.programmaticStreamSerializationAllowed = 1;
+  if (runs_sm90_code(kernel, p.io.device_id)) {
+    cfg.attrs = overlap;
+    cfg.numAttrs = 1;
+  }
+  if (cudaLaunchKernelEx(&cfg, kernel, p) != cudaSuccess && cfg.numAttrs > 0) {
+    (void)cudaGetLastError();  // a stream or driver that refuses the attribute: plain stream order
+    cfg.numAttrs = 0;
+    (void)cudaLaunchKernelEx(&cfg, kernel, p);
+  }
 }
 
 template <typename P>
