@@ -7,13 +7,13 @@
 //   P3  dA = -strictly_lower(BV U0^T + BK W^T)                              (inner dimension V, then K)
 //   CS  colsum(S0 . dS): the coefficient of the whole chunk's decay in dg
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
-// of shared memory), where their operand loads were exposed; here a CTA needs 50 KB and 128 registers per thread,
+// of shared memory), where their operand loads were exposed; here a CTA needs ~100 KB and 128 registers per thread,
 // so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
-// Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded), dW [C][K] (P2's
-// operand), which first holds dO' [C][V + 16] (P1's), and the operand rings (4 fp32 k-slices of A and of B): 104,448
-// bytes at K = V = 128, two CTAs per SM (by registers and shared memory).
+// Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded), dW as planes [C][K]
+// (P2's operand), which first holds dO' as planes [C][V] (P1's), and the operand rings (4 k-slices of A and of B, fp32
+// or planes): 100,352 bytes at K = V = 128, two CTAs per SM (by registers and shared memory).
 #include <climits>
 #include <cstdint>
 
@@ -47,21 +47,26 @@ struct ProdSmem {  // float offsets into shared memory
   static_assert(W <= 128, "products: the B ring's slot holds N <= 128 columns");
   // A and B staging: two bf16 planes of [rows][kPitch] each (kPitch / 2 floats per row and plane).
   static constexpr int kAs = 0, kBs = kAs + kC * kPitch, kDW = kBs + W * kPitch;
-  // dO' [C][kOPitch] shares dW's space (dO' is read by P1's first two products, dW written after the fourth). Pitch
-  // V + 16: the A fetch's two rows per 16 lanes start 16 banks apart.
-  static constexpr int kOPitch = V + 16, kTail = K > kOPitch ? K : kOPitch;
+  // dO' as bf16 planes [C][V] shares dW's space, planes [C][K] (dO' is read by P1's first two products, dW written
+  // after the fourth); a plane pair takes the floats of the fp32 matrix.
+  static constexpr int kTail = K > V ? K : V;
   static constexpr int kRingA = kDW + kC * kTail, kRingB = kRingA + kDepth * kSlotA;
   static constexpr size_t kBytes = sizeof(float) * (kRingB + kDepth * kSlotB);
 };
 
 // block_gemm's operands: element (i, k) of an [n][kin] operand (i: A's row or B's column), n = 64 for A, N for B.
-// kKC: the source is contiguous in k (element (i, k) at i * ld + k), else in i (at k * ld + i); the staging reads
-// consecutive source elements in consecutive threads either way (mma_layout.h slice_pair). issue() copies slice
-// [k0, k0 + kKS) into a ring slot (every thread of the CTA takes part); at() reads element (i, k0 + kk) from it.
+// kKC: the source is contiguous in k (element (i, k) at i * ld + k), else in i (at k * ld + i). Two kinds:
+// - fp32 (kPlanes false): issue() copies slice [k0, k0 + kKS) into a ring slot (every thread of the CTA takes part),
+//   at() reads element (i, k0 + kk) from it, and block_gemm splits the slice into its staging planes (the staging reads
+//   consecutive source elements in consecutive threads either way: mma_layout.h slice_pair).
+// - bf16 hi / lo planes (kPlanes true): the element is hi + lo, already split; ldmatrix reads them where they lie
+//   (a ring slot or shared memory): hi(slot) is the hi plane, the lo plane kPlane elements after it, and off(i, k0, kk)
+//   the element's offset in a plane. Nothing to stage: a GEMM whose two operands are planes skips the split and its
+//   barrier.
 // fp32 in global memory; MaskUpper: (i, k) with k < i reads 0 (T^T's zeros above its diagonal).
 template <int n, bool KC, bool MaskUpper = false>
 struct GlobalF32 {
-  static constexpr bool kKC = KC;
+  static constexpr bool kKC = KC, kPlanes = false;
   const float* p;
   int ld;
   __device__ __forceinline__ void issue(float* slot, int k0) const {
@@ -79,55 +84,64 @@ struct GlobalF32 {
     return MaskUpper && k0 + kk < i ? 0.0f : x;
   }
 };
-// W as its bf16 hi / lo planes (hi at p, lo at p + plane), k-contiguous; the element is hi + lo, as phase 1 split it.
-template <int n>
+// bf16 hi / lo planes in global memory (hi at p, lo at p + plane; W as phase 1 split it), copied into a ring slot laid
+// out for ldmatrix (mma_layout.h plane_copy / plane_slot_at).
+template <int n, bool KC>
 struct GlobalPlanes {
-  static constexpr bool kKC = true;
+  static constexpr bool kKC = KC, kPlanes = true;
+  static constexpr int kPlane = n * kKS;  // in the slot
+  static_assert(2 * kPlane * sizeof(__nv_bfloat16) == n * kKS * sizeof(float),
+                "products ring: both planes of a slice take the slot of the fp32 slice");
   const __nv_bfloat16* p;
   int ld;
   int64_t plane;
   __device__ __forceinline__ void issue(float* slot, int k0) const {
-    constexpr int kChunks = 2 * n * kKS / 8;  // 16-byte copies of 8 bf16, both planes
-    static_assert(kChunks == kThreads && n * kKS <= kSlotB, "products ring: W's copies must tile the CTA");
-    // Copy c: plane c / (n * 2), then the k-contiguous ring's copy of 8 bf16 (a float-slot copy of 4 at half width).
-    const int c = static_cast<int>(threadIdx.x), pl = c / (kChunks / 2);
-    const RingCopy rc = ring_copy(c % (kChunks / 2), n, kKS / 2, true);  // in units of two bf16
+    constexpr int kCopies = 4 * n, kPer = kCopies / kThreads;  // 16-byte copies of 8 bf16, both planes
+    static_assert(kPer * kThreads == kCopies, "products ring: plane copies must tile the CTA");
     __nv_bfloat16* const s = reinterpret_cast<__nv_bfloat16*>(slot);
-    cp_async16(s + pl * n * kKS + 2 * rc.dst, p + pl * plane + rc.i * ld + k0 + 2 * rc.k);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const PlaneCopy pc = plane_copy(static_cast<int>(threadIdx.x) + j * kThreads, n, KC);
+      const int64_t src = pc.pl * plane + (KC ? int64_t{pc.i} * ld + k0 + pc.kk : int64_t{k0 + pc.kk} * ld + pc.i);
+      cp_async16(s + pc.pl * kPlane + plane_slot_at(pc.i, pc.kk, n, KC), p + src);
+    }
   }
-  __device__ __forceinline__ float at(const float* slot, int i, int, int kk) const {
-    const __nv_bfloat16* const s = reinterpret_cast<const __nv_bfloat16*>(slot);
-    const int e = ring_at(i, kk, n, kKS, true);
-    return __bfloat162float(s[e]) + __bfloat162float(s[n * kKS + e]);
+  __device__ __forceinline__ const __nv_bfloat16* hi(const float* slot) const {
+    return reinterpret_cast<const __nv_bfloat16*>(slot);
   }
+  __device__ __forceinline__ int off(int i, int, int kk) const { return plane_slot_at(i, kk, n, KC); }
 };
-// An operand already in shared memory (dO', dW), read where it lies.
+// bf16 hi / lo planes already in shared memory (dO', dW: split once where this kernel forms them), each an unpadded
+// [rows][cols] plane swizzled by row (mma_layout.h swizzled(); cols a multiple of 64, so the 8 rows of any ldmatrix
+// matrix sit in 8 different bank groups): element (i, k) at row i, column k if KC, else at row k, column i.
 template <bool KC>
-struct SharedF32 {
-  static constexpr bool kKC = KC;
-  const float* p;
-  int ld;
+struct SharedPlanes {
+  static constexpr bool kKC = KC, kPlanes = true;
+  const __nv_bfloat16* p;
+  int cols, kPlane;
   __device__ __forceinline__ void issue(float*, int) const {}
-  __device__ __forceinline__ float at(const float*, int i, int k0, int kk) const {
-    return KC ? p[i * ld + k0 + kk] : p[(k0 + kk) * ld + i];
+  __device__ __forceinline__ const __nv_bfloat16* hi(const float*) const { return p; }
+  __device__ __forceinline__ int off(int i, int k0, int kk) const {
+    return KC ? swizzled(i, k0 + kk, cols) : swizzled(k0 + kk, i, cols);
   }
 };
 
 // acc (+)= A B for the block's 64 x N output, A = oa (i = row) [64 x kin], B = ob (i = col) [N x kin], kin a multiple
 // of kKS, in bf16x3 on mma.m16n8k16 (chunk_common.cuh: ~16-bit operands, fp32 accumulation; the rounding model passes
 // backward-quick with these products at the fp32 products' figures, bench/results/
-// 2026-11-30-cpu-model-grad-products-bf16x3-tf32.log). Each operand element is split into its hi / lo planes once,
-// when staged (3xTF32 split every fragment in every warp: session 7's gradprodtc lost to fp32 SIMT), and the mma loop
-// only ldmatrix-es and multiplies. Warp w owns rows 16 (w % 4) .. + 15 and columns (N / 2) (w / 4) .. + N / 2 - 1
-// (N / 16 n-tiles of 8); acc[e][nt] is element e of n-tile nt's C fragment (for_each_out maps it back). Slice s: wait
-// for its copies, barrier (everyone's copies of s visible; the planes and ring slot of s - 1 free), issue slice
-// s + kDepth - 1's copies, split s from its ring slot into the planes, barrier, mma. Every slice commits one copy
-// group (empty past the end), so wait_group<kDepth - 2> always means "slice s has landed". Ends with a barrier, so
-// the caller may restage right after.
+// 2026-11-30-cpu-model-grad-products-bf16x3-tf32.log). Each operand element is split into its hi / lo planes once
+// (3xTF32 split every fragment in every warp: session 7's gradprodtc lost to fp32 SIMT): an fp32 operand when staged,
+// a planes operand before it gets here; the mma loop only ldmatrix-es and multiplies. Warp w owns rows 16 (w % 4) ..
+// + 15 and columns (N / 2) (w / 4) .. + N / 2 - 1 (N / 16 n-tiles of 8); acc[e][nt] is element e of n-tile nt's C
+// fragment (for_each_out maps it back). Slice s: wait for its copies, barrier (everyone's copies of s visible; the
+// planes and ring slot of s - 1 free), issue slice s + kDepth - 1's copies, split the fp32 operands of s from their
+// ring slots into the staging planes and barrier (skipped when both operands are planes), mma. Every slice commits one
+// copy group (empty past the end), so wait_group<kDepth - 2> always means "slice s has landed". Ends with a barrier,
+// so the caller may restage right after.
 template <int N, class OA, class OB>
 __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring_a, float* ring_b, int kin,
                                            const OA& oa, const OB& ob, float (&acc)[4][N / 16]) {
-  constexpr int PA = kC * kPitch, PB = N * kPitch;  // plane sizes (elements)
+  constexpr int PA = kC * kPitch, PB = N * kPitch;  // staging plane sizes (elements)
   constexpr int EA = kC * kKS / 2 / kThreads, EB = N * kKS / 2 / kThreads;  // element pairs per thread
   static_assert(EA * 2 * kThreads == kC * kKS && EB * 2 * kThreads == N * kKS, "block_gemm: staging must tile");
   __nv_bfloat16* const As = reinterpret_cast<__nv_bfloat16*>(As_f);
@@ -144,7 +158,13 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring
   };
 #pragma unroll
   for (int sl = 0; sl < kDepth - 1; ++sl) issue(sl);
-  const LdsmRow la = ldsm_a_rowmajor(lane), lb = ldsm_b_nmajor(lane);
+  // Each lane's ldmatrix row (mma_layout.h): staged operands and planes contiguous in k are read as stored (A m-major,
+  // B n-major), planes contiguous in i transposed (.trans).
+  constexpr bool kTA = OA::kPlanes && !OA::kKC, kTB = OB::kPlanes && !OB::kKC;
+  const LdsmRow la = kTA ? ldsm_a_kmajor(lane) : ldsm_a_rowmajor(lane);
+  const LdsmRow lb = kTB ? ldsm_b_kmajor(lane) : ldsm_b_nmajor(lane);
+  const int ai = m0 + (kTA ? la.col : la.row), ak = kTA ? la.row : la.col;  // lane's (i, kk) in A's 16 x 16 tile
+  const int bi = n0 + (kTB ? lb.col : lb.row), bk = kTB ? lb.row : lb.col;  // and in B's (n-tile pair np: i + 16 np)
   for (int sl = 0; sl < slices; ++sl) {
     const int k0 = sl * kKS;
     cp_async_wait<kDepth - 2>();
@@ -154,31 +174,48 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring
     const float* const sb = ring_b + (sl % kDepth) * kSlotB;
     // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice (mma_layout.h
     // slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
+    if constexpr (!OA::kPlanes) {
 #pragma unroll
-    for (int i = 0; i < EA; ++i) {
-      const SlicePair sp = slice_pair(tid + i * kThreads, kC, kKS / 2, OA::kKC);
-      store_split2(As, PA, sp.row * kPitch + 2 * sp.kp, oa.at(sa, sp.row, k0, 2 * sp.kp),
-                   oa.at(sa, sp.row, k0, 2 * sp.kp + 1));
+      for (int i = 0; i < EA; ++i) {
+        const SlicePair sp = slice_pair(tid + i * kThreads, kC, kKS / 2, OA::kKC);
+        store_split2(As, PA, sp.row * kPitch + 2 * sp.kp, oa.at(sa, sp.row, k0, 2 * sp.kp),
+                     oa.at(sa, sp.row, k0, 2 * sp.kp + 1));
+      }
     }
+    if constexpr (!OB::kPlanes) {
 #pragma unroll
-    for (int i = 0; i < EB; ++i) {
-      const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, OB::kKC);
-      store_split2(Bs, PB, sp.row * kPitch + 2 * sp.kp, ob.at(sb, sp.row, k0, 2 * sp.kp),
-                   ob.at(sb, sp.row, k0, 2 * sp.kp + 1));
+      for (int i = 0; i < EB; ++i) {
+        const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, OB::kKC);
+        store_split2(Bs, PB, sp.row * kPitch + 2 * sp.kp, ob.at(sb, sp.row, k0, 2 * sp.kp),
+                     ob.at(sb, sp.row, k0, 2 * sp.kp + 1));
+      }
     }
-    __syncthreads();
+    if constexpr (!OA::kPlanes || !OB::kPlanes) __syncthreads();
+    // Where the warps' ldmatrix finds A's and B's planes for this slice: the staging, or the operand's own planes.
+    const __nv_bfloat16 *ah_p = As, *bh_p = Bs;
+    int pa = PA, pb = PB;
+    if constexpr (OA::kPlanes) ah_p = oa.hi(sa), pa = oa.kPlane;
+    if constexpr (OB::kPlanes) bh_p = ob.hi(sb), pb = ob.kPlane;
+    auto a_at = [&](int i, int kk) {
+      if constexpr (OA::kPlanes) return oa.off(i, k0, kk);
+      else return i * kPitch + kk;
+    };
+    auto b_at = [&](int i, int kk) {
+      if constexpr (OB::kPlanes) return ob.off(i, k0, kk);
+      else return i * kPitch + kk;
+    };
 #pragma unroll
     for (int kk = 0; kk < kKS; kk += 16) {
       uint32_t ah[4], al[4];
-      const int ea = (m0 + la.row) * kPitch + kk + la.col;
-      ldsm_x4<false>(ah, As + ea);
-      ldsm_x4<false>(al, As + PA + ea);
+      const int ea = a_at(ai, kk + ak);
+      ldsm_x4<kTA>(ah, ah_p + ea);
+      ldsm_x4<kTA>(al, ah_p + pa + ea);
 #pragma unroll
       for (int np = 0; np < N / 32; ++np) {
         uint32_t bh[4], bl[4];
-        const int eb = (n0 + 16 * np + lb.row) * kPitch + kk + lb.col;
-        ldsm_x4<false>(bh, Bs + eb);
-        ldsm_x4<false>(bl, Bs + PB + eb);
+        const int eb = b_at(bi + 16 * np, kk + bk);
+        ldsm_x4<kTB>(bh, bh_p + eb);
+        ldsm_x4<kTB>(bl, bh_p + pb + eb);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float c[4] = {acc[0][2 * np + h], acc[1][2 * np + h], acc[2][2 * np + h], acc[3][2 * np + h]};
@@ -201,20 +238,26 @@ __device__ __forceinline__ void zero(float (&acc)[4][N / 16]) {
     for (int j = 0; j < N / 16; ++j) acc[i][j] = 0.0f;
 }
 
-// Calls epi(row, col, value) for each of this thread's block_gemm outputs (the m16n8 C fragment: c0, c1 at row grp,
-// columns 2 tig, +1; c2, c3 at row grp + 8).
+// Calls epi(row, col, x, y) for each pair of this thread's block_gemm outputs at (row, col) and (row, col + 1) (the
+// m16n8 C fragment: c0, c1 at row grp, columns 2 tig, +1; c2, c3 at row grp + 8).
 template <int N, class Epi>
-__device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi epi) {
+__device__ __forceinline__ void for_each_out2(const float (&acc)[4][N / 16], Epi epi) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, tig = lane & 3;
   const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
 #pragma unroll
   for (int nt = 0; nt < N / 16; ++nt) {
     const int c = n0 + 8 * nt + 2 * tig;
-    epi(m0 + grp, c, acc[0][nt]);
-    epi(m0 + grp, c + 1, acc[1][nt]);
-    epi(m0 + grp + 8, c, acc[2][nt]);
-    epi(m0 + grp + 8, c + 1, acc[3][nt]);
+    epi(m0 + grp, c, acc[0][nt], acc[1][nt]);
+    epi(m0 + grp + 8, c, acc[2][nt], acc[3][nt]);
   }
+}
+// Calls epi(row, col, value) for each of this thread's block_gemm outputs.
+template <int N, class Epi>
+__device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi epi) {
+  for_each_out2<N>(acc, [&](int r, int c, float x, float y) {
+    epi(r, c, x);
+    epi(r, c + 1, y);
+  });
 }
 
 // 256 threads at 128 registers (ptxas, sm_90a: no spills at K = 128, 40-84 bytes of spill loads at K = 64; a 32-step
@@ -228,8 +271,9 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   extern __shared__ __align__(16) float smem[];
   float* const As = smem + Ly::kAs;
   float* const Bs = smem + Ly::kBs;
-  float* const dWs = smem + Ly::kDW;  // -dU S0 [C][K]
-  float* const dOs = smem + Ly::kDW;  // dO' [C][kOPitch], until dW is written
+  // -dU S0 as planes [C][K] (P2's operand); until it is written, dO' as planes [C][V] (P1's).
+  __nv_bfloat16* const dWs = reinterpret_cast<__nv_bfloat16*>(smem + Ly::kDW);
+  __nv_bfloat16* const dOs = dWs;
 
   const int tid = threadIdx.x;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
@@ -289,13 +333,13 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
 #pragma unroll
     for (int i = 0; i < kE; ++i) {
       const int t = r0 + R * i;
-      dOs[t * Ly::kOPitch + v] = t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f;
+      store_split1(dOs, kC * V, swizzled(t, v, V), t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f);
     }
   }
   __syncthreads();  // dO' staged
   float* const ring_a = smem + Ly::kRingA;
   float* const ring_b = smem + Ly::kRingB;
-  const SharedF32<true> dOp{dOs, Ly::kOPitch};  // dO' (t, v)
+  const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)
   const GlobalF32<K, false> s0{S0, K};         // S0 (v, d) as B: column d, k = v
   {
     float acc[4][kC / 16];
@@ -313,7 +357,9 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     for_each_out<K>(acc, [&](int r, int c, float x) { KD[r * K + c] = x; });
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{dU, V}, s0, acc);
-    for_each_out<K>(acc, [&](int r, int c, float x) { dWs[r * K + c] = -x; });
+    for_each_out2<K>(acc, [&](int r, int c, float x0, float x1) {
+      store_split2(dWs, kC * K, swizzled(r, c, K), -x0, -x1);
+    });
   }
   __syncthreads();
 
@@ -328,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   {
     float acc[4][K / 16];
     zero<K>(acc);
-    block_gemm<K>(As, Bs, ring_a, ring_b, kC, tT, SharedF32<false>{dWs, K}, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, kC, tT, SharedPlanes<false>{dWs, K, kC * K}, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
   }
   // BV and BK (global, this CTA's own writes) are P3's operands, read back by cp.async.cg from L2: the fence makes
@@ -342,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     zero<kC>(acc);
     block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V}, GlobalF32<kC, true>{U0, V}, acc);
     block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K},
-                   GlobalPlanes<kC>{Wp, K, int64_t{kC} * K}, acc);
+                   GlobalPlanes<kC, true>{Wp, K, int64_t{kC} * K}, acc);
     for_each_out<kC>(acc, [&](int r, int c, float x) { dA[r * kC + c] = c < r ? -x : 0.0f; });
   }
 }

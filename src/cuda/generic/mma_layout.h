@@ -121,4 +121,24 @@ KDA_HOST_DEVICE int ring_at(int i, int kk, int n, int kslice, bool k_contiguous)
   return k_contiguous ? i * kslice + kk : kk * n + i;
 }
 
+// The ring slot of an operand that arrives as bf16 hi / lo planes (chunk_products.cu GlobalPlanes), read by ldmatrix
+// straight from the slot: a 16-step k-slice of an [n][kin] operand, each plane unpadded (the slot keeps the bytes of
+// the fp32 slice). A source contiguous in k gives [n][16] per plane (32-byte rows), chunk h (of 2) of row i stored at
+// h ^ ((i >> 2) & 1), so the 8 consecutive rows of an ldmatrix matrix fall in 8 different 16-byte bank groups; any
+// other source gives [16][n] (k rows of n), chunks swizzled by k row as swizzled() does (ldmatrix.trans reads 8
+// consecutive k rows at one chunk). plane_slot_at is element (i, kk)'s offset in either plane (n >= 64).
+KDA_HOST_DEVICE int plane_slot_at(int i, int kk, int n, bool k_contiguous) {
+  return k_contiguous ? i * 16 + ((((kk >> 3) ^ ((i >> 2) & 1)) << 3) | (kk & 7)) : swizzled(kk, i, n);
+}
+// 16-byte copy c of such a slice (4 n copies: 2 n a plane): plane pl, and the first of its 8 elements, (i, kk) with
+// the other seven at kk + 1 .. kk + 7 (k-contiguous source) or at i + 1 .. i + 7 (otherwise).
+struct PlaneCopy {
+  int pl, i, kk;
+};
+KDA_HOST_DEVICE PlaneCopy plane_copy(int c, int n, bool k_contiguous) {
+  const int pl = c / (2 * n), q = c % (2 * n);
+  if (k_contiguous) return {pl, q >> 1, 8 * (q & 1)};
+  return {pl, 8 * (q % (n / 8)), q / (n / 8)};
+}
+
 }  // namespace kda::cuda::chunk
