@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -26,6 +27,7 @@ struct Stored {
   bool swz;  // bits laid out by swizzled() (the values stay logical: at(r, c))
   std::vector<uint16_t> bits;
   std::vector<float> val;
+  std::function<int(int, int)> place;  // if set: where (r, c)'s bits lie, instead of the two layouts above
   float at(int r, int c) const { return val[static_cast<size_t>(r) * cols + c]; }
 };
 
@@ -36,7 +38,7 @@ uint16_t bf16_bits(float x) {
 }
 
 Stored random_matrix(int rows, int cols, std::mt19937& rng, bool swz = false) {
-  Stored s{rows, cols, swz, std::vector<uint16_t>(static_cast<size_t>(rows) * cols), {}};
+  Stored s{rows, cols, swz, std::vector<uint16_t>(static_cast<size_t>(rows) * cols), {}, nullptr};
   std::uniform_int_distribution<int> d(-8, 8);
   for (int i = 0; i < rows * cols; ++i) {
     const float x = static_cast<float>(d(rng));
@@ -58,7 +60,8 @@ std::vector<std::array<uint32_t, 4>> ldsm_x4(const Stored& s, int row0, int col0
       const LdsmRow r = rule(8 * j + i);
       for (int e = 0; e < 8; ++e) {
         const int row = row0 + r.row, col = col0 + r.col + e;
-        m[i][e] = s.bits[static_cast<size_t>(s.swz ? swizzled(row, col, s.cols) : row * s.cols + col)];
+        m[i][e] = s.bits[static_cast<size_t>(s.place ? s.place(row, col)
+                                                      : s.swz ? swizzled(row, col, s.cols) : row * s.cols + col)];
       }
     }
     for (int t = 0; t < 32; ++t) {
@@ -220,8 +223,8 @@ TEST(MmaLayout, ProductsStagingAndWarpTilesGiveTheProduct) {
         std::vector<float> A(kRows * kKS), B(static_cast<size_t>(kKS) * N);  // A [m][k], B [k][n]
         for (float& x : A) x = static_cast<float>(d(rng));
         for (float& x : B) x = static_cast<float>(d(rng));
-        Stored sa{kRows, kPitch, false, std::vector<uint16_t>(kRows * kPitch, 0xffff), {}};
-        Stored sb{N, kPitch, false, std::vector<uint16_t>(static_cast<size_t>(N) * kPitch, 0xffff), {}};
+        Stored sa{kRows, kPitch, false, std::vector<uint16_t>(kRows * kPitch, 0xffff), {}, nullptr};
+        Stored sb{N, kPitch, false, std::vector<uint16_t>(static_cast<size_t>(N) * kPitch, 0xffff), {}, nullptr};
         std::vector<int> wa(kRows * kKS, 0), wb(static_cast<size_t>(N) * kKS, 0);
         for (int tid = 0; tid < kThreads; ++tid) {
           for (int i = 0; i < kRows * kKS / 2 / kThreads; ++i) {
@@ -267,6 +270,83 @@ TEST(MmaLayout, ProductsStagingAndWarpTilesGiveTheProduct) {
       }
     }
   }
+}
+
+// chunk_products.cu's ring of bf16 planes (GlobalPlanes): the 16-byte copies of a k-slice (plane_copy) put every
+// element of both planes where plane_slot_at says, once; the 8 rows of each ldmatrix matrix the warps read from a slot
+// fall in 8 different 16-byte bank groups; and block_gemm's fragments (a slot contiguous in k read as stored, the
+// other transposed: ldsm_a_kmajor / ldsm_b_kmajor with .trans) multiply to A B at every warp's tile, for A (n = 64)
+// and B (n = 64, 128) from both source layouts.
+TEST(MmaLayout, ProductsPlaneRingFeedsTheWarpsTheProduct) {
+  constexpr int kThreads = 256, kRows = 64, kKS = 16;
+  for (int n : {64, 128})
+    for (bool kc : {true, false}) {
+      SCOPED_TRACE("n " + std::to_string(n) + (kc ? ", k-contiguous" : ", i-contiguous"));
+      ASSERT_EQ(4 * n % kThreads, 0);
+      std::vector<int> seen(static_cast<size_t>(2 * n * kKS), 0);
+      for (int c = 0; c < 4 * n; ++c) {
+        const PlaneCopy pc = plane_copy(c, n, kc);
+        ASSERT_TRUE(pc.pl >= 0 && pc.pl < 2 && pc.i >= 0 && pc.i < n && pc.kk >= 0 && pc.kk < kKS) << "copy " << c;
+        const int dst = plane_slot_at(pc.i, pc.kk, n, kc);
+        ASSERT_EQ(dst % 8, 0) << "copy " << c;  // 16-byte aligned in the slot
+        for (int e = 0; e < 8; ++e) {
+          const int i = kc ? pc.i : pc.i + e, kk = kc ? pc.kk + e : pc.kk;
+          ASSERT_TRUE(i < n && kk < kKS) << "copy " << c;
+          EXPECT_EQ(plane_slot_at(i, kk, n, kc), dst + e) << "copy " << c;
+          ++seen[static_cast<size_t>((pc.pl * n + i) * kKS + kk)];
+        }
+      }
+      for (size_t x = 0; x < seen.size(); ++x) ASSERT_EQ(seen[x], 1) << "element " << x;
+      for (int i0 = 0; i0 < n; i0 += 8)
+        for (int kk0 = 0; kk0 < kKS; kk0 += 8) {  // the rows of one matrix: i0 .. + 7 (kc) or kk0 .. + 7 (else)
+          int groups = 0;
+          for (int j = 0; j < 8; ++j)
+            groups |= 1 << ((kc ? plane_slot_at(i0 + j, kk0, n, kc) : plane_slot_at(i0, kk0 + j, n, kc)) * 2 / 16 % 8);
+          EXPECT_EQ(groups, 0xff) << "matrix at i " << i0 << ", kk " << kk0;
+        }
+    }
+  std::mt19937 rng(4242);
+  std::uniform_int_distribution<int> d(-8, 8);
+  for (int N : {64, 128})
+    for (bool a_kc : {false, true})
+      for (bool b_kc : {false, true}) {
+        SCOPED_TRACE("N " + std::to_string(N) + (a_kc ? ", A k-contiguous" : ", A m-contiguous") +
+                     (b_kc ? ", B k-contiguous" : ", B n-contiguous"));
+        // A (i, kk) [64][16], B (kk, i) [16][N]; a slot stored [i][kk] (k-contiguous) or [kk][i] (else).
+        std::vector<float> A(kRows * kKS), B(static_cast<size_t>(kKS) * N);
+        for (float& x : A) x = static_cast<float>(d(rng));
+        for (float& x : B) x = static_cast<float>(d(rng));
+        auto slot = [&](int n, bool kc, auto value) {
+          Stored s{kc ? n : kKS, kc ? kKS : n, false, std::vector<uint16_t>(static_cast<size_t>(n) * kKS, 0xffff), {},
+                   [n, kc](int r, int c) { return kc ? plane_slot_at(r, c, n, true) : plane_slot_at(c, r, n, false); }};
+          for (int i = 0; i < n; ++i)
+            for (int kk = 0; kk < kKS; ++kk)
+              s.bits[static_cast<size_t>(plane_slot_at(i, kk, n, kc))] = bf16_bits(value(i, kk));
+          return s;
+        };
+        const Stored sa = slot(kRows, a_kc, [&](int i, int kk) { return A[i * kKS + kk]; });
+        const Stored sb = slot(N, b_kc, [&](int i, int kk) { return B[kk * N + i]; });
+        for (int warp = 0; warp < kThreads / 32; ++warp) {
+          const int m0 = 16 * (warp & 3), n0 = (N / 2) * (warp >> 2);
+          const auto a = a_kc ? ldsm_x4(sa, m0, 0, ldsm_a_rowmajor, false) : ldsm_x4(sa, 0, m0, ldsm_a_kmajor, true);
+          for (int np = 0; np < N / 32; ++np) {
+            const int nb = n0 + 16 * np;
+            const auto b4 = b_kc ? ldsm_x4(sb, nb, 0, ldsm_b_nmajor, false) : ldsm_x4(sb, 0, nb, ldsm_b_kmajor, true);
+            for (int h = 0; h < 2; ++h) {
+              std::vector<std::array<uint32_t, 2>> b(32);
+              for (int t = 0; t < 32; ++t) b[t] = {b4[t][2 * h], b4[t][2 * h + 1]};
+              const std::vector<float> C = mma_emulate(a, b);
+              for (int r = 0; r < 16; ++r)
+                for (int c = 0; c < 8; ++c) {
+                  const int col = nb + 8 * h + c;
+                  float want = 0.0f;
+                  for (int k = 0; k < kKS; ++k) want += A[(m0 + r) * kKS + k] * B[k * N + col];
+                  ASSERT_EQ(C[r * 8 + c], want) << "warp " << warp << " row " << m0 + r << " col " << col;
+                }
+            }
+          }
+        }
+      }
 }
 
 // x rounded to nearest at tf32's precision (11 significant bits, 10 fraction bits below 2^-126), ties away from zero,
