@@ -261,10 +261,10 @@ long tma_sw128_byte(int r, int c, int rows, int elem_bytes) {
   return long{b} * rows * 128 + r * 128 + (((cb / 16) ^ (r % 8)) * 16) + cb % 16;
 }
 
-// The state and reverse passes' TMA copies (state_wgmma.cu, reverse_wgmma.cu: load_a / load_b) put each stored
-// plane row where its GMMA layout expects it: W / Qg / S (K-major 64 x 128) and Kd (stored [t][d], MN-major (d, t))
-// as two boxes of 64 columns, A_qk as one box; U's fp32 [64][64] as two boxes of 32 columns, read through
-// sm90::u_offset. No GPU needed.
+// The state and reverse passes' TMA copies (state_wgmma.cu, reverse_wgmma.cu: load_a / load_b, and the recompute's
+// saves) put each stored plane row where its GMMA layout expects it, and take it from there: W / Qg / S (K-major 64 x
+// 128) and Kd (stored [t][d], MN-major (d, t)) as two boxes of 64 columns, A_qk and V_new as one box; U's fp32
+// [64][64] as two boxes of 32 columns, read through sm90::u_offset. No GPU needed.
 TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
   using Ty = kda::cuda::sm90::StateWgmmaTypes;
   auto check = [](auto lay, const char* name, int rows, int cols, bool transposed) {
@@ -280,7 +280,9 @@ TEST(WgmmaStateLayout, TmaBoxesFillThePlanes) {
   check(Ty::LayK128{}, "W / Qg (K-major 64 x 128)", 64, 128, false);
   check(Ty::LayK64{}, "A_qk (K-major 64 x 64)", 64, 64, false);
   check(Ty::LayMN128{}, "Kd (stored [t][d], MN-major (d, t))", 64, 128, true);
-  // (Also the recompute's saves staged in state_wgmma.cu: the state [64][128] as four boxes.)
+  // The backward's recompute stores its saves from the state's planes (LayK128, above) and V_new's with TMA.
+  check(Ty::LayMN64{}, "V_new (stored [t][v], MN-major (v, t))", 64, 64, true);
+  // U's fp32 boxes, read through sm90::u_offset.
   for (int t = 0; t < 64; ++t)
     for (int v = 0; v < 128; ++v)
       ASSERT_EQ(kda::cuda::sm90::u_offset(t, v), tma_sw128_byte(t, v, 64, 4)) << t << "," << v;
@@ -322,14 +324,6 @@ TEST(WgmmaStateLayout, AccumulatorPairsLandOnTheirPlaneElements) {
   };
   check(Ty::MmaVK{}, Ty::LayK128{}, Int<128>{}, false, "the state S (v, d), m64n128");
   check(Ty::MmaXS{}, Ty::LayMN64{}, Int<64>{}, true, "V_new (t, v) at (v, t), m64n64");
-  // The backward's saves staged as fp32 boxes (state_wgmma.cu, stage_saves): AccBoxOffset is u_offset of the pair.
-  for (int wtid = 0; wtid < 128; ++wtid) {
-    const kda::cuda::sm90::AccBoxOffset box_at(wtid);
-    for (int j = 0; j < 32; ++j)
-      ASSERT_EQ(box_at(j), static_cast<uint32_t>(kda::cuda::sm90::u_offset(kda::cuda::sm90::acc_row(wtid, j),
-                                                                            kda::cuda::sm90::acc_col(wtid, j))))
-          << wtid << " " << j;
-  }
 }
 
 // The reverse pass's plane stores (reverse_wgmma.cu): warpgroup wg's dS pair j, (v, 64 wg + column) of MmaS, in value

@@ -118,11 +118,15 @@ __device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, u
 
 // Two adjacent elements (e, e + 1) of a matrix stored as hi / lo bf16 planes (the lo plane `plane` elements after
 // the hi plane), split from fp32.
+__device__ __forceinline__ void store_planes2(__nv_bfloat16* hi_plane, int64_t plane, int64_t e, uint32_t h,
+                                              uint32_t l) {  // the pair already split (split_bf16x2's h, l)
+  *reinterpret_cast<uint32_t*>(hi_plane + e) = h;
+  *reinterpret_cast<uint32_t*>(hi_plane + plane + e) = l;
+}
 __device__ __forceinline__ void store_split2(__nv_bfloat16* hi_plane, int64_t plane, int64_t e, float x0, float x1) {
   uint32_t h, l;
   split_bf16x2(x0, x1, h, l);
-  *reinterpret_cast<uint32_t*>(hi_plane + e) = h;
-  *reinterpret_cast<uint32_t*>(hi_plane + plane + e) = l;
+  store_planes2(hi_plane, plane, e, h, l);
 }
 
 // Four adjacent elements (e .. e + 3, e a multiple of 4: half a 16-byte chunk of each plane, which swizzled() keeps

@@ -3,6 +3,7 @@
 // caller).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -39,12 +40,12 @@ decltype(auto) dispatch_kn(int K, int N, F&& f) {
 }
 
 // What the backward's recompute keeps of the forward's two phases (chunk_map.h BackwardLayout; all null in the
-// forward): phase 1 writes A' (not scaled by beta) and T, phase 2 the chunk-start states and V_new.
+// forward): phase 1 writes A' (not scaled by beta) and T, phase 2 the chunk-start states and V_new (as bf16 planes).
 struct BackwardSaves {
   float* akk = nullptr;
   float* tinv = nullptr;
-  float* starts = nullptr;
-  float* vnew = nullptr;
+  __nv_bfloat16* starts = nullptr;
+  __nv_bfloat16* vnew = nullptr;
 };
 
 // Where a backward's recompute, or a forward that saves for the backward, keeps phase 1's A' and T (phase1) and the
@@ -56,8 +57,8 @@ inline ForwardKeeps backward_keeps(char* workspace, const BackwardLayout& bl) {
   ForwardKeeps k;
   k.phase1.akk = reinterpret_cast<float*>(workspace + bl.akk);
   k.phase1.tinv = reinterpret_cast<float*>(workspace + bl.tinv);
-  k.state.starts = reinterpret_cast<float*>(workspace + bl.starts);
-  k.state.vnew = reinterpret_cast<float*>(workspace + bl.vnew);
+  k.state.starts = reinterpret_cast<__nv_bfloat16*>(workspace + bl.starts);
+  k.state.vnew = reinterpret_cast<__nv_bfloat16*>(workspace + bl.vnew);
   return k;
 }
 

@@ -328,13 +328,15 @@ KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& 
 }
 
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1
-// tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named:
+// tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named
+// (planes: bf16 [2][...], the hi plane then the lo plane of the fp32 values, split as the bf16x3 products split
+// their operands: the products kernel, their one reader, takes them to ldmatrix as they are):
 //   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)
 //   tinv    [cap][HV][C][C]   T = (I + diag(beta) A')^-1 (phase 1)
-//   starts  [cap][HV][V][K]   the state at each chunk's start, value-first (the forward's state pass)
-//   vnew    [cap][HV][C][V]   V_new = U - W S0^T (the forward's state pass)
-//   du      [cap][HV][C][V]   dV_new (the reverse state pass, chunk_reverse.cu)
-//   dsend   [cap][HV][V][K]   the gradient of the state at each chunk's end (the reverse state pass)
+//   starts  planes [cap][HV][2][V][K]   the state at each chunk's start, value-first (the forward's state pass)
+//   vnew    planes [cap][HV][2][C][V]   V_new = U - W S0^T (the forward's state pass)
+//   du      planes [cap][HV][2][C][V]   -dV_new (the reverse state pass, chunk_reverse.cu)
+//   dsend   planes [cap][HV][2][V][K]   the gradient of the state at each chunk's end (the reverse state pass)
 //   dqk     [2][B T][HV][K]   gradients of q_hat and k_hat per value head (the gradient pass, chunk_grad.cu), for
 //                             finalize_qk_kernel to sum over each group; empty for groups of one value head
 //   gate    double [cap][HV][K + 1]   per-chunk partial sums of ddt_bias (K) and dA_log (1)

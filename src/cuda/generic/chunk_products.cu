@@ -1,7 +1,7 @@
 // chunk_products.cu: the chunked backward's products (docs/backward.md; launch 4 of backward_chunked.cu): per
 // (chunk, value head), the matrix products of the gradient pass, from the saved forward quantities (BackwardLayout:
-// T, S0, V_new; phase 1's U0 and W tiles) and the reverse pass's dU and chunk-end dS, into the task's product tiles
-// (ProdLayout) that the per-channel pass (chunk_grad.cu) reads:
+// T, S0, V_new; phase 1's U0 and W tiles) and the reverse pass's dU and chunk-end dS (S0, V_new, -dU, dS and W as
+// bf16 hi / lo planes), into the task's product tiles (ProdLayout) that the per-channel pass (chunk_grad.cu) reads:
 //   P1  dM = lower(dO' V_new^T), QS = dO' S0, KD = V_new dS, dW = -dU S0      (dO' = scale dO; inner dimension V)
 //   P2  BV = T^T dU, BK = T^T dW                                            (inner dimension C)
 //   P3  dA = -strictly_lower(BV U0^T + BK W^T)                              (inner dimension V, then K)
@@ -293,10 +293,13 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
   const TileLayout tl{K, V};
   const ProdLayout pl{K, V};
-  const float* const S0 = reinterpret_cast<const float*>(ws + bl.starts) + task * int64_t{V} * K;
-  const float* const dSe = reinterpret_cast<const float*>(ws + bl.dsend) + task * int64_t{V} * K;
-  const float* const Vn = reinterpret_cast<const float*>(ws + bl.vnew) + task * int64_t{kC} * V;
-  const float* const dU = reinterpret_cast<const float*>(ws + bl.du) + task * int64_t{kC} * V;
+  // The saves as their writers left them, bf16 planes (hi, then lo; chunk_map.h BackwardLayout): S0, dS_end [V][K],
+  // V_new and -dU [C][V].
+  using Planes = const __nv_bfloat16*;
+  const Planes S0 = reinterpret_cast<Planes>(ws + bl.starts) + task * 2 * int64_t{V} * K;
+  const Planes dSe = reinterpret_cast<Planes>(ws + bl.dsend) + task * 2 * int64_t{V} * K;
+  const Planes Vn = reinterpret_cast<Planes>(ws + bl.vnew) + task * 2 * int64_t{kC} * V;
+  const Planes nU = reinterpret_cast<Planes>(ws + bl.du) + task * 2 * int64_t{kC} * V;
   const float* const Tm = reinterpret_cast<const float*>(ws + bl.tinv) + task * int64_t{kC} * kC;
   const float* const tile = reinterpret_cast<const float*>(ws + wl.tiles) + task * tl.floats();
   const float* const U0 = tile + tl.U();
@@ -310,10 +313,16 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const BV = out + pl.BV();
   const TensorView& dO = bp.dout;
 
-  // ---- CS: colsum(S0 . dS) per channel (a thread per channel; consecutive channels: coalesced).
+  // ---- CS: colsum(S0 . dS) per channel (a thread per channel; consecutive channels: coalesced), each factor
+  // hi + lo (its planes' value: within 2^-16 relative of the fp32 value, as in the bf16x3 products).
   if (tid < K) {
+    constexpr int P = V * K;
     float cs = 0.0f;
-    for (int v = 0; v < V; ++v) cs = fmaf(S0[v * K + tid], dSe[v * K + tid], cs);
+    for (int v = 0; v < V; ++v) {
+      const int e = v * K + tid;
+      const float s = __bfloat162float(S0[e]) + __bfloat162float(S0[P + e]);
+      cs = fmaf(s, __bfloat162float(dSe[e]) + __bfloat162float(dSe[P + e]), cs);
+    }
     out[pl.CS() + tid] = cs;
   }
 
@@ -340,11 +349,13 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const ring_a = smem + Ly::kRingA;
   float* const ring_b = smem + Ly::kRingB;
   const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)
-  const GlobalF32<K, false> s0{S0, K};         // S0 (v, d) as B: column d, k = v
+  const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K};      // S0 (v, d) as B: column d, k = v
+  const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V};     // V_new (t, v): A with row t, B with column t; k = v
+  const GlobalPlanes<kC, true> nu_a{nU, V, int64_t{kC} * V};  // -dU (t, v) as A: row t, k = v
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, V, dOp, GlobalF32<kC, true>{Vn, V}, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, V, dOp, vn, acc);
     for_each_out<kC>(acc, [&](int r, int c, float x) { dM[r * kC + c] = c <= r ? x : 0.0f; });
   }
   {
@@ -353,12 +364,12 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     block_gemm<K>(As, Bs, ring_a, ring_b, V, dOp, s0, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { QS[r * K + c] = x; });
     zero<K>(acc);
-    block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{Vn, V}, GlobalF32<K, false>{dSe, K}, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, vn, GlobalPlanes<K, false>{dSe, K, int64_t{V} * K}, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { KD[r * K + c] = x; });
     zero<K>(acc);
-    block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{dU, V}, s0, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, nu_a, s0, acc);  // dW = (-dU) S0
     for_each_out2<K>(acc, [&](int r, int c, float x0, float x1) {
-      store_split2(dWs, kC * K, swizzled(r, c, K), -x0, -x1);
+      store_split2(dWs, kC * K, swizzled(r, c, K), x0, x1);
     });
   }
   __syncthreads();
@@ -368,8 +379,8 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   {
     float acc[4][V / 16];
     zero<V>(acc);
-    block_gemm<V>(As, Bs, ring_a, ring_b, kC, tT, GlobalF32<V, false>{dU, V}, acc);
-    for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = x; });
+    block_gemm<V>(As, Bs, ring_a, ring_b, kC, tT, GlobalPlanes<V, false>{nU, V, int64_t{kC} * V}, acc);
+    for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = -x; });  // T^T dU = -(T^T (-dU))
   }
   {
     float acc[4][K / 16];

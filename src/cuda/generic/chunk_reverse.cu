@@ -3,8 +3,8 @@
 // (sequence n, value head hv, V tile of BV columns); it walks the sequence's chunks from the last with its BV x K
 // slice of dS (the gradient of the state at the current chunk's end) in registers, and per chunk, from phase 1's
 // tiles (W, Qg, Kd, A_qk, decay) and dO' = scale dO:
-//   0  dS -> workspace dsend (the gradient pass reads it)
-//   A  dU = A_qk^T dO' + Kd dS^T                             [64 x BV]  -> workspace du, and -dU to smem
+//   0  dS -> workspace dsend (bf16 planes; the products kernel reads them)
+//   A  dU = A_qk^T dO' + Kd dS^T                             [64 x BV]  -> -dU's planes to smem and workspace du
 //   B  dS = dS diag(decay) + dO'^T Qg - dU^T W               [BV x K]   (registers, then the split smem copy)
 // which is the forward's V_new = U - W S^T, o = scale (Qg S^T + A_qk V_new), S' = S diag(decay) + V_new^T Kd run
 // backwards. It starts from dfinal_state (or zeros) and ends with the gradient of the initial state (dh0).
@@ -86,8 +86,8 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{K, V};
-  float* const du_g = reinterpret_cast<float*>(ws + bl.du);
-  float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
+  bf16* const du_g = reinterpret_cast<bf16*>(ws + bl.du);  // planes of -dU [2][C][V] a task
+  bf16* const dsend_g = reinterpret_cast<bf16*>(ws + bl.dsend);  // planes of dS [2][V][K] a task
 
   // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree).
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
@@ -150,14 +150,14 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
     if (ci > first)
       prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, BV, vt, vtiles, tid);
 
-    // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K].
+    // ---- 0: dS (this chunk's end) to the workspace, value-first planes [2][V][K].
     {
-      float* const ds = dsend_g + (ci * p.HV + hv) * int64_t{V} * K;
+      bf16* const ds = dsend_g + (ci * p.HV + hv) * 2 * int64_t{V} * K;
 #pragma unroll
       for (int nt = 0; nt < NT3; ++nt) {
         const int d = dn0 + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(ds + int64_t{v0 + sv} * K + d) = make_float2(dS[nt][0], dS[nt][1]);
-        *reinterpret_cast<float2*>(ds + int64_t{v0 + sv + 8} * K + d) = make_float2(dS[nt][2], dS[nt][3]);
+        store_split2(ds, int64_t{V} * K, int64_t{v0 + sv} * K + d, dS[nt][0], dS[nt][1]);
+        store_split2(ds, int64_t{V} * K, int64_t{v0 + sv + 8} * K + d, dS[nt][2], dS[nt][3]);
       }
     }
     // dO' = scale dO of the chunk's rows (zeros past its length), split into planes [token][v].
@@ -174,14 +174,17 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
       float acc[NT][4];
       mma_times_state_t<NT, K>(acc, Kh, Kl, Sh, Sl, PK, 16 * m, cw, ra.row, ra.col, rb.row, rb.col);
       mma_kmajor_kmajor<NT>(acc, Ah, Al, PA, 16 * m, Oh, Ol, PV, cw, m, kC / 16, rat.row, rat.col, rbt.row, rbt.col);
-      float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0;
+      bf16* const du = du_g + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         const int col = cw + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(du + r0 * V + col) = make_float2(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<float2*>(du + r1 * V + col) = make_float2(acc[nt][2], acc[nt][3]);
-        store_split2(Uh, Ly::kVPlane, r0 * PV + col, -acc[nt][0], -acc[nt][1]);
-        store_split2(Uh, Ly::kVPlane, r1 * PV + col, -acc[nt][2], -acc[nt][3]);
+        uint32_t h0, l0, h1, l1;  // -dU's planes: in shared memory for step B, in the workspace for the products
+        split_bf16x2(-acc[nt][0], -acc[nt][1], h0, l0);
+        split_bf16x2(-acc[nt][2], -acc[nt][3], h1, l1);
+        store_planes2(Uh, Ly::kVPlane, r0 * PV + col, h0, l0);
+        store_planes2(Uh, Ly::kVPlane, r1 * PV + col, h1, l1);
+        store_planes2(du, int64_t{kC} * V, r0 * V + col, h0, l0);
+        store_planes2(du, int64_t{kC} * V, r1 * V + col, h1, l1);
       }
     }
     __syncthreads();  // -dU complete; Kd, A_qk free; every read of the dS planes done

@@ -14,7 +14,8 @@
 // warps on two independent products, and a chunk has two barriers.
 // The state is loaded from initial_state (either layout, or zeros) and written to final_state (either layout).
 // For the backward's recompute (BackwardSaves, chunk_kernels.h) it also writes each chunk's start state and V_new,
-// and skips the output where p.out is null.
+// as bf16 hi / lo planes (the split this pass makes of them for its own products), and skips the output where p.out
+// is null.
 //
 // Precision: every product is bf16x3 on mma.m16n8k16 (chunk_common.cuh): both operands split into bf16 hi / lo,
 // three bf16 products, fp32 accumulation; the state itself is only ever accumulated in fp32 (registers). Why: with
@@ -176,13 +177,13 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
-    if (chain && keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
-      float* const st = keep.starts + (ci * p.HV + hv) * int64_t{V} * K;
+    if (chain && keep.starts) {  // the backward's copy of the chunk-start state, value-first planes [2][V][K]
+      bf16* const st = keep.starts + (ci * p.HV + hv) * 2 * int64_t{V} * K;
 #pragma unroll
       for (int nt = 0; nt < NT3; ++nt) {
         const int d = dn0 + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(st + int64_t{v0 + sv} * K + d) = make_float2(S[nt][0], S[nt][1]);
-        *reinterpret_cast<float2*>(st + int64_t{v0 + sv + 8} * K + d) = make_float2(S[nt][2], S[nt][3]);
+        store_split2(st, int64_t{V} * K, int64_t{v0 + sv} * K + d, S[nt][0], S[nt][1]);
+        store_split2(st, int64_t{V} * K, int64_t{v0 + sv + 8} * K + d, S[nt][2], S[nt][3]);
       }
     }
 
@@ -201,12 +202,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
         const int col = cw + 8 * nt + 2 * tig;
         const float2 u0 = *reinterpret_cast<const float2*>(Us + r0 * PU + col);
         const float2 u1 = *reinterpret_cast<const float2*>(Us + r1 * PU + col);
-        store_split2(Vh, Ly::kVPlane, r0 * PV + col, u0.x - acc[nt][0], u0.y - acc[nt][1]);
-        store_split2(Vh, Ly::kVPlane, r1 * PV + col, u1.x - acc[nt][2], u1.y - acc[nt][3]);
-        if (keep.vnew) {  // the backward's copy of V_new [C][V]
-          float* const vn = keep.vnew + (ci * p.HV + hv) * int64_t{kC} * V + v0 + col;
-          *reinterpret_cast<float2*>(vn + r0 * V) = make_float2(u0.x - acc[nt][0], u0.y - acc[nt][1]);
-          *reinterpret_cast<float2*>(vn + r1 * V) = make_float2(u1.x - acc[nt][2], u1.y - acc[nt][3]);
+        uint32_t h0, l0, h1, l1;
+        split_bf16x2(u0.x - acc[nt][0], u0.y - acc[nt][1], h0, l0);
+        split_bf16x2(u1.x - acc[nt][2], u1.y - acc[nt][3], h1, l1);
+        store_planes2(Vh, Ly::kVPlane, r0 * PV + col, h0, l0);
+        store_planes2(Vh, Ly::kVPlane, r1 * PV + col, h1, l1);
+        if (keep.vnew) {  // the backward's copy of V_new: the same planes, [2][C][V]
+          bf16* const vn = keep.vnew + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 + col;
+          store_planes2(vn, int64_t{kC} * V, r0 * V, h0, l0);
+          store_planes2(vn, int64_t{kC} * V, r1 * V, h1, l1);
         }
       }
     }

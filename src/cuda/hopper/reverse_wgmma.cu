@@ -7,9 +7,10 @@
 // (session 18): train-h64-fixed's backward -104 us against the mma.sync pass (predicted -600 to -850).
 //
 // One CTA of 256 threads per (sequence, value head, 64-column V tile) walks the chunks from the last, per chunk:
-//   0  dS (the gradient of the chunk-end state) -> workspace dsend; dO' = scale dO -> planes (two layouts)
+//   0  dS (the gradient of the chunk-end state) -> workspace dsend (bf16 planes); dO' = scale dO -> planes (two
+//      layouts)
 //   A  dU = A_qk^T dO' + Kd dS^T   warpgroup w: value columns 32 w .. 32 w + 31 (m64n32, 4 + 8 k-blocks)
-//                                  -> workspace du, and -dU's planes
+//                                  -> -dU's planes, in shared memory and in workspace du
 //   B  dS = dS diag(decay) + dO'^T Qg + (-dU)^T W
 //                                  warpgroup w: key columns 64 w .. 64 w + 63 (m64n64, 4 + 4 k-blocks, its half of dS
 //                                  the accumulator across the chain) -> dS's planes for the next chunk's step A
@@ -18,8 +19,8 @@
 // Shared memory, CuTe's GMMA layouts (state_wgmma.cuh ReverseWgmmaTypes; every access through the CuTe tensors): W
 // and Qg stored [t][d], viewed (d, t) MN-major in two key halves; Kd [t][d] K-major; dS (v, d) K-major in two value
 // halves; A_qk stored [r][t], viewed (t, r) MN-major; dO' (v, t) MN-major and again in two value halves (64-byte
-// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; dS's fp32 stage for the workspace; two
-// mbarriers: 231,952 bytes, one CTA per SM.
+// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; dS's planes staged for the workspace; two
+// mbarriers: 230,928 bytes, one CTA per SM.
 // Barriers and the L2 prefetch as chunk_reverse.cu. The tiles are copied by TMA, one thread's boxes a group
 // ({Kd, A_qk} for step A, {Qg, W, decay} for step B; each plane half a box in the image of its GMMA layout, as
 // state_wgmma.cu) completing on the group's mbarrier; every thread's plane stores are published to the async proxy
@@ -58,12 +59,13 @@ struct WgmmaReverseLayout {
   static constexpr size_t kW = 0, kQ = kW + 4 * kPlane64;  // hi / lo x two key halves
   static constexpr size_t kKd = kQ + 4 * kPlane64, kS = kKd + 4 * kPlane64, kA = kS + 4 * kPlane64;
   static constexpr size_t kO = kA + 2 * kPlane64, kO32 = kO + 2 * kPlane64, kU = kO32 + 2 * kPlane64;
-  // dS's fp32 stage for the workspace, [64 v][kDsPitch]: rows 16-byte aligned for the bulk copies, and a pitch of
-  // 136 floats puts a half-warp's 8-byte accumulator writes (rows grp, columns 2 tig) on distinct banks.
-  static constexpr int kDsPitch = kK + 8;
-  static constexpr size_t kDec = kU + 2 * kPlane64, kDs = kDec + 4 * kK, kBar = kDs + 4 * kBV * kDsPitch;
+  // dS's planes staged for the workspace, [64 v][kDsPitch] bf16: row v holds its hi row (kK), then its lo row (kK),
+  // each 16-byte aligned for its bulk copy; a pitch of 264 (132 words) puts a warp's 4-byte pair writes (rows grp,
+  // columns 2 tig) on distinct banks.
+  static constexpr int kDsPitch = 2 * kK + 8;
+  static constexpr size_t kDec = kU + 2 * kPlane64, kDs = kDec + 4 * kK, kBar = kDs + 2 * kBV * kDsPitch;
   static constexpr size_t kBytes = kBar + 2 * sizeof(uint64_t);  // mbarriers: step A's tiles, step B's
-  static_assert(kPlane64 % 1024 == 0 && kDs % 16 == 0 && kBytes == 231952, "GMMA planes and TMA boxes: 1 KB aligned");
+  static_assert(kPlane64 % 1024 == 0 && kDs % 16 == 0 && kBytes == 230928, "GMMA planes and TMA boxes: 1 KB aligned");
   static_assert(kBytes <= 227 * 1024, "one CTA an SM: the opt-in shared memory of sm_90");
 };
 
@@ -104,8 +106,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{kK, V};
-  float* const du_g = reinterpret_cast<float*>(ws + bl.du);
-  float* const dsend_g = reinterpret_cast<float*>(ws + bl.dsend);
+  bf16* const du_g = reinterpret_cast<bf16*>(ws + bl.du);  // planes of -dU [2][C][V] a task
+  bf16* const dsend_g = reinterpret_cast<bf16*>(ws + bl.dsend);  // planes of dS [2][V][K] a task
 
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
   // TMA (tma_map.h TileMaps): thread 0 issues a group's boxes, completing on the group's mbarrier.
@@ -212,14 +214,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (ci > first)
       prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, kBV, vt, vtiles, tid);
 
-    // ---- 0: dS (this chunk's end) to the workspace, value-first [V][K], through its stage: one bulk copy a row
-    // after step A's barrier. Stored straight from the accumulators (8-byte pieces scattered over 64 rows) they held
-    // 18% of this pass's stall samples, 73% of those on the store queue (ncu, session 20).
+    // ---- 0: dS (this chunk's end) to the workspace, value-first planes [2][V][K], through its stage: two bulk
+    // copies a row (hi, lo) after step A's barrier. Stored straight from the accumulators (8-byte pieces scattered
+    // over 64 rows, when fp32) they held 18% of this pass's stall samples, 73% of those on the store queue (ncu,
+    // session 20).
     {
-      float* const st = reinterpret_cast<float*>(sb + Ly::kDs) + 64 * wg;
+      const uint32_t st = shared_u32(sb + Ly::kDs) + 2 * 64 * wg;
       CUTE_UNROLL
-      for (int i = 0; i < size(dS); i += 2)
-        *reinterpret_cast<float2*>(st + get<0>(cS(i)) * Ly::kDsPitch + get<1>(cS(i))) = make_float2(dS(i), dS(i + 1));
+      for (int i = 0; i < size(dS); i += 2) {
+        uint32_t h, l;
+        split_bf16x2(dS(i), dS(i + 1), h, l);
+        const uint32_t e = st + 2 * (get<0>(cS(i)) * Ly::kDsPitch + get<1>(cS(i)));
+        sm90::st_shared_u32(e, h);
+        sm90::st_shared_u32(e + 2 * kK, l);
+      }
     }
     // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
     // t).
@@ -239,9 +247,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.
     land_and_publish(0, ci);
     __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step; dS's stage
-    if (tid < kBV) {  // dS's row tid of this V tile (its stage read back by the end of step B: tma_store_wait)
-      cute::SM90_BULK_COPY_S2G::copy(sb + Ly::kDs + 4 * tid * Ly::kDsPitch,
-                                     dsend_g + ((ci * p.HV + hv) * V + v0 + tid) * kK, 4 * kK);
+    if (tid < kBV) {  // dS's row tid of this V tile, both planes (the stage read back by the end of step B)
+      unsigned char* const row = sb + Ly::kDs + 2 * tid * Ly::kDsPitch;
+      bf16* const hi = dsend_g + ((ci * p.HV + hv) * 2 * V + v0 + tid) * kK;
+      cute::SM90_BULK_COPY_S2G::copy(row, hi, 2 * kK);
+      cute::SM90_BULK_COPY_S2G::copy(row + 2 * kK, hi + int64_t{V} * kK, 2 * kK);
       cute::tma_store_arrive();
     }
     {
@@ -250,16 +260,16 @@ __global__ void __launch_bounds__(kThreads, 1)
                          mn32(sb, Ly::kO32 + wg * (P / 2)), mn32(sb, Ly::kO32 + P + wg * (P / 2)), accU);
       sm90::wgmma_bf16x3(mma_uk, thr_uk, k128(sb, Ly::kKd), k128(sb, Ly::kKd + 2 * P), k32(sb, half(Ly::kS, 0, wg)),
                          k32(sb, half(Ly::kS, 1, wg)), accU);
-      float* const du = du_g + (ci * p.HV + hv) * int64_t{kC} * V + v0 + 32 * wg;
+      bf16* const du = du_g + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 + 32 * wg;
       int Vo = V;  // opaque a chunk (the offsets t V + v, hoisted, would hold registers across the chain)
       asm volatile("" : "+r"(Vo));
       const uint32_t uh = shared_u32(sb + Ly::kU), ul = uh + P;
       CUTE_UNROLL
       for (int i = 0; i < size(accU); i += 2) {
         const int t = get<0>(cU(i)), vl = get<1>(cU(i));
-        *reinterpret_cast<float2*>(du + t * Vo + vl) = make_float2(accU(i), accU(i + 1));
         uint32_t h, l;
         split_bf16x2(-accU(i), -accU(i + 1), h, l);
+        store_planes2(du, int64_t{kC} * Vo, t * Vo + vl, h, l);
         sm90::st_shared_u32(uh + at(i / 2 + 8 * wg), h);
         sm90::st_shared_u32(ul + at(i / 2 + 8 * wg), l);
       }

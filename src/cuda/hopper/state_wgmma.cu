@@ -36,11 +36,13 @@
 // ncu, session 19). Every thread's plane stores are published to the tensor cores' async proxy (fence.proxy.async)
 // before the CTA barrier that precedes the wgmma reading them, and each warpgroup waits for its own wgmma before the
 // barrier that frees their operands (and so before the next TMA into them).
-// The backward's recompute (no output; BackwardSaves: each chunk's start state and V_new in fp32) copies no Qg or
-// A_qk; the chain writes the two saves into those free buffers as fp32 TMA boxes (sm90::AccBoxOffset) and the idle
-// output warpgroup's first thread stores them with TMA (the state after phase A's barrier, V_new after phase B's),
-// waiting for each store to have read its box before the barrier after which the chain rewrites it. Its own global
-// stores of 48 KB a chunk had made the recompute's pass 729 us against the forward's 444 (ncu, session 21).
+// The backward's recompute (no output; BackwardSaves: each chunk's start state and V_new as bf16 hi / lo planes)
+// copies no Qg or A_qk. Its saves are the planes the chain already writes for its own products: the state's [v][d]
+// planes (two 64-column boxes each) and V_new's [t][v], in the 128-byte-swizzled layout a bf16 TMA box of 64 x 64
+// has, so the idle output warpgroup's first thread stores them with TMA straight from there (the state after phase
+// A's barrier, V_new after phase B's), waiting for each store to have read them before the barrier after which the
+// chain rewrites them. The chain's own global stores of 48 KB a chunk had made the recompute's pass 729 us against
+// the forward's 444 (ncu, session 21).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -79,14 +81,17 @@ struct WgmmaStateLayout {
                 "GMMA planes and TMA boxes with a 128-byte swizzle: 1 KB aligned");
 };
 
-// kStageSaves: the backward's recompute with both saves staged (no output). A template argument, not a runtime flag:
-// the forward's instance compiles to the loop it had without the saves' branches (a runtime flag cost the forward's
-// pass ~60 us at train-h64-fixed, session 22).
-template <bool kStageSaves>
+// What an instance does with BackwardSaves: nothing (the forward); TMA stores from the chain's planes by the idle
+// output warpgroup (kTma: the backward's recompute, no output); the chain's own stores (kDirect: a forward with output
+// that saves for the backward, or where the maps cannot be had). A template argument, not a runtime flag: the
+// forward's instance compiles to the loop it had without the saves' branches (a runtime flag cost the forward's pass
+// ~60 us at train-h64-fixed, session 22).
+enum class Saves { kNone, kTma, kDirect };
+template <Saves kSaves>
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
                        const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
-  constexpr bool stage_saves = kStageSaves;
+  constexpr bool stage_saves = kSaves == Saves::kTma, direct_saves = kSaves == Saves::kDirect;
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
@@ -197,7 +202,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   Tensor S = partition_fragment_C(mma_vk, Shape<_64, _128>{});
   // This thread's accumulator pairs in a plane (S's (v, d) planes, V_new's stored [t][v]): sm90::AccPlaneOffset.
   const sm90::AccPlaneOffset at(wtid);
-  const sm90::AccBoxOffset box_at(wtid);  // the saves' staged boxes (stage_saves)
   auto shared_u32 = [](const unsigned char* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   auto store_state_planes = [&](unsigned char* sb) {
     const uint32_t sh = shared_u32(sb + Ly::kS), sl = shared_u32(sb + kSl);
@@ -232,36 +236,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int64_t ci = first; ci < last; ++ci) {
     const ChunkRec rec = list[ci];
     unsigned char* const sb = sm90::opaque_base(smem);
-    // The previous chunk's V_new boxes (stored after its phase B barrier) read out before the chain rewrites them.
+    // The previous chunk's V_new planes (stored after its phase B barrier) read out before the chain rewrites them.
     if (stage_saves && issuer) cute::tma_store_wait<0>();
-    if (chain && keep.starts) {  // the backward's copy of the chunk-start state, value-first [V][K]
-      if (stage_saves) {  // into Qg's free buffer as four 32-column boxes, stored by the issuer after phase A's barrier
-        const uint32_t st = shared_u32(sb + Ly::kQ);
-        CUTE_UNROLL
-        for (int j = 0; j < size(S) / 2; ++j) sm90::st_shared_f32x2(st + box_at(j), S(2 * j), S(2 * j + 1));
-      } else {
-        float* const st = keep.starts + ((ci * p.HV + hv) * V + v0) * kK;
-        CUTE_UNROLL
-        for (int i = 0; i < size(S); i += 2)
-          *reinterpret_cast<float2*>(st + get<0>(cVK(i)) * kK + get<1>(cVK(i))) = make_float2(S(i), S(i + 1));
-      }
+    if (direct_saves && chain && keep.starts) {  // the backward's copy of the chunk-start state, planes [2][V][K]
+      bf16* const st = keep.starts + (ci * p.HV + hv) * 2 * int64_t{V} * kK + v0 * kK;
+      CUTE_UNROLL
+      for (int i = 0; i < size(S); i += 2)
+        store_split2(st, int64_t{V} * kK, get<0>(cVK(i)) * kK + get<1>(cVK(i)), S(i), S(i + 1));
     }
 
     // ---- Phase A: group A of this chunk and the previous chunk's state planes, published.
     land_and_publish(0, ci);
     __syncthreads();
     load_b(sb, ci);
-    if (stage_saves && issuer) {  // the chunk-start state's boxes, rows (task, v0 ..) of the [rows][128] map
-      const int row = static_cast<int>((ci * p.HV + hv) * V + v0);
+    if (stage_saves && issuer) {  // the chunk-start state's planes: rows (task, plane, v0 ..) of the [rows][128] map
+      const int row = static_cast<int>((ci * p.HV + hv) * 2 * V + v0);
       CUTE_UNROLL
-      for (int q = 0; q < kK / 32; ++q) SM90_TMA_STORE_2D::copy(&saves.starts, sb + Ly::kQ + 8192 * q, 32 * q, row);
+      for (int q = 0; q < kK / 64; ++q) {
+        SM90_TMA_STORE_2D::copy(&saves.starts, sb + Ly::kS + 8192 * q, 64 * q, row);
+        SM90_TMA_STORE_2D::copy(&saves.starts, sb + kSl + 8192 * q, 64 * q, row + V);
+      }
       cute::tma_store_arrive();
     }
     clear(acc);
-    if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's fp32 copy [C][V])
+    if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's copy of them, [2][C][V])
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
       const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl);
-      float* const vn = keep.vnew ? keep.vnew + (ci * p.HV + hv) * int64_t{kC} * V + v0 : nullptr;
+      bf16* const vn = direct_saves && keep.vnew ? keep.vnew + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
       asm volatile("" : "+r"(Vo));
       CUTE_UNROLL
@@ -273,24 +274,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         split_bf16x2(x0, x1, h, l);
         sm90::st_shared_u32(vh + at(i / 2), h);  // (v, t) and (v + 1, t) adjacent in the MN-major layout (v even)
         sm90::st_shared_u32(vl + at(i / 2), l);
-        if (stage_saves)  // into A_qk's free buffer, two 32-column boxes the issuer stores after phase B's barrier
-          sm90::st_shared_f32x2(shared_u32(sb + Ly::kA) + box_at(i / 2), x0, x1);
-        else if (vn)
-          *reinterpret_cast<float2*>(vn + t * Vo + v) = make_float2(x0, x1);
+        if (vn) store_planes2(vn, int64_t{kC} * Vo, t * Vo + v, h, l);
       }
     } else if (p.out != nullptr) {  // o = Qg S^T, held into phase B
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kQ), k128(sb, kQl), k128(sb, Ly::kS), k128(sb, kSl), acc);
     }
 
     // ---- Phase B: group B landed; V_new's planes written and published; W, Qg, U and the state planes read.
-    if (stage_saves && issuer) cute::tma_store_wait<0>();  // the state's boxes read: the chain rewrites them next chunk
+    if (stage_saves && issuer) cute::tma_store_wait<0>();  // the state's planes read: the chain rewrites them in phase B
     land_and_publish(1, ci);
     __syncthreads();
     load_a(sb, ci + 1);
-    if (stage_saves && issuer) {  // V_new's boxes, rows (task, t) and columns v0 .. of the [rows][V] map
-      const int row = static_cast<int>((ci * p.HV + hv) * kC);
-      CUTE_UNROLL
-      for (int q = 0; q < kBV / 32; ++q) SM90_TMA_STORE_2D::copy(&saves.vnew, sb + Ly::kA + 8192 * q, v0 + 32 * q, row);
+    if (stage_saves && issuer) {  // V_new's planes: rows (task, plane, t) and columns v0 .. of the [rows][V] map
+      const int row = static_cast<int>((ci * p.HV + hv) * 2 * kC);
+      SM90_TMA_STORE_2D::copy(&saves.vnew, sb + Ly::kVn, v0, row);
+      SM90_TMA_STORE_2D::copy(&saves.vnew, sb + kVl, v0, row + kC);
       cute::tma_store_arrive();
     }
     if (chain) {  // S = S diag(decay) + V_new^T Kd, then its planes for the next chunk's phase A
@@ -331,7 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // these entries, so final_state may alias initial_state. Each thread stores its own fragment from a row base and
   // two strides: a few instructions an element (state_stage.cuh: why not state_offset's per element). Staged
   // through shared memory as the initial state is, the stage kept values live across the loop (ptxas: spills in it).
-  if (stage_saves && issuer) cute::tma_store_wait<0>();  // the last V_new boxes read before the CTA's exit
+  if (stage_saves && issuer) cute::tma_store_wait<0>();  // the last V_new planes read before the CTA's exit
   if (chain && p.has_final_state()) {
     const int64_t* const st = p.final_state_stride;
     const int64_t sr = p.state_v_first ? st[2] : st[3], sc = p.state_v_first ? st[3] : st[2];
@@ -375,14 +373,16 @@ cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t c
   sm90::TileMaps maps;
   cudaError_t e;
   if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * p.HV, p.V, &maps)) != cudaSuccess) return e;
-  // The backward's recompute (no output, both saves): its saves leave through the free Qg / A_qk buffers by TMA
-  // stores from the idle output warpgroup, not the chain's own global stores. Where the maps cannot be had, the
-  // chain stores them itself.
+  // The backward's recompute (no output, both saves): its saves leave from the chain's planes by TMA stores from the
+  // idle output warpgroup, not the chain's own global stores. Where the maps cannot be had, the chain stores them
+  // itself.
   sm90::SaveMaps saves{};
   bool stage_saves = false;
   if (p.out == nullptr && keep.starts != nullptr && keep.vnew != nullptr && sm90::save_maps_fit(wl.cap * p.HV, p.V))
     stage_saves = sm90::encode_save_maps(keep.starts, keep.vnew, wl.cap * p.HV, p.V, &saves) == cudaSuccess;
-  auto* const kernel = stage_saves ? state_wgmma_kernel<true> : state_wgmma_kernel<false>;
+  auto* const kernel = stage_saves                  ? state_wgmma_kernel<Saves::kTma>
+                       : keep.starts || keep.vnew ? state_wgmma_kernel<Saves::kDirect>
+                                                  : state_wgmma_kernel<Saves::kNone>;
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes))) !=
       cudaSuccess)
     return e;

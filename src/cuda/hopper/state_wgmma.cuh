@@ -83,28 +83,10 @@ struct AccPlaneOffset {
   }
 };
 
-// Where thread wtid puts its m64nN fp32 accumulator pairs in a [64][N] fp32 tile kept as u_offset's 32-column boxes
-// (the backward's saves, staged for TMA stores in state_wgmma.cu): pair j at u_offset(acc_row, acc_col), written as
-// AccPlaneOffset does, a per-thread base plus a term fixed by j but for one XOR with the thread's row % 8 and its
-// column pair's bit 2 (hoisted per element, the offsets took 44 registers more).
-struct AccBoxOffset {
-  uint32_t base, x;  // row 128 + 8 (wtid % 2); ((wtid % 4) / 2 ^ row % 8) 16
-  __host__ __device__ explicit AccBoxOffset(int wtid)
-      : base(static_cast<uint32_t>((16 * (wtid / 32) + (wtid % 32) / 4) * 128 + 8 * (wtid % 2))),
-        x(static_cast<uint32_t>((((wtid % 4) / 2) ^ ((wtid % 32) / 4)) * 16)) {}
-  __host__ __device__ uint32_t operator()(int j) const {
-    const int c = j / 2;  // the 8-column group
-    return base + static_cast<uint32_t>((c / 4) * 8192 + (j % 2) * 1024) + ((static_cast<uint32_t>(c % 4) * 32) ^ x);
-  }
-};
-
 // A 32-bit store to shared memory at a shared-space byte address (the planes' base is opaque, so a plain pointer
 // store would be a generic ST).
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void st_shared_f32x2(uint32_t addr, float a, float b) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }
 
 // A bf16 plane at byte offset off of the shared-memory base sb, viewed through the GMMA layout Lay.

@@ -57,15 +57,17 @@ cudaError_t encode_tile_maps(const void* tiles, int64_t n_tiles, int V, TileMaps
   return e;
 }
 
-bool save_maps_fit(int64_t n_tasks, int V) { return n_tasks * V <= INT32_MAX && n_tasks * kChunk <= INT32_MAX; }
+bool save_maps_fit(int64_t n_tasks, int V) {
+  return 2 * n_tasks * V <= INT32_MAX && 2 * n_tasks * kChunk <= INT32_MAX;  // rows of the two maps
+}
 
-cudaError_t encode_save_maps(const float* starts, const float* vnew, int64_t n_tasks, int V, SaveMaps* maps) {
+cudaError_t encode_save_maps(const void* starts, const void* vnew, int64_t n_tasks, int V, SaveMaps* maps) {
   const uint64_t n = static_cast<uint64_t>(n_tasks), v = static_cast<uint64_t>(V);
-  const uint64_t ds[2] = {128, n * v}, ss[1] = {128 * 4};
-  const uint64_t dv[2] = {v, n * kChunk}, sv[1] = {v * 4};
-  const uint32_t box[2] = {32, kChunk};
-  cudaError_t e = encode_tma_sw128(&maps->starts, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, starts, ds, ss, box);
-  if (e == cudaSuccess) e = encode_tma_sw128(&maps->vnew, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, vnew, dv, sv, box);
+  const uint64_t ds[2] = {128, 2 * n * v}, ss[1] = {128 * 2};
+  const uint64_t dv[2] = {v, 2 * n * kChunk}, sv[1] = {v * 2};
+  const uint32_t box[2] = {64, kChunk};
+  cudaError_t e = encode_tma_sw128(&maps->starts, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, starts, ds, ss, box);
+  if (e == cudaSuccess) e = encode_tma_sw128(&maps->vnew, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, vnew, dv, sv, box);
   return e;
 }
 

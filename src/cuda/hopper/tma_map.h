@@ -27,13 +27,13 @@ struct TileMaps {
 cudaError_t encode_tile_maps(const void* tiles, int64_t n_tiles, int V, TileMaps* maps);
 bool tile_maps_fit(int64_t n_tiles, int V);
 
-// What the backward's recompute keeps of the state pass (chunk_kernels.h BackwardSaves), fp32, for n_tasks (chunk,
-// value head) tasks: the chunk-start states, task-major [V][128] (a [rows][128] map), and V_new, [kChunk][V] (a
-// [rows][V] map); boxes of 32 columns x 64 rows, the layout sm90::u_offset gives them in shared memory.
+// What the backward's recompute keeps of the state pass (chunk_kernels.h BackwardSaves), bf16 hi / lo planes, for
+// n_tasks (chunk, value head) tasks: the chunk-start states, task-major [2][V][128] (a [rows][128] map), and V_new,
+// [2][kChunk][V] (a [rows][V] map); boxes of 64 x 64, the layout of the state pass's own planes in shared memory.
 struct SaveMaps {
   CUtensorMap starts, vnew;
 };
-cudaError_t encode_save_maps(const float* starts, const float* vnew, int64_t n_tasks, int V, SaveMaps* maps);
+cudaError_t encode_save_maps(const void* starts, const void* vnew, int64_t n_tasks, int V, SaveMaps* maps);
 bool save_maps_fit(int64_t n_tasks, int V);
 
 }  // namespace kda::cuda::sm90
