@@ -7,10 +7,9 @@
 // (session 18): train-h64-fixed's backward -104 us against the mma.sync pass (predicted -600 to -850).
 //
 // One CTA of 256 threads per (sequence, value head, 64-column V tile) walks the chunks from the last, per chunk:
-//   0  dS (the gradient of the chunk-end state) -> workspace dsend (bf16 planes); dO' = scale dO -> planes (two
-//      layouts)
+//   0  dO' = scale dO -> planes (two layouts); dS (the gradient of the chunk-end state)'s planes -> workspace dsend
 //   A  dU = A_qk^T dO' + Kd dS^T   warpgroup w: value columns 32 w .. 32 w + 31 (m64n32, 4 + 8 k-blocks)
-//                                  -> -dU's planes, in shared memory and in workspace du
+//                                  -> -dU's planes (and from them workspace du)
 //   B  dS = dS diag(decay) + dO'^T Qg + (-dU)^T W
 //                                  warpgroup w: key columns 64 w .. 64 w + 63 (m64n64, 4 + 4 k-blocks, its half of dS
 //                                  the accumulator across the chain) -> dS's planes for the next chunk's step A
@@ -19,8 +18,12 @@
 // Shared memory, CuTe's GMMA layouts (state_wgmma.cuh ReverseWgmmaTypes; every access through the CuTe tensors): W
 // and Qg stored [t][d], viewed (d, t) MN-major in two key halves; Kd [t][d] K-major; dS (v, d) K-major in two value
 // halves; A_qk stored [r][t], viewed (t, r) MN-major; dO' (v, t) MN-major and again in two value halves (64-byte
-// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; dS's planes staged for the workspace; two
-// mbarriers: 230,928 bytes, one CTA per SM.
+// swizzle) for step A's 32-column B; -dU (v, t) MN-major; decay [128]; two mbarriers: 197,136 bytes, one CTA per
+// SM. The workspace's dS_end and -dU (BackwardLayout: bf16 planes) are TMA stores of dS's and -dU's own planes, 64
+// columns by 32 and 64 rows a box (tma_map.h SaveMaps), issued by thread 0 after the barrier that publishes them and
+// read out before the barrier after which they are rewritten; the chain stores nothing to global memory itself
+// (as fp32 from its accumulators, 8-byte pieces over 64 rows, dS had held 18% of this pass's stall samples, 73% of
+// them on the store queue: ncu, session 20; -dU split into two 4-byte stores a pair cost +120 us, session 27).
 // Barriers and the L2 prefetch as chunk_reverse.cu. The tiles are copied by TMA, one thread's boxes a group
 // ({Kd, A_qk} for step A, {Qg, W, decay} for step B; each plane half a box in the image of its GMMA layout, as
 // state_wgmma.cu) completing on the group's mbarrier; every thread's plane stores are published to the async proxy
@@ -59,19 +62,15 @@ struct WgmmaReverseLayout {
   static constexpr size_t kW = 0, kQ = kW + 4 * kPlane64;  // hi / lo x two key halves
   static constexpr size_t kKd = kQ + 4 * kPlane64, kS = kKd + 4 * kPlane64, kA = kS + 4 * kPlane64;
   static constexpr size_t kO = kA + 2 * kPlane64, kO32 = kO + 2 * kPlane64, kU = kO32 + 2 * kPlane64;
-  // dS's planes staged for the workspace, [64 v][kDsPitch] bf16: row v holds its hi row (kK), then its lo row (kK),
-  // each 16-byte aligned for its bulk copy; a pitch of 264 (132 words) puts a warp's 4-byte pair writes (rows grp,
-  // columns 2 tig) on distinct banks.
-  static constexpr int kDsPitch = 2 * kK + 8;
-  static constexpr size_t kDec = kU + 2 * kPlane64, kDs = kDec + 4 * kK, kBar = kDs + 2 * kBV * kDsPitch;
+  static constexpr size_t kDec = kU + 2 * kPlane64, kBar = kDec + 4 * kK;
   static constexpr size_t kBytes = kBar + 2 * sizeof(uint64_t);  // mbarriers: step A's tiles, step B's
-  static_assert(kPlane64 % 1024 == 0 && kDs % 16 == 0 && kBytes == 230928, "GMMA planes and TMA boxes: 1 KB aligned");
+  static_assert(kPlane64 % 1024 == 0 && kBytes == 197136, "GMMA planes and TMA boxes: 1 KB aligned");
   static_assert(kBytes <= 227 * 1024, "one CTA an SM: the opt-in shared memory of sm_90");
 };
 
 __global__ void __launch_bounds__(kThreads, 1)
     reverse_wgmma_kernel(const BackwardParams bp, char* ws, int vtiles, int64_t chain0,
-                         const __grid_constant__ sm90::TileMaps maps) {
+                         const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using namespace cute;
   using Ty = sm90::ReverseWgmmaTypes;
@@ -106,8 +105,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* const tiles = cc.tiles;
   const int64_t first = cc.first, last = cc.last, b = cc.b;
   const TileLayout tl{kK, V};
-  bf16* const du_g = reinterpret_cast<bf16*>(ws + bl.du);  // planes of -dU [2][C][V] a task
-  bf16* const dsend_g = reinterpret_cast<bf16*>(ws + bl.dsend);  // planes of dS [2][V][K] a task
 
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
   // TMA (tma_map.h TileMaps): thread 0 issues a group's boxes, completing on the group's mbarrier.
@@ -167,7 +164,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto thr_uo = mma_uo.get_thread_slice(wtid);
   auto thr_uk = mma_uk.get_thread_slice(wtid);
   auto thr_s = mma_s.get_thread_slice(wtid);
-  Tensor cU = thr_uo.partition_C(make_identity_tensor(Shape<_64, _32>{}));  // (t, v - 32 wg)
   Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<_64, _64>{}));   // (v, d - 64 wg)
 
   // This warpgroup's half of dS [v][d] (key columns 64 wg ..), the m64n64 accumulator for the whole chain.
@@ -214,21 +210,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (ci > first)
       prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, kBV, vt, vtiles, tid);
 
-    // ---- 0: dS (this chunk's end) to the workspace, value-first planes [2][V][K], through its stage: two bulk
-    // copies a row (hi, lo) after step A's barrier. Stored straight from the accumulators (8-byte pieces scattered
-    // over 64 rows, when fp32) they held 18% of this pass's stall samples, 73% of those on the store queue (ncu,
-    // session 20).
-    {
-      const uint32_t st = shared_u32(sb + Ly::kDs) + 2 * 64 * wg;
-      CUTE_UNROLL
-      for (int i = 0; i < size(dS); i += 2) {
-        uint32_t h, l;
-        split_bf16x2(dS(i), dS(i + 1), h, l);
-        const uint32_t e = st + 2 * (get<0>(cS(i)) * Ly::kDsPitch + get<1>(cS(i)));
-        sm90::st_shared_u32(e, h);
-        sm90::st_shared_u32(e + 2 * kK, l);
-      }
-    }
     // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
     // t).
     {
@@ -245,13 +226,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.
+    if (tid == 0) cute::tma_store_wait<0>();  // the previous chunk's -dU planes read out: step A rewrites them
     land_and_publish(0, ci);
-    __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step; dS's stage
-    if (tid < kBV) {  // dS's row tid of this V tile, both planes (the stage read back by the end of step B)
-      unsigned char* const row = sb + Ly::kDs + 2 * tid * Ly::kDsPitch;
-      bf16* const hi = dsend_g + ((ci * p.HV + hv) * 2 * V + v0 + tid) * kK;
-      cute::SM90_BULK_COPY_S2G::copy(row, hi, 2 * kK);
-      cute::SM90_BULK_COPY_S2G::copy(row + 2 * kK, hi + int64_t{V} * kK, 2 * kK);
+    __syncthreads();  // Kd, A_qk of this chunk; dO' planes; the dS planes of the previous step
+    if (tid == 0) {  // dS_end: rows (task, plane, v0 + 32 h ..) of the state-shaped map, two 64-column boxes each
+      const int row = static_cast<int>((ci * p.HV + hv) * 2 * V + v0);
+      CUTE_UNROLL
+      for (int l = 0; l < 2; ++l)
+        CUTE_UNROLL
+        for (int h = 0; h < 2; ++h)
+          CUTE_UNROLL
+          for (int q = 0; q < 2; ++q)
+            SM90_TMA_STORE_2D::copy(&saves.state, sb + half(Ly::kS, l, h) + q * (P / 2), 64 * q, row + l * V + 32 * h);
       cute::tma_store_arrive();
     }
     {
@@ -260,16 +246,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                          mn32(sb, Ly::kO32 + wg * (P / 2)), mn32(sb, Ly::kO32 + P + wg * (P / 2)), accU);
       sm90::wgmma_bf16x3(mma_uk, thr_uk, k128(sb, Ly::kKd), k128(sb, Ly::kKd + 2 * P), k32(sb, half(Ly::kS, 0, wg)),
                          k32(sb, half(Ly::kS, 1, wg)), accU);
-      bf16* const du = du_g + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 + 32 * wg;
-      int Vo = V;  // opaque a chunk (the offsets t V + v, hoisted, would hold registers across the chain)
-      asm volatile("" : "+r"(Vo));
       const uint32_t uh = shared_u32(sb + Ly::kU), ul = uh + P;
       CUTE_UNROLL
       for (int i = 0; i < size(accU); i += 2) {
-        const int t = get<0>(cU(i)), vl = get<1>(cU(i));
         uint32_t h, l;
         split_bf16x2(-accU(i), -accU(i + 1), h, l);
-        store_planes2(du, int64_t{kC} * Vo, t * Vo + vl, h, l);
         sm90::st_shared_u32(uh + at(i / 2 + 8 * wg), h);
         sm90::st_shared_u32(ul + at(i / 2 + 8 * wg), l);
       }
@@ -278,8 +259,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     load_a(sb, ci - 1);
 
     // ---- B: dS = dS diag(decay) + dO'^T Qg + (-dU)^T W, this warpgroup's 64 key columns.
+    if (tid == 0) cute::tma_store_wait<0>();  // dS_end's boxes read out: step B rewrites dS's planes
     land_and_publish(1, ci);
     __syncthreads();  // Qg, W, decay of this chunk; -dU's planes published
+    if (tid == 0) {  // -dU: rows (task, plane, t) and columns v0 .. of the values-shaped map
+      const int row = static_cast<int>((ci * p.HV + hv) * 2 * kC);
+      SM90_TMA_STORE_2D::copy(&saves.values, sb + Ly::kU, v0, row);
+      SM90_TMA_STORE_2D::copy(&saves.values, sb + Ly::kU + P, v0, row + kC);
+      cute::tma_store_arrive();
+    }
     {
       const float* const dec = reinterpret_cast<const float*>(sb + Ly::kDec);
       CUTE_UNROLL
@@ -290,10 +278,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                          mn64(sb, half(Ly::kW, 1, wg)), dS);
       store_state_planes(sb);
     }
-    if (tid < kBV) cute::tma_store_wait<0>();  // dS's stage read out: the next chunk may rewrite it
     __syncthreads();  // Qg, W, decay, dO' and -dU free; the new dS planes written
     load_b(sb, ci - 1);
   }
+  if (tid == 0) cute::tma_store_wait<0>();  // the last -dU planes read before the CTA's exit
 
   // dh0 through the W buffer, free once the last chunk's products are done (the loop's last barrier).
   if (bp.dh0.data) {
@@ -312,20 +300,28 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-bool reverse_wgmma_runs(const ForwardParams& p, int bv) { return state_wgmma_runs(p, bv); }
+bool reverse_wgmma_runs(const ForwardParams& p, int bv) {
+  const int64_t tasks = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V).cap * p.HV;
+  return state_wgmma_runs(p, bv) && sm90::save_maps_fit(tasks, p.V);  // and the saves' maps (launch below)
+}
 
 cudaError_t launch_reverse_wgmma(const BackwardParams& bp, char* ws, int64_t chain0, int64_t chains, cudaStream_t s) {
   const size_t bytes = WgmmaReverseLayout::kBytes;
   cudaError_t e = cudaFuncSetAttribute(reverse_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
-  // The maps span every forward tile of the workspace (reverse_wgmma_runs = state_wgmma_runs checked their rows).
+  // The maps span every forward tile of the workspace (reverse_wgmma_runs checked their rows).
   const WorkspaceLayout wl = workspace_layout(bp.f.B * bp.f.T, bp.f.N, bp.f.HV, kK, bp.f.V);
   sm90::TileMaps maps;
   if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * bp.f.HV, bp.f.V, &maps)) != cudaSuccess) return e;
+  // dS_end and -dU leave as TMA stores of their planes (reverse_wgmma_runs checked the maps' rows).
+  const BackwardLayout bl = backward_layout(bp.f.B, bp.f.T, bp.f.N, bp.f.HV, kK, bp.f.V, bp.f.group);
+  sm90::SaveMaps saves;
+  if ((e = sm90::encode_save_maps(ws + bl.dsend, ws + bl.du, wl.cap * bp.f.HV, bp.f.V, 32, &saves)) != cudaSuccess)
+    return e;
   const int vtiles = bp.f.V / kBV;
-  reverse_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles, chain0,
-                                                                                         maps);
+  reverse_wgmma_kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(bp, ws, vtiles, chain0, maps,
+                                                                                         saves);
   return cudaSuccess;
 }
 

@@ -91,8 +91,8 @@ template <Saves kSaves>
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
                        const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
-  constexpr bool stage_saves = kSaves == Saves::kTma, direct_saves = kSaves == Saves::kDirect;
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool stage_saves = kSaves == Saves::kTma, direct_saves = kSaves == Saves::kDirect;
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
   using LayK128 = Ty::LayK128;
@@ -253,8 +253,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int row = static_cast<int>((ci * p.HV + hv) * 2 * V + v0);
       CUTE_UNROLL
       for (int q = 0; q < kK / 64; ++q) {
-        SM90_TMA_STORE_2D::copy(&saves.starts, sb + Ly::kS + 8192 * q, 64 * q, row);
-        SM90_TMA_STORE_2D::copy(&saves.starts, sb + kSl + 8192 * q, 64 * q, row + V);
+        SM90_TMA_STORE_2D::copy(&saves.state, sb + Ly::kS + 8192 * q, 64 * q, row);
+        SM90_TMA_STORE_2D::copy(&saves.state, sb + kSl + 8192 * q, 64 * q, row + V);
       }
       cute::tma_store_arrive();
     }
@@ -281,14 +281,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 
     // ---- Phase B: group B landed; V_new's planes written and published; W, Qg, U and the state planes read.
-    if (stage_saves && issuer) cute::tma_store_wait<0>();  // the state's planes read: the chain rewrites them in phase B
+    if (stage_saves && issuer) cute::tma_store_wait<0>();  // the state planes read: phase B rewrites them
     land_and_publish(1, ci);
     __syncthreads();
     load_a(sb, ci + 1);
     if (stage_saves && issuer) {  // V_new's planes: rows (task, plane, t) and columns v0 .. of the [rows][V] map
       const int row = static_cast<int>((ci * p.HV + hv) * 2 * kC);
-      SM90_TMA_STORE_2D::copy(&saves.vnew, sb + Ly::kVn, v0, row);
-      SM90_TMA_STORE_2D::copy(&saves.vnew, sb + kVl, v0, row + kC);
+      SM90_TMA_STORE_2D::copy(&saves.values, sb + Ly::kVn, v0, row);
+      SM90_TMA_STORE_2D::copy(&saves.values, sb + kVl, v0, row + kC);
       cute::tma_store_arrive();
     }
     if (chain) {  // S = S diag(decay) + V_new^T Kd, then its planes for the next chunk's phase A
@@ -379,7 +379,7 @@ cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t c
   sm90::SaveMaps saves{};
   bool stage_saves = false;
   if (p.out == nullptr && keep.starts != nullptr && keep.vnew != nullptr && sm90::save_maps_fit(wl.cap * p.HV, p.V))
-    stage_saves = sm90::encode_save_maps(keep.starts, keep.vnew, wl.cap * p.HV, p.V, &saves) == cudaSuccess;
+    stage_saves = sm90::encode_save_maps(keep.starts, keep.vnew, wl.cap * p.HV, p.V, 64, &saves) == cudaSuccess;
   auto* const kernel = stage_saves                  ? state_wgmma_kernel<Saves::kTma>
                        : keep.starts || keep.vnew ? state_wgmma_kernel<Saves::kDirect>
                                                   : state_wgmma_kernel<Saves::kNone>;

@@ -61,13 +61,14 @@ bool save_maps_fit(int64_t n_tasks, int V) {
   return 2 * n_tasks * V <= INT32_MAX && 2 * n_tasks * kChunk <= INT32_MAX;  // rows of the two maps
 }
 
-cudaError_t encode_save_maps(const void* starts, const void* vnew, int64_t n_tasks, int V, SaveMaps* maps) {
+cudaError_t encode_save_maps(const void* state, const void* values, int64_t n_tasks, int V, int state_rows,
+                             SaveMaps* maps) {
   const uint64_t n = static_cast<uint64_t>(n_tasks), v = static_cast<uint64_t>(V);
   const uint64_t ds[2] = {128, 2 * n * v}, ss[1] = {128 * 2};
   const uint64_t dv[2] = {v, 2 * n * kChunk}, sv[1] = {v * 2};
-  const uint32_t box[2] = {64, kChunk};
-  cudaError_t e = encode_tma_sw128(&maps->starts, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, starts, ds, ss, box);
-  if (e == cudaSuccess) e = encode_tma_sw128(&maps->vnew, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, vnew, dv, sv, box);
+  const uint32_t bs[2] = {64, static_cast<uint32_t>(state_rows)}, bv[2] = {64, kChunk};
+  cudaError_t e = encode_tma_sw128(&maps->state, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, state, ds, ss, bs);
+  if (e == cudaSuccess) e = encode_tma_sw128(&maps->values, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, values, dv, sv, bv);
   return e;
 }
 

@@ -27,13 +27,15 @@ struct TileMaps {
 cudaError_t encode_tile_maps(const void* tiles, int64_t n_tiles, int V, TileMaps* maps);
 bool tile_maps_fit(int64_t n_tiles, int V);
 
-// What the backward's recompute keeps of the state pass (chunk_kernels.h BackwardSaves), bf16 hi / lo planes, for
-// n_tasks (chunk, value head) tasks: the chunk-start states, task-major [2][V][128] (a [rows][128] map), and V_new,
-// [2][kChunk][V] (a [rows][V] map); boxes of 64 x 64, the layout of the state pass's own planes in shared memory.
+// The backward's saves of a sequential pass as bf16 hi / lo planes (chunk_map.h BackwardLayout), for n_tasks (chunk,
+// value head) tasks: one shaped as the state, task-major [2][V][128] (a [rows][128] map; the recompute's chunk-start
+// states, the reverse pass's dS_end), one as a chunk's values, [2][kChunk][V] (a [rows][V] map; V_new, -dU). Boxes
+// of 64 columns by state_rows (64 or 32) and 64 rows: the layouts of the passes' own planes in shared memory.
 struct SaveMaps {
-  CUtensorMap starts, vnew;
+  CUtensorMap state, values;
 };
-cudaError_t encode_save_maps(const void* starts, const void* vnew, int64_t n_tasks, int V, SaveMaps* maps);
+cudaError_t encode_save_maps(const void* state, const void* values, int64_t n_tasks, int V, int state_rows,
+                             SaveMaps* maps);
 bool save_maps_fit(int64_t n_tasks, int V);
 
 }  // namespace kda::cuda::sm90
