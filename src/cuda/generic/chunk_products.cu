@@ -327,10 +327,11 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   }
 
   // ---- P1: the products with the state and V_new (inner dimension V). dO' = scale dO, rows past L zeros, staged once
-  // in shared memory (fp32, what block_gemm's fetch reads): thread tid takes column tid % V of rows tid / V + R i, the
-  // raw bits of its kE elements loaded first (the dtype test outside: per-element tests spilled on sm_80), converted
-  // after (kE = 32 registers at V = 128, before any accumulator is live). Converted in every k-slice fetch of the two
-  // products that read it, these loads held 41% of the kernel's stall samples (ncu, H200).
+  // in shared memory as swizzled bf16 planes (what block_gemm's ldmatrix reads): thread tid takes column tid % V of
+  // rows tid / V + R i, the raw bits of its kE elements loaded first (the dtype test outside: per-element tests
+  // spilled on sm_80), converted after (kE = 32 registers at V = 128, before any accumulator is live). Converted in
+  // every k-slice fetch of the two products that read it, these loads held 41% of the kernel's stall samples (ncu,
+  // H200).
   {
     constexpr int R = kThreads / V, kE = kC / R;
     static_assert(R * V == kThreads && kE * R == kC, "products: dO' must tile the CTA");
