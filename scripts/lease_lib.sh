@@ -1,8 +1,8 @@
 # lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
 # bench/results): start a call's log, unpack build archives, run checks in parallel each under its own timeout, archive
-# their logs, compare builds' verifier figures at one seed, and print an ncu summary of one kernel launch. Source it
-# from the repository root; lease_begin sets W, the scratch folder for the logs (a script that does not call it sets
-# W itself).
+# their logs, compare builds' verifier figures at one seed, and print an ncu summary of one kernel launch or the
+# duration of every launch of a step. Source it from the repository root; lease_begin sets W, the scratch folder for the
+# logs (a script that does not call it sets W itself).
 
 # lease_begin NAME: everything the script prints from here on also to $OUT/NAME.log; the time; W a fresh folder.
 # (Never a bare `wait` after it: it would wait for the tee too.)
@@ -102,4 +102,26 @@ lease_ncu() {
     --workload "$2" --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$f" 2>&1)
   echo "== ncu $1 $2 $3"
   grep -E "Duration|DRAM Throughput|Mem Busy|Eligible Warps|Executed Instructions " "$f" | cut -c1-100
+}
+
+# lease_ncu_launches BUILD WORKLOAD KERNEL_REGEX: every matching launch of one kda-bench step (--iters 1, no warm-up)
+# under Nsight Compute, SpeedOfLight only (clocks as they are), in $W/ncu-launches-BUILD-WORKLOAD.txt; prints each
+# launch's kernel and duration, one line each: where a change's time went, kernel by kernel, for ~15 s a build
+# (session 27: the reverse pass that ate the products kernel's gain showed up this way).
+lease_ncu_launches() {
+  local f="$W/ncu-launches-$1-$2.txt"
+  (cd "/tmp/ab/$1" && LD_LIBRARY_PATH=. timeout 100 ncu --clock-control none -k "regex:$3" --section SpeedOfLight \
+    ./kda-bench --workload "$2" --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$f" 2>&1)
+  echo "== ncu launches $1 $2"
+  python3 - "$f" <<'PY'
+import re, sys
+name = None
+for line in open(sys.argv[1]):
+    if re.search(r"Context \d+, Stream", line):
+        m = re.search(r"(\w+(?:<[^>]*>)?)\(", line)
+        name = m.group(1) if m else line.strip()[:60]
+    elif name and line.split()[:1] == ["Duration"]:
+        print(name, *line.split()[1:])
+        name = None
+PY
 }
