@@ -121,6 +121,7 @@ struct Record {
   double bwd_workspace_mib = 0;  // the backward's workspace (its saved tensors and scratch), CUDA only
   double bytes = 0, flops = 0, floor_us = 0;
   double copy_same_us = 0;  // decode: cudaMemcpyAsync of the same bytes in the same harness (DeviceCopy)
+  double copy_kernel_same_us = 0;  // decode: a plain copy kernel of the same bytes, the same harness (DeviceCopy)
   double tokens_per_s = 0;
   int rotate = 1;
 };
@@ -280,17 +281,21 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
       r.rotate = static_cast<int>(calls.size());
       time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 200, &r.t);
       r.floor_us = r.bytes / copy_bw * 1e6;
-      // The same bytes as cudaMemcpyAsync device-to-device copies (half read, half written), as many buffers as input
-      // sets, in the same harness (graph memcpy nodes): what the driver's copy reaches at this size, launch and ramp
-      // included. Not a floor: on the H200 it reached 58-65% of the 2 GiB rate below 512 MiB (session 26).
-      std::vector<std::unique_ptr<DeviceCopy>> copies;
-      std::vector<DeviceCall*> copy_calls;
-      for (size_t i = 0; i < calls.size(); ++i) {
-        copies.push_back(std::make_unique<DeviceCopy>(static_cast<size_t>(r.bytes / 2)));
-        copy_calls.push_back(copies.back().get());
+      // The same bytes as device-to-device copies (half read, half written), as many buffers as input sets, in the
+      // same harness: the driver's cudaMemcpyAsync (graph memcpy nodes) and a plain copy kernel (copy_kernel.cu), what
+      // a copy reaches at this size, launch and ramp included. References, not floors: the driver's copy reached
+      // 58-65% of the 2 GiB rate below 512 MiB on the H200 (session 26).
+      for (bool kernel : {false, true}) {
+        std::vector<std::unique_ptr<DeviceCopy>> copies;
+        std::vector<DeviceCall*> copy_calls;
+        for (size_t i = 0; i < calls.size(); ++i) {
+          copies.push_back(std::make_unique<DeviceCopy>(static_cast<size_t>(r.bytes / 2) / 16 * 16, kernel));
+          copy_calls.push_back(copies.back().get());
+        }
+        TimingStats ct;
+        if (time_calls(copy_calls, opt.warmup, opt.iters > 0 ? opt.iters : 200, &ct))
+          (kernel ? r.copy_kernel_same_us : r.copy_same_us) = ct.median_us;
       }
-      TimingStats ct;
-      if (time_calls(copy_calls, opt.warmup, opt.iters > 0 ? opt.iters : 200, &ct)) r.copy_same_us = ct.median_us;
     } else {
       r.t = time_host(opt.iters > 0 ? opt.iters : 20, [&] { kda_decode(&a, nullptr, 0, nullptr); });
     }
@@ -301,6 +306,10 @@ int bench_decode(const DecodeWorkload& w, const Options& opt, int threads, doubl
     if (r.copy_same_us > 0)
       std::printf("\n  %-14s cudaMemcpyAsync of the same bytes: %.2f us (%.0f%% of floor; this call %.2fx its time)",
                   "", r.copy_same_us, 100.0 * r.floor_us / r.copy_same_us, r.t.median_us / r.copy_same_us);
+    if (r.copy_kernel_same_us > 0)
+      std::printf("\n  %-14s a copy kernel of the same bytes: %.2f us (%.0f%% of floor; this call %.2fx its time)", "",
+                  r.copy_kernel_same_us, 100.0 * r.floor_us / r.copy_kernel_same_us,
+                  r.t.median_us / r.copy_kernel_same_us);
     std::printf("\n  %-14s verified: out rel_rmse %.3e  pool rel_rmse %.3e\n", "", r.out_err.rel_rmse,
                 r.state_err.rel_rmse);
     records->push_back(r);
@@ -507,6 +516,7 @@ int main(int argc, char** argv) {
         << ", \"iters\": " << r.t.iters << ", \"input_sets\": " << r.rotate << ", \"tokens_per_s\": " << r.tokens_per_s << ", \"min_bytes\": " << r.bytes
         << ", \"flops\": " << r.flops << ", \"floor_us\": " << r.floor_us;
       if (r.copy_same_us > 0) f << ", \"memcpy_same_bytes_us\": " << r.copy_same_us;
+      if (r.copy_kernel_same_us > 0) f << ", \"copy_kernel_same_bytes_us\": " << r.copy_kernel_same_us;
       if (opt.verify)
         f << ", \"out_rel_rmse\": " << r.out_err.rel_rmse << ", \"state_rel_rmse\": " << r.state_err.rel_rmse
           << ", \"out_worst_ratio\": " << r.out_err.worst_ratio << ", \"state_worst_ratio\": " << r.state_err.worst_ratio;

@@ -17,6 +17,8 @@ namespace kda::testing {
 
 #if defined(KDA_WITH_CUDA)
 
+cudaError_t launch_copy_kernel(const void* src, void* dst, size_t bytes, cudaStream_t stream);  // copy_kernel.cu
+
 namespace {
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
@@ -325,7 +327,7 @@ bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, Ti
   return true;
 }
 
-DeviceCopy::DeviceCopy(size_t bytes) : bytes_(bytes) {
+DeviceCopy::DeviceCopy(size_t bytes, bool kernel) : bytes_(bytes), kernel_(kernel) {
   check(cudaMalloc(&src_, bytes), "cudaMalloc");
   check(cudaMalloc(&dst_, bytes), "cudaMalloc");
   check(cudaMemset(src_, 1, bytes), "cudaMemset");
@@ -335,10 +337,10 @@ DeviceCopy::~DeviceCopy() {
   cudaFree(dst_);
 }
 kda_status_t DeviceCopy::enqueue(void* stream) {
-  return cudaMemcpyAsync(dst_, src_, bytes_, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)) ==
-                 cudaSuccess
-             ? KDA_STATUS_SUCCESS
-             : KDA_STATUS_CUDA_ERROR;
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const cudaError_t e = kernel_ ? launch_copy_kernel(src_, dst_, bytes_, s)
+                                : cudaMemcpyAsync(dst_, src_, bytes_, cudaMemcpyDeviceToDevice, s);
+  return e == cudaSuccess ? KDA_STATUS_SUCCESS : KDA_STATUS_CUDA_ERROR;
 }
 
 double measure_copy_bandwidth() {
@@ -539,7 +541,7 @@ void DeviceDecodeProblem::download_conv(HostTensor*) const {}
 kda_status_t DeviceDecodeProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 kda_status_t DeviceProblem::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 bool time_calls(const std::vector<DeviceCall*>&, int, int, TimingStats*) { return false; }
-DeviceCopy::DeviceCopy(size_t) { throw std::runtime_error("this kda build has no CUDA"); }
+DeviceCopy::DeviceCopy(size_t, bool) { throw std::runtime_error("this kda build has no CUDA"); }
 DeviceCopy::~DeviceCopy() = default;
 kda_status_t DeviceCopy::enqueue(void*) { return KDA_STATUS_BACKEND_UNAVAILABLE; }
 

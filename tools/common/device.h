@@ -34,17 +34,19 @@ class DeviceCall {
 // False if a call cannot be captured (kda_last_error says why).
 bool time_calls(const std::vector<DeviceCall*>& calls, int warmup, int iters, TimingStats* st);
 
-// A device-to-device cudaMemcpyAsync of `bytes` between two buffers of its own, timed by time_calls like the call
-// itself (the same graph replay, launch and ramp included), so a decode's time can be set against the driver's copy
-// of as many bytes at the same size beside the 2 GiB copy rate (the floor).
+// A device-to-device copy of `bytes` (a multiple of 16) between two buffers of its own, timed by time_calls like the
+// call itself (the same graph replay, launch and ramp included), so a decode's time can be set against a copy of as
+// many bytes at the same size beside the 2 GiB copy rate (the floor): the driver's cudaMemcpyAsync, or with `kernel`
+// a plain copy kernel (copy_kernel.cu: 16-byte loads and stores, every SM's resident threads).
 class DeviceCopy : public DeviceCall {
  public:
-  explicit DeviceCopy(size_t bytes);
+  explicit DeviceCopy(size_t bytes, bool kernel = false);
   ~DeviceCopy() override;
   kda_status_t enqueue(void* stream) override;
 
  private:
   size_t bytes_ = 0;
+  bool kernel_ = false;
   void *src_ = nullptr, *dst_ = nullptr;
 };
 
