@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Prepared in session 27 for the next session's first device call (~540 s: run it with timeout_s 590), not yet run. Builds (.carry/ab): main =
-# 507f64d (9de1ade's kernels; kda-bench with the copy-kernel reference), tplanes = main + T saved as bf16 planes by phase 1 (zeros above its
-# diagonal) so P2's GEMMs split nothing (the same values in the same order: main's backward-quick figures expected),
-# prodcs2 = main + the products' CS on all 256 threads with 16-byte plane loads (a different summation order: new
-# figures, judged by backward-full). Checks: backward-quick main / tplanes at one fresh seed (lease_same_figures), then
-# prodcs2's and tplanes' backward / stress GPU tests and backward-full (tplanes' GPU tests beside prodcs2's checks);
-# then the A/B at train-h64-fixed (2 rounds) and every backward launch of one step of all three under ncu (session 27:
-# products 2.34 ms on main, 2.10 in the speed-of-light build). Also main's decode against the new copy-kernel
-# reference (~40 s).
+# Prepared in session 27 for the next session's first device call (~540 s: run it with timeout_s 590), not yet run.
+# Builds (.carry/ab): main = 507f64d (9de1ade's kernels; kda-bench with the copy-kernel reference), tplanes = main + T
+# saved as bf16 planes by phase 1 (zeros above its diagonal) so P2's GEMMs split nothing (the same values in the same
+# order: main's backward-quick figures expected), prodcs2 = main + the products' CS on all 256 threads with 16-byte
+# plane loads (a different summation order: new figures, judged by backward-full). Checks: backward-quick main / tplanes
+# at one fresh seed (lease_same_figures), then prodcs2's and tplanes' backward / stress GPU tests and backward-full
+# (tplanes' GPU tests beside prodcs2's checks); then the A/B at train-h64-fixed (2 rounds) and every backward launch of
+# one step of all three under ncu (session 27: products 2.34 ms on main, 2.10 in the speed-of-light build). Also main's
+# decode against the new copy-kernel reference (~40 s).
 # Run as: OUT=$OUT bash .carry/lease/s28_l1.sh   with carry [".carry/lease", ".carry/ab/main.tar.xz",
 # ".carry/ab/tplanes.tar.xz", ".carry/ab/prodcs2.tar.xz"].
 set -uo pipefail
