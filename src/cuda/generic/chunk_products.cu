@@ -126,6 +126,21 @@ struct SharedPlanes {
   }
 };
 
+// An fp32 operand's k-slice (n rows or columns) split from its ring slot into the staging planes (hi, then lo n kPitch
+// elements on): element pair i of this thread's share is (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice
+// (mma_layout.h slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
+template <int n, class O>
+__device__ __forceinline__ void stage_split(const O& o, const float* slot, __nv_bfloat16* planes, int k0) {
+  constexpr int E = n * kKS / 2 / kThreads;  // element pairs per thread
+  static_assert(E * 2 * kThreads == n * kKS, "block_gemm: staging must tile");
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    const SlicePair sp = slice_pair(static_cast<int>(threadIdx.x) + i * kThreads, n, kKS / 2, O::kKC);
+    store_split2(planes, n * kPitch, sp.row * kPitch + 2 * sp.kp, o.at(slot, sp.row, k0, 2 * sp.kp),
+                 o.at(slot, sp.row, k0, 2 * sp.kp + 1));
+  }
+}
+
 // acc (+)= A B for the block's 64 x N output, A = oa (i = row) [64 x kin], B = ob (i = col) [N x kin], kin a multiple
 // of kKS, in bf16x3 on mma.m16n8k16 (chunk_common.cuh: ~16-bit operands, fp32 accumulation; the rounding model passes
 // backward-quick with these products at the fp32 products' figures, bench/results/
@@ -142,8 +157,6 @@ template <int N, class OA, class OB>
 __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring_a, float* ring_b, int kin,
                                            const OA& oa, const OB& ob, float (&acc)[4][N / 16]) {
   constexpr int PA = kC * kPitch, PB = N * kPitch;  // staging plane sizes (elements)
-  constexpr int EA = kC * kKS / 2 / kThreads, EB = N * kKS / 2 / kThreads;  // element pairs per thread
-  static_assert(EA * 2 * kThreads == kC * kKS && EB * 2 * kThreads == N * kKS, "block_gemm: staging must tile");
   __nv_bfloat16* const As = reinterpret_cast<__nv_bfloat16*>(As_f);
   __nv_bfloat16* const Bs = reinterpret_cast<__nv_bfloat16*>(Bs_f);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -172,24 +185,8 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring
     issue(sl + kDepth - 1);
     const float* const sa = ring_a + (sl % kDepth) * kSlotA;
     const float* const sb = ring_b + (sl % kDepth) * kSlotB;
-    // Pair i of this thread's staging share: (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice (mma_layout.h
-    // slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
-    if constexpr (!OA::kPlanes) {
-#pragma unroll
-      for (int i = 0; i < EA; ++i) {
-        const SlicePair sp = slice_pair(tid + i * kThreads, kC, kKS / 2, OA::kKC);
-        store_split2(As, PA, sp.row * kPitch + 2 * sp.kp, oa.at(sa, sp.row, k0, 2 * sp.kp),
-                     oa.at(sa, sp.row, k0, 2 * sp.kp + 1));
-      }
-    }
-    if constexpr (!OB::kPlanes) {
-#pragma unroll
-      for (int i = 0; i < EB; ++i) {
-        const SlicePair sp = slice_pair(tid + i * kThreads, N, kKS / 2, OB::kKC);
-        store_split2(Bs, PB, sp.row * kPitch + 2 * sp.kp, ob.at(sb, sp.row, k0, 2 * sp.kp),
-                     ob.at(sb, sp.row, k0, 2 * sp.kp + 1));
-      }
-    }
+    if constexpr (!OA::kPlanes) stage_split<kC>(oa, sa, As, k0);
+    if constexpr (!OB::kPlanes) stage_split<N>(ob, sb, Bs, k0);
     if constexpr (!OA::kPlanes || !OB::kPlanes) __syncthreads();
     // Where the warps' ldmatrix finds A's and B's planes for this slice: the staging, or the operand's own planes.
     const __nv_bfloat16 *ah_p = As, *bh_p = Bs;
