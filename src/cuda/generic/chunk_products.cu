@@ -310,17 +310,32 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const BV = out + pl.BV();
   const TensorView& dO = bp.dout;
 
-  // ---- CS: colsum(S0 . dS) per channel (a thread per channel; consecutive channels: coalesced), each factor
-  // hi + lo (its planes' value: within 2^-16 relative of the fp32 value, as in the bf16x3 products).
-  if (tid < K) {
-    constexpr int P = V * K;
-    float cs = 0.0f;
-    for (int v = 0; v < V; ++v) {
-      const int e = v * K + tid;
-      const float s = __bfloat162float(S0[e]) + __bfloat162float(S0[P + e]);
-      cs = fmaf(s, __bfloat162float(dSe[e]) + __bfloat162float(dSe[P + e]), cs);
+  // ---- CS: colsum(S0 . dS) per channel, each factor hi + lo (its planes' value: within 2^-16 relative of the fp32
+  // value, as in the bf16x3 products). Every thread takes 8 consecutive channels of rows r, r + R, ... (R = 256 * 8 /
+  // K rows a pass; 16-byte loads of both planes of both factors), its partial sums go to the staging (free until P2's
+  // first split, barriers away) and thread d < K adds channel d's R partials in row order. Why all 256 threads: on
+  // 128 (a channel a thread, 2-byte loads), CS was ~45 M of the kernel's 459 M instructions on 4 warps while the
+  // other 4 waited at P1's first barrier (ncu, session 27).
+  float* const cs_part = As;  // [R][K] partial sums: 2048 floats, in the A and B staging (>= 3072)
+  {
+    constexpr int P = V * K, G = K / 8, R = kThreads / G;
+    static_assert(R * G == kThreads && V % R == 0 && R * K <= Ly::kDW - Ly::kAs, "products: CS must tile");
+    const int d0 = 8 * (tid % G), r0 = tid / G;
+    float cs[8] = {};
+#pragma unroll 4
+    for (int v = r0; v < V; v += R) {
+      const int e = v * K + d0;
+      float sh[8], sl[8], dh[8], dl[8];  // the four 16-byte loads issued before any use
+      cvt8(*reinterpret_cast<const uint4*>(S0 + e), KDA_DTYPE_BFLOAT16, sh);
+      cvt8(*reinterpret_cast<const uint4*>(S0 + P + e), KDA_DTYPE_BFLOAT16, sl);
+      cvt8(*reinterpret_cast<const uint4*>(dSe + e), KDA_DTYPE_BFLOAT16, dh);
+      cvt8(*reinterpret_cast<const uint4*>(dSe + P + e), KDA_DTYPE_BFLOAT16, dl);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) cs[j] = fmaf(sh[j] + sl[j], dh[j] + dl[j], cs[j]);
     }
-    out[pl.CS() + tid] = cs;
+    float4* const dst = reinterpret_cast<float4*>(cs_part + r0 * K + d0);
+    dst[0] = make_float4(cs[0], cs[1], cs[2], cs[3]);
+    dst[1] = make_float4(cs[4], cs[5], cs[6], cs[7]);
   }
 
   // ---- P1: the products with the state and V_new (inner dimension V). dO' = scale dO, rows past L zeros, staged once
@@ -343,7 +358,14 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
       store_split1(dOs, kC * V, swizzled(t, v, V), t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f);
     }
   }
-  __syncthreads();  // dO' staged
+  __syncthreads();  // dO' staged, CS's partials written
+  if (tid < K) {
+    constexpr int R = kThreads / (K / 8);
+    float cs = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) cs += cs_part[r * K + tid];
+    out[pl.CS() + tid] = cs;
+  }
   float* const ring_a = smem + Ly::kRingA;
   float* const ring_b = smem + Ly::kRingB;
   const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)
