@@ -332,7 +332,7 @@ KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& 
 // (planes: bf16 [2][...], the hi plane then the lo plane of the fp32 values, split as the bf16x3 products split
 // their operands: the products kernel, their one reader, takes them to ldmatrix as they are):
 //   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)
-//   tinv    [cap][HV][C][C]   T = (I + diag(beta) A')^-1 (phase 1)
+//   tinv    planes [cap][HV][2][C][C]   T = (I + diag(beta) A')^-1, zeros above the diagonal (phase 1)
 //   starts  planes [cap][HV][2][V][K]   the state at each chunk's start, value-first (the forward's state pass)
 //   vnew    planes [cap][HV][2][C][V]   V_new = U - W S0^T (the forward's state pass)
 //   du      planes [cap][HV][2][C][V]   -dV_new (the reverse state pass, chunk_reverse.cu)

@@ -230,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   const int L = rec.len;
   const TileLayout tl{K, V};
   float* const tile = reinterpret_cast<float*>(ws + wl.tiles) + (ci * p.HV + hv) * tl.floats();
-  // The backward's copies of A' (unscaled) and T for this (chunk, value head), [C][C] each (null in the forward).
+  // The backward's copies of A' (unscaled, fp32) and T (bf16 hi / lo planes) for this (chunk, value head), [C][C]
+  // each (null in the forward).
   float* const akk_save = keep.akk ? keep.akk + (ci * p.HV + hv) * kC * kC : nullptr;
   float* const tinv_save = keep.tinv ? keep.tinv + (ci * p.HV + hv) * kC * kC : nullptr;
 
@@ -836,11 +837,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       *reinterpret_cast<float4*>(Ks + r * PK + c) =
           make_float4(x[0] * (pre[0] * bt), x[1] * (pre[1] * bt), x[2] * (pre[2] * bt), x[3] * (pre[3] * bt));
     });
-    if (tinv_save) {
+    if (tinv_save) {  // T as bf16 hi / lo planes [C][C], zeros above the diagonal: the products' P2 operand as is
+      __nv_bfloat16* const tp = reinterpret_cast<__nv_bfloat16*>(tinv_save);
       for_row_quads<kC>(tid, [&](int r, int c, int) {
         float x[4];
         lds_vec<4>(Tm + r * PA + c, x);
-        *reinterpret_cast<float4*>(tinv_save + r * kC + c) = make_float4(x[0], x[1], x[2], x[3]);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j] = c + j <= r ? x[j] : 0.0f;
+        store_split4(tp, kC * kC, r * kC + c, x);
       });
     }
     __syncthreads();

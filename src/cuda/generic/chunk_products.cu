@@ -1,6 +1,6 @@
 // chunk_products.cu: the chunked backward's products (docs/backward.md; launch 4 of backward_chunked.cu): per
 // (chunk, value head), the matrix products of the gradient pass, from the saved forward quantities (BackwardLayout:
-// T, S0, V_new; phase 1's U0 and W tiles) and the reverse pass's dU and chunk-end dS (S0, V_new, -dU, dS and W as
+// T, S0, V_new; phase 1's U0 and W tiles) and the reverse pass's dU and chunk-end dS (T, S0, V_new, -dU, dS and W as
 // bf16 hi / lo planes), into the task's product tiles (ProdLayout) that the per-channel pass (chunk_grad.cu) reads:
 //   P1  dM = lower(dO' V_new^T), QS = dO' S0, KD = V_new dS, dW = -dU S0      (dO' = scale dO; inner dimension V)
 //   P2  BV = T^T dU, BK = T^T dW                                            (inner dimension C)
@@ -63,8 +63,8 @@ struct ProdSmem {  // float offsets into shared memory
 //   (a ring slot or shared memory): hi(slot) is the hi plane, the lo plane kPlane elements after it, and off(i, k0, kk)
 //   the element's offset in a plane. Nothing to stage: a GEMM whose two operands are planes skips the split and its
 //   barrier.
-// fp32 in global memory; MaskUpper: (i, k) with k < i reads 0 (T^T's zeros above its diagonal).
-template <int n, bool KC, bool MaskUpper = false>
+// fp32 in global memory.
+template <int n, bool KC>
 struct GlobalF32 {
   static constexpr bool kKC = KC, kPlanes = false;
   const float* p;
@@ -79,9 +79,8 @@ struct GlobalF32 {
       cp_async16(slot + rc.dst, KC ? p + rc.i * ld + k0 + rc.k : p + (k0 + rc.k) * ld + rc.i);
     }
   }
-  __device__ __forceinline__ float at(const float* slot, int i, int k0, int kk) const {
-    const float x = slot[ring_at(i, kk, n, kKS, KC)];
-    return MaskUpper && k0 + kk < i ? 0.0f : x;
+  __device__ __forceinline__ float at(const float* slot, int i, int, int kk) const {
+    return slot[ring_at(i, kk, n, kKS, KC)];
   }
 };
 // bf16 hi / lo planes in global memory (hi at p, lo at p + plane; W as phase 1 split it), copied into a ring slot laid
@@ -297,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   const Planes dSe = reinterpret_cast<Planes>(ws + bl.dsend) + task * 2 * int64_t{V} * K;
   const Planes Vn = reinterpret_cast<Planes>(ws + bl.vnew) + task * 2 * int64_t{kC} * V;
   const Planes nU = reinterpret_cast<Planes>(ws + bl.du) + task * 2 * int64_t{kC} * V;
-  const float* const Tm = reinterpret_cast<const float*>(ws + bl.tinv) + task * int64_t{kC} * kC;
+  const Planes Tp = reinterpret_cast<Planes>(ws + bl.tinv) + task * 2 * int64_t{kC} * kC;  // zeros above its diagonal
   const float* const tile = reinterpret_cast<const float*>(ws + wl.tiles) + task * tl.floats();
   const float* const U0 = tile + tl.U();
   const __nv_bfloat16* const Wp = reinterpret_cast<const __nv_bfloat16*>(tile + tl.W());  // hi, then lo plane
@@ -394,8 +393,8 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   }
   __syncthreads();
 
-  // ---- P2: BV = T^T dU, BK = T^T dW (T lower triangular: only its entries r >= t are used; A (t, r) = T[r][t]).
-  const GlobalF32<kC, false, true> tT{Tm, kC};
+  // ---- P2: BV = T^T dU, BK = T^T dW (A (t, r) = T[r][t]; phase 1 stored T's planes with zeros above the diagonal).
+  const GlobalPlanes<kC, false> tT{Tp, kC, int64_t{kC} * kC};  // T^T: A (t, r) = T[r][t]
   {
     float acc[4][V / 16];
     zero<V>(acc);
