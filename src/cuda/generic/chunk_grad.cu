@@ -24,10 +24,11 @@
 // (chunk, value head) tasks, so the persistent grid is one wave; list entries past
 // the list's length write zero gate partials. Shared memory (K = V = 128): q, k, g and the dq, dk, dg accumulators
 // [64][K] each, dM and dA [64][64], beta, row sums, inverse norms: 230,400 bytes of the 232,448 a block may opt in
-// to, one CTA per SM. The accumulators P4 updates most often sit in shared memory (per channel ~160 / ~220 / ~450 read-modify-writes
-// of dq / dk / dg); the colder ones (dk's column side, the pair terms, dbeta's third term: ~670 accesses) live in
-// the CTA's slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32), which at one CTA per SM mostly
-// misses L1 (ncu on gradpf: P4 58% long-scoreboard stalls with dq / dk / dg there).
+// to, one CTA per SM. P4's accumulators sit in shared memory (per channel ~160 / ~380 / ~450 read-modify-writes of
+// dq / dk / dg, dk's column-side pair terms included: until session 28 those ~220 lived in global scratch and P6 / P7
+// read them back a batch of rows at a time); the pair terms and dbeta's third term (~450 accesses) live in the CTA's
+// slice of workspace scratch (kGradScratch arrays of [64][max(K, V)] fp32), which at one CTA per SM mostly misses L1
+// (ncu on gradpf: P4 58% long-scoreboard stalls with dq / dk / dg there).
 #include <climits>
 #include <cstdint>
 
@@ -85,7 +86,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const Ks = smem + Ly::kK;      // k_hat [C][K]
   float* const Gs = smem + Ly::kG;      // g_log [C][K], log2 units
   float* const DQ = smem + Ly::kDQ;     // dq_hat [C][K]
-  float* const DK = smem + Ly::kDK;     // dk_hat, all but the column-side pair terms [C][K]
+  float* const DK = smem + Ly::kDK;     // dk_hat [C][K]
   float* const DG = smem + Ly::kDG;     // d g_log [C][K]
   float* const dMs = smem + Ly::kM;     // dM [C][C]
   float* const dAs = smem + Ly::kA;     // dA [C][C] (not scaled by beta)
@@ -100,9 +101,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
   const ProdLayout pl{K, V};
   float* const scr = reinterpret_cast<float*>(ws + bl.scratch) + blockIdx.x * int64_t{kGradScratch} * kC * W;
-  float* const Dkc = scr;              // column-side pair terms of dk [C][K]
-  float* const Xs = scr + kC * W;      // per-channel pair terms, then the reference points' a_r [C][K]
-  float* const TB = scr + 2 * kC * W;  // dBK . K . E, dbeta's third term before its row sum [C][K]
+  float* const Xs = scr;           // per-channel pair terms, then the reference points' a_r [C][K]
+  float* const TB = scr + kC * W;  // dBK . K . E, dbeta's third term before its row sum [C][K]
   const bool has_a = p.has_A_log();
   const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
   float* const dqk = reinterpret_cast<float*>(ws + bl.dqk);  // [2][B T][HV][K]
@@ -144,6 +144,13 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
                                                                  (32 * j + lane) * p.dt_bias.stride[1]]
                       : 0.0f;
+    {  // dM and dA (masked and zero past L by chunk_products.cu): 16-byte cp.async copies, issued first so that they
+      // land while the rows below make their own round trips (waited for at P0's end)
+      const float* const src = prod + pl.dM();  // dM then dA, contiguous
+      static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
+      for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) cp_async16(dMs + 4 * i, src + 4 * i);
+      cp_async_commit();
+    }
     uint32_t* const Qraw = reinterpret_cast<uint32_t*>(Qs);
     uint32_t* const Kraw = reinterpret_cast<uint32_t*>(Ks);
     uint32_t* const Graw = reinterpret_cast<uint32_t*>(Gs);
@@ -180,12 +187,6 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           if (lane == 0) Braw[r] = br[i];
         }
       }
-    }
-    {  // dM and dA, masked and zero past L by chunk_products.cu: 16-byte copies
-      const float4* const src = reinterpret_cast<const float4*>(prod + pl.dM());  // dM then dA, contiguous
-      float4* const dst = reinterpret_cast<float4*>(dMs);                        // dMs then dAs, contiguous
-      static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
-      for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) dst[i] = src[i];
     }
     for (int r = warp; r < kC; r += kThreads / 32) {
       float q[CK], k[CK], graw[CK], braw = 0.0f;
@@ -225,13 +226,14 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
+    cp_async_wait<0>();  // this thread's dM / dA copies; the barrier makes everyone's visible
     __syncthreads();
 
     // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
     if (tid < K) {
       const int d = tid;
       // The product rows (QS, BK forwards, KD backwards) are read kAhead rows ahead through rings of registers: the
-      // scratch stores of each row (TB, Dkc, Xs: global, so for the compiler possibly the product tile) would
+      // scratch stores of each row (TB, Xs: global, so for the compiler possibly the product tile) would
       // otherwise hold the next row's loads behind them, a round trip per row (ncu: ~13% of the stall samples).
       // 3 kAhead + 1 registers, in a stretch that needs few (the pair products below are the kernel's peak).
       constexpr int kAhead = 8;
@@ -265,7 +267,6 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           DK[t * K + d] = dke;
           TB[t * K + d] = bk * Ks[t * K + d] * e;
           DG[t * K + d] = Qs[t * K + d] * dqe + Ks[t * K + d] * dke;
-          Dkc[t * K + d] = 0.0f;
         }
       }
       // The whole chunk: S0's decay exp(Gamma_C), coefficient colsum(S0 . dS).
@@ -330,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         }
 #pragma unroll
         for (int i = 0; i < kSub; ++i) {
-          Dkc[(b0 + i) * K + d] += col[i];
+          DK[(b0 + i) * K + d] += col[i];
           DG[(b0 + i) * K + d] += dgp[i];
         }
       }
@@ -406,7 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             const int c = c0 + cc;
             DG[c * K + d] += prefix;
             const float z = ck[cc] * ev[cc] * pij;
-            Dkc[c * K + d] += z;
+            DK[c * K + d] += z;
             prefix += Ks[c * K + d] * z;
           }
         }
@@ -489,15 +490,13 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
 
     // ---- P6: per channel, dq_hat / dk_hat of this value head, dg through the activation, the gate partials. Every
-    // thread: channel tid % K, rows tid / K + R i (R = 256 / K row groups), a row group's Dkc loads issued before its
-    // stores (kRB6 rows at a time); the groups' partial sums meet in a fixed order (deterministic). g's raw bits for
-    // all of the thread's rows are loaded first and parked in dM / dA's shared memory ([C][K] of them: free after P4
-    // and P5a; not Gs, which P6's partial sums overwrite while other threads still read; each thread reads back only
-    // its own slots), converted where used: one round trip for them instead of one per group behind its stores (ncu:
-    // g's loads were 7.1% of the stall samples), without registers held across the stores (kRB6 = 8, or g's bits
-    // kept in registers, spilled at K = 128).
-    constexpr int R = kThreads / K, kRows = kC / R, kRB6 = 4;
-    static_assert(kRows % kRB6 == 0, "P6: whole groups of rows");
+    // thread: channel tid % K, rows tid / K + R i (R = 256 / K row groups); the groups' partial sums meet in a fixed
+    // order (deterministic). g's raw bits for all of the thread's rows are loaded first and parked in dM / dA's shared
+    // memory ([C][K] of them: free after P4 and P5a; not Gs, which P6's partial sums overwrite while other threads
+    // still read; each thread reads back only its own slots), converted where used: one round trip for them instead
+    // of one per row behind its stores (ncu: g's loads were 7.1% of the stall samples), without registers held
+    // across the stores (g's bits kept in registers spilled at K = 128). Everything else it reads is shared memory.
+    constexpr int R = kThreads / K, kRows = kC / R;
     static_assert(K <= 2 * kC, "P6: g's bits [C][K] must fit in dM and dA");
     {
       uint32_t* const gbits = reinterpret_cast<uint32_t*>(dMs);
@@ -516,34 +515,24 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           if (i < nr) gbits[(r0 + R * i) * K + d] = graw[i];
       }
       double acc_bias = 0.0, acc_a = 0.0;
-      for (int rb = r0; rb < L; rb += R * kRB6) {
-        float dkc[kRB6];
-#pragma unroll
-        for (int i = 0; i < kRB6; ++i)
-          if (rb + R * i < L) dkc[i] = Dkc[(rb + R * i) * K + d];
-#pragma unroll
-        for (int i = 0; i < kRB6; ++i) {
-          const int r = rb + R * i;
-          if (r < L) {
-            const int64_t t = t0 + r, bt = b * p.T + t;
-            const float dq = DQ[r * K + d], dk = DK[r * K + d] + dkc[i], dgl = DG[r * K + d];
-            const float g = bits_to_float(gbits[r * K + d], p.g.dtype);
-            if (p.group > 1) {  // summed over the group by finalize_qk_kernel; a group of one: P7
-              dqk[(bt * p.HV + hv) * K + d] = dq;
-              dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk;
-            }
-            const float glog = p.gate_mode == KDA_GATE_SOFTPLUS  // gate_grad reads it for softplus only
-                                   ? gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound)
-                                   : 0.0f;
-            float dx, dA;
-            gate_grad(p, g + bias, a_log, has_a, glog, dgl, &dx, &dA, [](float z) { return sigmoid_grad_fast(z); });
-            if (bp.dg.data)
-              store_out(bp.dg.data, bp.dg.dtype,
-                        b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
-            acc_bias += dx;
-            acc_a += dA;
-          }
+      for (int r = r0; r < L; r += R) {
+        const int64_t t = t0 + r, bt = b * p.T + t;
+        const float dq = DQ[r * K + d], dk = DK[r * K + d], dgl = DG[r * K + d];
+        const float g = bits_to_float(gbits[r * K + d], p.g.dtype);
+        if (p.group > 1) {  // summed over the group by finalize_qk_kernel; a group of one: P7
+          dqk[(bt * p.HV + hv) * K + d] = dq;
+          dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk;
         }
+        const float glog = p.gate_mode == KDA_GATE_SOFTPLUS  // gate_grad reads it for softplus only
+                               ? gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound)
+                               : 0.0f;
+        float dx, dA;
+        gate_grad(p, g + bias, a_log, has_a, glog, dgl, &dx, &dA, [](float z) { return sigmoid_grad_fast(z); });
+        if (bp.dg.data)
+          store_out(bp.dg.data, bp.dg.dtype,
+                    b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
+        acc_bias += dx;
+        acc_a += dA;
       }
       double* const red = reinterpret_cast<double*>(Gs);  // Gs is free after P4: [2][R][K] doubles
       red[r0 * K + d] = acc_bias;
@@ -577,7 +566,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
           for (int j = 0; j < CK; ++j) {
             const int c = r * K + 32 * j + lane;
-            d[j] = which == 0 ? DQ[c] : DK[c] + Dkc[c];
+            d[j] = which == 0 ? DQ[c] : DK[c];
           }
           if (p.use_qk_l2norm) {
             const float inv = norm_s[which * kC + r];

@@ -344,7 +344,7 @@ KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& 
 //   scratch [grad_ctas][kGradScratch][C][max(K, V)]   the per-channel gradient pass's per-CTA intermediates
 // Rows of a chunk past its length are zeros in every per-chunk tile, as in the forward's.
 constexpr int kGradCtas = 256;    // the per-channel gradient pass's grid cap (its per-CTA scratch is sized by it)
-constexpr int kGradScratch = 3;  // [C][max(K, V)] arrays of scratch per gradient-pass CTA: dk's column side, pair terms, dbeta's
+constexpr int kGradScratch = 2;  // [C][max(K, V)] arrays per gradient-pass CTA: the pair terms, dbeta's third term
 
 // One (chunk, value head)'s products (float offsets; chunk_products.cu writes them, chunk_grad.cu reads them):
 //   dM [C][C] = lower(dO' V_new^T), dA [C][C] = -strictly_lower(dBV U0^T + dBK W^T), QS [C][K] = dO' S0,
