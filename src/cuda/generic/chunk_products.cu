@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
 
   // ---- CS: colsum(S0 . dS) per channel, each factor hi + lo (its planes' value: within 2^-16 relative of the fp32
   // value, as in the bf16x3 products). Every thread takes 8 consecutive channels of rows r, r + R, ... (R = 256 * 8 /
-  // K rows a pass; 16-byte loads of both planes of both factors), its partial sums go to the staging (free until P2's
+  // K rows a pass; 16-byte loads of both planes of both factors), its partial sums go to the staging (free until P3's
   // first split, barriers away) and thread d < K adds channel d's R partials in row order. Why all 256 threads: on
   // 128 (a channel a thread, 2-byte loads), CS was ~45 M of the kernel's 459 M instructions on 4 warps while the
   // other 4 waited at P1's first barrier (ncu, session 27).
