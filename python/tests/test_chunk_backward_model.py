@@ -1,7 +1,8 @@
 """The hand-written chunked backward (scripts/models/chunk_backward.py) against autograd of the token recurrence, in
 float64: the formulas issue #9's chunked kernels implement, and the CUDA kernels' own arrangement of them (the
 "kernel " form: padded chunks, the kept tiles, the gradient pass's loops; "blocked ": its block pairs through
-reference points; "rowcol ": those block pairs summed as a tensor-core form does)."""
+reference points; "rowcol ": those block pairs summed as a tensor-core form does; "byblock ": P4 with a thread per
+(channel, 16-token block), each writing only its block's rows, docs/backward.md's next form)."""
 import os
 import sys
 
@@ -22,7 +23,8 @@ def test_chunked_backward_matches_autograd_of_the_recurrence(seed, T, K, V, C):
 def test_the_safe_form_survives_decays_that_overflow_exp_minus_gamma(seed):
     """30 nats per token over 64-token chunks: exp(-Gamma) reaches e^1900, past float64; the form with only pair and
     chunk decays (<= 1) still matches autograd of the recurrence, where the plain form's K / exp(Gamma) is inf."""
-    worst = cb.check(seed, 70, 8, 8, 64, decay=30.0, forms=("safe ", "runs ", "kernel ", "blocked ", "rowcol "))
+    worst = cb.check(seed, 70, 8, 8, 64, decay=30.0,
+                     forms=("safe ", "runs ", "kernel ", "blocked ", "rowcol ", "byblock "))
     assert max(worst.values()) < 1e-9, worst
     plain = cb.check(seed, 70, 8, 8, 64, decay=30.0, forms=("",))
     assert not all(e < 1e-9 for e in plain.values()), plain

@@ -352,14 +352,154 @@ def pair_terms_rowcol(Q, K, G, dM, dAp, n, S=16):
     return dq, dk, dg
 
 
-def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, pairs=pair_terms_loop):
+def p4_by_channel(Q, K, G, Bt, QS, BK, KDg, cs, dM, dAp, n, pairs=pair_terms_loop):
+    """chunk_grad.cu's P4 as it runs, a thread per channel (vectorized over channels here): the exponent terms with
+    the run sums (DG never a difference of cumulated sums), then the pair products by `pairs`. cs = colsum(S0 . dS).
+    Returns (DQ, DK, DG, TB) [C, K]."""
+    C = Q.shape[0]
+    DQ, DK, TB, DG, X = (torch.zeros_like(Q) for _ in range(5))
+    gam = torch.zeros_like(G[0])
+    for t in range(C):
+        gam = gam + G[t]
+        e = torch.exp(gam)
+        DQ[t] = QS[t] * e
+        DK[t] = Bt[t] * BK[t] * e
+        TB[t] = BK[t] * K[t] * e
+        DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
+    whole = cs * torch.exp(gam)
+    suf, head = torch.zeros_like(gam), torch.zeros_like(gam)
+    for t in reversed(range(C)):
+        dkd = KDg[t] * torch.exp(suf)
+        DK[t] += dkd
+        X[t] = K[t] * dkd
+        head = head + DG[t]
+        DG[t] = head + whole
+        suf = suf + G[t]
+    tail = torch.zeros_like(gam)
+    for t in range(C):
+        DG[t] += tail
+        tail = tail + X[t]
+    pq, pk, pg = pairs(Q, K, G, dM, dAp, n)
+    return DQ + pq, DK + pk, DG + pg, TB
+
+
+def p4_by_block(Q, K, G, Bt, QS, BK, KDg, cs, dM, dAp, n, S=16):
+    """P4 with a thread per (channel, S-token block) (docs/backward.md, session 28's plan): thread B writes only the
+    rows of its block, so its dq, dk, dg can live in its registers. Everything a thread needs of the rest of the chunk
+    is a per-block total, one value a channel published by its owner and summed in block order: the sums of g (for
+    the exponents' prefix and suffix), of the exponent terms' q dq + k dk (dg's suffix) and of k dkd (dg's prefix),
+    and each block pair's whole log-decay sum (for the blocks strictly between its two). Block pair I > J: its row
+    side (dq_I, dk_I and dg's suffix over r >= s in I) on thread I, its column side (dk_J and dg's prefix over c < s in
+    J) on thread J, so thread B runs the row sides of (B, J < B) and the column sides of (I > B, B): nb - 1 pair halves
+    each. The same terms as p4_by_channel with pair_terms_blocked, re-associated at block boundaries; sums only.
+    Returns (DQ, DK, DG, TB) [C, K]."""
+    C, Kd = Q.shape
+    S = min(S, C)
+    assert C % S == 0, "blocks tile the chunk"
+    nb = C // S
+    z = torch.zeros(Kd, dtype=Q.dtype)
+
+    def blk(b):
+        return slice(b * S, (b + 1) * S)
+
+    def ordered_sum(vals):  # a sum of published per-block totals, in block order
+        acc = z.clone()
+        for x in vals:
+            acc = acc + x
+        return acc
+
+    # Round 1 (each thread alone): its block's sum of g, the reference points a (from the block's start) and e (to
+    # its end), and its whole decay P.
+    gsum = [ordered_sum(G[blk(b)]) for b in range(nb)]
+    a, e = torch.zeros_like(Q), torch.zeros_like(Q)
+    for b in range(nb):
+        acc = z.clone()
+        for t in range(b * S, (b + 1) * S):
+            acc = acc + G[t]
+            a[t] = torch.exp(acc)
+        acc = z.clone()
+        for t in reversed(range(b * S, (b + 1) * S)):
+            e[t] = torch.exp(acc)
+            acc = acc + G[t]
+    P = [torch.exp(gsum[b]) for b in range(nb)]
+    # Round 2: the exponent terms of its rows, with the prefix and suffix of g over the other blocks.
+    DQ, DK, TB, DG, X = (torch.zeros_like(Q) for _ in range(5))
+    expsum, xsum = [], []
+    whole = cs * torch.exp(ordered_sum(gsum))
+    for b in range(nb):
+        gam = ordered_sum(gsum[:b])
+        for t in range(b * S, (b + 1) * S):
+            gam = gam + G[t]
+            ex = torch.exp(gam)
+            DQ[t] = QS[t] * ex
+            DK[t] = Bt[t] * BK[t] * ex
+            TB[t] = BK[t] * K[t] * ex
+            DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
+        suf = ordered_sum(gsum[b + 1:])
+        for t in reversed(range(b * S, (b + 1) * S)):
+            dkd = KDg[t] * torch.exp(suf)
+            DK[t] += dkd
+            X[t] = K[t] * dkd
+            suf = suf + G[t]
+        expsum.append(ordered_sum(DG[blk(b)]))  # published: this block's q dq + k dk
+        xsum.append(ordered_sum(X[blk(b)]))     # and its k dkd
+    # Round 3: dg's suffix and prefix over the chunk, from the other blocks' published totals.
+    for b in range(nb):
+        head = ordered_sum(expsum[b + 1:])
+        for t in reversed(range(b * S, (b + 1) * S)):
+            head = head + DG[t]
+            DG[t] = head + whole
+        tail = ordered_sum(xsum[:b])
+        for t in range(b * S, (b + 1) * S):
+            DG[t] += tail
+            tail = tail + X[t]
+    # The pairs inside each block: pairwise, as pair_terms_loop, on the block's own thread.
+    for b in range(nb):
+        m = max(0, min(S, n - b * S))
+        pq, pk, pg = pair_terms_loop(Q[blk(b)], K[blk(b)], G[blk(b)], dM[blk(b), blk(b)], dAp[blk(b), blk(b)], m)
+        DQ[blk(b)] += pq
+        DK[blk(b)] += pk
+        DG[blk(b)] += pg
+
+    def p_between(I, J):
+        p = torch.ones(Kd, dtype=Q.dtype)
+        for b in range(J + 1, I):
+            p = p * P[b]
+        return p
+
+    # Round 4: block pairs. Thread B: the row sides of (B, J) for J < B, publishing each pair's whole sum; then the
+    # column sides of (I, B) for I > B.
+    pair_sum = {}
+    for B in range(nb):
+        rB = blk(B)
+        for J in range(B):
+            Ke = K[blk(J)] * e[blk(J)]
+            rq = a[rB] * p_between(B, J) * (dM[rB, blk(J)] @ Ke)
+            rk = a[rB] * p_between(B, J) * (dAp[rB, blk(J)] @ Ke)
+            DQ[rB] += rq
+            DK[rB] += rk
+            row = Q[rB] * rq + K[rB] * rk
+            DG[rB] += torch.flip(torch.cumsum(torch.flip(row, [0]), 0), [0])  # s in B: r >= s
+            pair_sum[(B, J)] = ordered_sum(row)
+        for I in range(B + 1, nb):
+            rI = blk(I)
+            ck = e[rB] * p_between(I, B) * (dM[rI, rB].T @ (Q[rI] * a[rI]) + dAp[rI, rB].T @ (K[rI] * a[rI]))
+            DK[rB] += ck
+            DG[rB.start + 1:rB.stop] += torch.cumsum(K[rB] * ck, 0)[:-1]  # s in B: c < s
+    # Round 5: thread L adds the whole sums of the pairs (I, J) with J < L < I, in pair order.
+    for L in range(1, nb - 1):
+        DG[blk(L)] += ordered_sum([pair_sum[(I, J)] for I in range(L + 1, nb) for J in range(L)])
+    return DQ, DK, DG, TB
+
+
+def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, pairs=pair_terms_loop, p4=None):
     """The CUDA chunked backward's arrangement, loop for loop (chunk_reverse.cu and chunk_grad.cu; the CPU-side model
     of their index math): every chunk padded with zero rows to C (the kernels' tiles), the tiles the recompute keeps
     (W, U0, V_new, A_qk, A', T with only its lower triangle read, Qg, Kd, decay), the reverse pass's dU and chunk-end
     dS, then the gradient pass's products P1-P3 and its per-channel P4: the exponent terms with the run sums, and the
     pair products by `pairs` (pair_terms_loop, the pairwise form; pair_terms_blocked, chunk_grad.cu's since session
-    6: block pairs through reference points; pair_terms_rowcol, those block pairs as a tensor-core form sums them).
-    Vectorized over channels only (a thread each in P4)."""
+    6: block pairs through reference points; pair_terms_rowcol, those block pairs as a tensor-core form sums them),
+    or, with p4=p4_by_block, P4 with a thread per (channel, block). Vectorized over channels only."""
     T = q.shape[0]
     dq, dk, dv, dg, db = (torch.zeros_like(x) for x in (q, k, v, g, beta))
     dS = dST
@@ -393,40 +533,19 @@ def chunk_backward_kernel(q, k, v, g, beta, starts, do, dST, C, pairs=pair_terms
         Tl = Tm * lower
         BV, BK = Tl.T @ dU, Tl.T @ dW
         dA = -torch.tril(BV @ U0.T + BK @ W.T, -1)
-        # P4: per channel.
-        DQ, DK, TB, DG, X = (torch.zeros_like(Q) for _ in range(5))
-        gam = torch.zeros_like(G[0])
-        for t in range(C):
-            gam = gam + G[t]
-            e = torch.exp(gam)
-            DQ[t] = QS[t] * e
-            DK[t] = B[t] * BK[t] * e
-            TB[t] = BK[t] * K[t] * e
-            DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
-        whole = (S0 * dsend).sum(0) * torch.exp(gam)
-        suf, head = torch.zeros_like(gam), torch.zeros_like(gam)
-        for t in reversed(range(C)):
-            dkd = KDg[t] * torch.exp(suf)
-            DK[t] += dkd
-            X[t] = K[t] * dkd
-            head = head + DG[t]
-            DG[t] = head + whole
-            suf = suf + G[t]
-        tail = torch.zeros_like(gam)
-        for t in range(C):
-            DG[t] += tail
-            tail = tail + X[t]
-        pq, pk, pg = pairs(Q, K, G, dM, B[:, None] * dA, n)
-        DQ += pq
-        DK += pk
-        DG += pg
+        # P4: per channel (or per channel and block).
+        cs = (S0 * dsend).sum(0)
+        if p4 is None:
+            DQ, DK, DG, TB = p4_by_channel(Q, K, G, B, QS, BK, KDg, cs, dM, B[:, None] * dA, n, pairs)
+        else:
+            DQ, DK, DG, TB = p4(Q, K, G, B, QS, BK, KDg, cs, dM, B[:, None] * dA, n)
         # P5: per row.
         dbeta = (dA * Ap).sum(1) + (BV * Vv).sum(1) + TB.sum(1)
         dq[sl], dk[sl], dv[sl], dg[sl], db[sl] = DQ[:n], DK[:n], (B[:, None] * BV)[:n], DG[:n], dbeta[:n]
     return dq, dk, dv, dg, db, dS
 
 
-def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "blocked ", "rowcol ")):
+def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "blocked ", "rowcol ", "byblock ")):
     """Worst relative errors of the chunked forward and of the backward forms named in `forms` against autograd of
     the recurrence; g ~ -U(0, decay) nats per token and channel."""
     torch.manual_seed(seed)
@@ -445,7 +564,8 @@ def check(seed, T, K, V, C, decay=0.5, forms=("", "safe ", "runs ", "kernel ", "
     for tag, fwd, bwd in (("", chunk_forward, chunk_backward), ("safe ", chunk_forward_safe, chunk_backward_safe),
                           ("runs ", chunk_forward_safe, runs), ("kernel ", chunk_forward_safe, chunk_backward_kernel),
                           ("blocked ", chunk_forward_safe, partial(chunk_backward_kernel, pairs=pair_terms_blocked)),
-                          ("rowcol ", chunk_forward_safe, partial(chunk_backward_kernel, pairs=pair_terms_rowcol))):
+                          ("rowcol ", chunk_forward_safe, partial(chunk_backward_kernel, pairs=pair_terms_rowcol)),
+                          ("byblock ", chunk_forward_safe, partial(chunk_backward_kernel, p4=p4_by_block))):
         if tag not in forms:
             continue
         o, sT, starts = fwd(q, k, v, g, beta, h0, C)
