@@ -138,8 +138,9 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     // instead of one per row (a row at a time, its loads were ncu's 17% of the long-scoreboard samples), and only the
     // loads are unrolled over rows. kRB0 = 8 (all rows) holds 104 registers here and spills with P4-P6 (K = 128): the
     // pass 1.6 ms slower (session 28). Slower too: the rows copied by cp.async into DQ / DK / DG (no registers, one
-    // round trip: +0.20 ms) and P5b's loads of 4 rows before their sums (+0.32 ms): at 255 registers this pass's time
-    // moves with how ptxas allocates P4 more than with the loads left exposed (bench/results, session 28).
+    // round trip: +0.20 ms) and P5b's loads of 4 rows before their sums (+0.32 ms): each grew the kernel's code by
+    // 6-12%, and this pass's time follows its code size (instruction fetch) more than the loads left exposed
+    // (bench/LEDGER.md, session 28).
     constexpr int RW = kC / (kThreads / 32), kRB0 = 4;
     float bias[CK];
 #pragma unroll
