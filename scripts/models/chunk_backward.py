@@ -352,6 +352,15 @@ def pair_terms_rowcol(Q, K, G, dM, dAp, n, S=16):
     return dq, dk, dg
 
 
+def exponent_terms(t, ex, Q, K, Bt, QS, BK, DQ, DK, TB, DG):
+    """P4's terms of row t that carry exp(Gamma_t) = ex: dq = QS e, dk = beta BK e, dbeta's third term BK k e, and
+    their log-decay coefficient q dq + k dk (into DG, summed over the runs later)."""
+    DQ[t] = QS[t] * ex
+    DK[t] = Bt[t] * BK[t] * ex
+    TB[t] = BK[t] * K[t] * ex
+    DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
+
+
 def p4_by_channel(Q, K, G, Bt, QS, BK, KDg, cs, dM, dAp, n, pairs=pair_terms_loop):
     """chunk_grad.cu's P4 as it runs, a thread per channel (vectorized over channels here): the exponent terms with
     the run sums (DG never a difference of cumulated sums), then the pair products by `pairs`. cs = colsum(S0 . dS).
@@ -361,11 +370,7 @@ def p4_by_channel(Q, K, G, Bt, QS, BK, KDg, cs, dM, dAp, n, pairs=pair_terms_loo
     gam = torch.zeros_like(G[0])
     for t in range(C):
         gam = gam + G[t]
-        e = torch.exp(gam)
-        DQ[t] = QS[t] * e
-        DK[t] = Bt[t] * BK[t] * e
-        TB[t] = BK[t] * K[t] * e
-        DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
+        exponent_terms(t, torch.exp(gam), Q, K, Bt, QS, BK, DQ, DK, TB, DG)
     whole = cs * torch.exp(gam)
     suf, head = torch.zeros_like(gam), torch.zeros_like(gam)
     for t in reversed(range(C)):
@@ -430,11 +435,7 @@ def p4_by_block(Q, K, G, Bt, QS, BK, KDg, cs, dM, dAp, n, S=16):
         gam = ordered_sum(gsum[:b])
         for t in range(b * S, (b + 1) * S):
             gam = gam + G[t]
-            ex = torch.exp(gam)
-            DQ[t] = QS[t] * ex
-            DK[t] = Bt[t] * BK[t] * ex
-            TB[t] = BK[t] * K[t] * ex
-            DG[t] = Q[t] * DQ[t] + K[t] * DK[t]
+            exponent_terms(t, torch.exp(gam), Q, K, Bt, QS, BK, DQ, DK, TB, DG)
         suf = ordered_sum(gsum[b + 1:])
         for t in reversed(range(b * S, (b + 1) * S)):
             dkd = KDg[t] * torch.exp(suf)
