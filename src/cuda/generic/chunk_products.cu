@@ -79,7 +79,7 @@ struct GlobalF32 {
       cp_async16(slot + rc.dst, KC ? p + rc.i * ld + k0 + rc.k : p + (k0 + rc.k) * ld + rc.i);
     }
   }
-  __device__ __forceinline__ float at(const float* slot, int i, int, int kk) const {
+  __device__ __forceinline__ float at(const float* slot, int i, int kk) const {
     return slot[ring_at(i, kk, n, kKS, KC)];
   }
 };
@@ -129,14 +129,14 @@ struct SharedPlanes {
 // elements on): element pair i of this thread's share is (row or col, 2 kp) and (row or col, 2 kp + 1) of the slice
 // (mma_layout.h slice_pair; tests/cpu/test_mma_layout.cpp emulates this staging and the warps' ldmatrix / mma over it).
 template <int n, class O>
-__device__ __forceinline__ void stage_split(const O& o, const float* slot, __nv_bfloat16* planes, int k0) {
+__device__ __forceinline__ void stage_split(const O& o, const float* slot, __nv_bfloat16* planes) {
   constexpr int E = n * kKS / 2 / kThreads;  // element pairs per thread
   static_assert(E * 2 * kThreads == n * kKS, "block_gemm: staging must tile");
 #pragma unroll
   for (int i = 0; i < E; ++i) {
     const SlicePair sp = slice_pair(static_cast<int>(threadIdx.x) + i * kThreads, n, kKS / 2, O::kKC);
-    store_split2(planes, n * kPitch, sp.row * kPitch + 2 * sp.kp, o.at(slot, sp.row, k0, 2 * sp.kp),
-                 o.at(slot, sp.row, k0, 2 * sp.kp + 1));
+    store_split2(planes, n * kPitch, sp.row * kPitch + 2 * sp.kp, o.at(slot, sp.row, 2 * sp.kp),
+                 o.at(slot, sp.row, 2 * sp.kp + 1));
   }
 }
 
@@ -184,8 +184,8 @@ __device__ __forceinline__ void block_gemm(float* As_f, float* Bs_f, float* ring
     issue(sl + kDepth - 1);
     const float* const sa = ring_a + (sl % kDepth) * kSlotA;
     const float* const sb = ring_b + (sl % kDepth) * kSlotB;
-    if constexpr (!OA::kPlanes) stage_split<kC>(oa, sa, As, k0);
-    if constexpr (!OB::kPlanes) stage_split<N>(ob, sb, Bs, k0);
+    if constexpr (!OA::kPlanes) stage_split<kC>(oa, sa, As);
+    if constexpr (!OB::kPlanes) stage_split<N>(ob, sb, Bs);
     if constexpr (!OA::kPlanes || !OB::kPlanes) __syncthreads();
     // Where the warps' ldmatrix finds A's and B's planes for this slice: the staging, or the operand's own planes.
     const __nv_bfloat16 *ah_p = As, *bh_p = Bs;
