@@ -16,10 +16,14 @@ archive's source/ folder), innermost line first and, for code inlined from a hel
 inlined at. (ncu's own per-CUDA-line export, `--print-source cuda`, came back with no metric columns.)
 --range NAME=FILE:LO-HI (repeatable, with --sass) then sums samples and instructions over each range of lines of FILE
 (a kernel's phases, say), an instruction inlined from a helper counted at the line it was inlined at.
+--static KERNEL, with --sass and no profile: the code itself, each function whose mangled name contains KERNEL, its
+SASS instructions counted in all and per --range (static, not executed; session 28 found the gradient pass's time
+tracking its code size).
 
 usage: python3 scripts/ncu_stages.py bench/results/.../ncu-src-bf16x3.csv.gz [--min 1.0]
        python3 scripts/ncu_stages.py ncu-src-B.csv.gz --sass prepare.sass --source-dir /tmp/ab/B/source [--top 40]
          [--range P4=chunk_grad.cu:230-294 --range P6=chunk_grad.cu:495-560 ...]
+       python3 scripts/ncu_stages.py --static grad_kernelILi128ELi128 --sass grad.sass [--range ...]
 """
 import argparse
 import collections
@@ -150,9 +154,31 @@ def by_line(name, rows, funcs, source_dir, top, ranges=()):
     return True
 
 
+def static_count(funcs, key, ranges):
+    """Prints the SASS instructions of each function whose name contains key, in all and per range (counted at the
+    kernel-file line an inlined helper was inlined at, as by_line's ranges). Returns how many functions matched."""
+    n = 0
+    for fname, insts in funcs.items():
+        if key not in fname:
+            continue
+        n += 1
+        ranged = collections.OrderedDict((rg[0], 0) for rg in ranges)
+        for _, _, where, at in insts:
+            if where is None:
+                continue
+            f, line = at or where
+            for rname, rfile, lo, hi in ranges:
+                if os.path.basename(f) == rfile and lo <= line <= hi:
+                    ranged[rname] += 1
+        print(f"{fname[:110]}\n  {len(insts)} SASS instructions")
+        for rname, c in ranged.items():
+            print(f"  range {rname}: {c} instructions")
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("csv_gz")
+    ap.add_argument("csv_gz", nargs="?", help="the profile (not with --static)")
     ap.add_argument("--min", type=float, default=1.0, help="hide segments under this percent of samples and instructions")
     ap.add_argument("--sass", action="append", default=[],
                     help="nvdisasm -gi -c output of a cubin of the profiled build (repeatable): attribute lines")
@@ -160,10 +186,17 @@ def main():
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--range", type=parse_range, action="append", default=[], dest="ranges",
                     help="NAME=FILE:LO-HI (repeatable, with --sass): samples and instructions summed over those lines")
+    ap.add_argument("--static", metavar="KERNEL", help="count the SASS of the functions whose name contains KERNEL")
     args = ap.parse_args()
+    if (args.static is None) == (args.csv_gz is None):
+        ap.error("give a profile (csv_gz) or --static KERNEL, not both")
     funcs = {}
     for path in args.sass:
         funcs.update(disassembly(path))
+    if args.static is not None:
+        if not static_count(funcs, args.static, args.ranges):
+            sys.exit(f"ncu_stages: no function of the disassembly has {args.static!r} in its name")
+        return
     unmatched = 0
     for name, rows in kernels(args.csv_gz):
         stall_cols = [c for c in rows[0] if c.startswith("stall_") and "Not Issued" not in c] if rows else []

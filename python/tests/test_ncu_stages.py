@@ -56,3 +56,16 @@ def test_ranges_sum_lines_inlined_at_their_call(tmp_path):
     assert "range head: samples  70.0%  instructions  66.7%" in r.stdout, r.stdout
     assert "range tail: samples  30.0%  instructions  33.3%" in r.stdout, r.stdout
     assert "range none: samples   0.0%" in r.stdout, r.stdout  # inlined code counts at its call line
+
+
+def test_static_counts_the_code_of_the_named_kernel_per_range(tmp_path):
+    sass = tmp_path / "p.sass"
+    sass.write_text(SASS.replace("{OP}", "EXIT"))
+    cmd = [sys.executable, str(ROOT / "scripts" / "ncu_stages.py"), "--static", "_Z1k", "--sass", str(sass),
+           "--range", "head=k.cu:7-9", "--range", "tail=k.cu:10-12"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "3 SASS instructions" in r.stdout and "range head: 2 instructions" in r.stdout, r.stdout
+    assert "range tail: 1 instructions" in r.stdout, r.stdout
+    r = subprocess.run(cmd[:3] + ["_Z9other"] + cmd[4:6], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "no function of the disassembly" in (r.stdout + r.stderr)
