@@ -20,7 +20,7 @@ using namespace kda::testing;
 
 int main(int argc, char** argv) {
   std::string suite = "quick", impl_name = "cpu", json, filter, baseline_name;
-  bool fp32_grads = false;
+  bool fp32_grads = false, input_dtype_grads = false;
   uint64_t seed = fresh_seed();
   std::string command = "kda-verify";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
@@ -40,20 +40,28 @@ int main(int argc, char** argv) {
     else if (a == "--filter") filter = next();
     else if (a == "--baseline") baseline_name = next();
     else if (a == "--fp32-grads") fp32_grads = true;
+    else if (a == "--input-dtype-grads") input_dtype_grads = true;
     else {
       std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full|backward-quick|backward-full] [--impl NAME]\n"
                   "                  [--json PATH] [--seed N] [--filter SUBSTRING[,SUBSTRING...]] [--baseline NAME]\n"
-                  "                  [--fp32-grads]\n"
+                  "                  [--fp32-grads | --input-dtype-grads]\n"
                   "  NAME: cpu | reference | cuda-generic | cuda-chunked | cuda-recurrent | \"cmd:COMMAND\" (an external implementation:\n"
                   "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin, or for a\n"
                   "        backward request the gradient files; see docs/verifier_protocol.md)\n"
                   "  --baseline NAME (backward suites): NAME's gradients on the same inputs; ours must be no worse (rel RMSE)\n"
-                  "  --fp32-grads (backward suites): a \"cmd:\" implementation returns fp32 gradients, judged as fp32 tensors\n");
+                  "  --fp32-grads (backward suites): a \"cmd:\" implementation returns fp32 gradients, judged as fp32 tensors\n"
+                  "  --input-dtype-grads (backward suites): every case asks dq .. dbeta in their inputs' dtypes, as autograd\n"
+                  "        returns them (bf16 at the workloads), judged with their storage rounding\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   Implementation impl = implementation_by_name(impl_name);
+  if (fp32_grads && input_dtype_grads) {
+    std::fprintf(stderr, "kda-verify: --fp32-grads and --input-dtype-grads ask opposite things\n");
+    return 2;
+  }
   if (fp32_grads) impl.backward_grads_in_input_dtype = false;
+  if (input_dtype_grads) impl.backward_grads_in_input_dtype = true;
   if (!impl.run) {
     std::fprintf(stderr, "kda-verify: unknown implementation '%s'\n", impl_name.c_str());
     return 2;
