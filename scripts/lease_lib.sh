@@ -72,7 +72,8 @@ lease_bwd_checks() {
 # lease_same_figures SUITE BUILD...: kda-verify --suite SUITE --impl cuda-generic on each BUILD at one fresh seed
 # (printed), in parallel, their logs $W/same-BUILD.log; then says whether each build passed and printed the first
 # build's figures row for row: the check of a change meant to keep every operation in its order (the same bits), where
-# the full suites then need running on one build only. Call it without & (it waits for its own runs).
+# the full suites then need running on one build only. SUITE may carry kda-verify flags after the suite's name
+# ("backward-quick --input-dtype-grads"). Call it without & (it waits for its own runs).
 lease_same_figures() {
   local suite=$1 b pids=()
   shift
@@ -80,7 +81,7 @@ lease_same_figures() {
   seed=$(od -An -N8 -tu8 /dev/urandom | tr -d " ")
   echo "lease_same_figures $suite seed: $seed"
   for b in "$@"; do
-    lease_run "same-$b" "$b" 2 200 ./kda-verify --impl cuda-generic --suite "$suite" --seed "$seed" & pids+=($!)
+    lease_run "same-$b" "$b" 2 200 ./kda-verify --impl cuda-generic --suite $suite --seed "$seed" & pids+=($!)
   done
   wait "${pids[@]}"
   for b in "$@"; do
