@@ -47,14 +47,15 @@ __device__ __forceinline__ float warp_inv_norm(const float (&x)[C]) {
 
 // d/dx and d/dA_log of the gate activation applied to dg_log (the reference's gate_grad in fp32). A zero dg_log
 // (a fully decayed channel: alpha = 0) gives exact zeros, never inf * 0. glog is read for the softplus gate only;
-// sg(z) is sigmoid'(z) (math.h sigmoid_grad, or the chunked pass's ex2 / rcp form).
+// sg(z) is sigmoid'(z) (math.h sigmoid_grad, or the chunked pass's ex2 / rcp form); mode is p.gate_mode, or the
+// constant a specialised kernel was built for.
 template <class SigmoidGrad>
-__device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float a_log, bool has_a, float glog,
-                                          float dglog, float* dx, float* dA, SigmoidGrad sg) {
+__device__ __forceinline__ void gate_grad(const ForwardParams& p, kda_gate_mode_t mode, float x, float a_log,
+                                          bool has_a, float glog, float dglog, float* dx, float* dA, SigmoidGrad sg) {
   *dx = 0.0f;
   *dA = 0.0f;
   if (dglog == 0.0f) return;
-  switch (p.gate_mode) {
+  switch (mode) {
     case KDA_GATE_SOFTPLUS:  // g_log = -exp(A) softplus(x): d/dx = -exp(A) sigmoid(x), d/dA = g_log
       *dx = -dglog * (expf(a_log) * sigmoid(x));
       *dA = dglog * glog;
@@ -75,7 +76,7 @@ __device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float
 }
 __device__ __forceinline__ void gate_grad(const ForwardParams& p, float x, float a_log, bool has_a, float glog,
                                           float dglog, float* dx, float* dA) {
-  gate_grad(p, x, a_log, has_a, glog, dglog, dx, dA, [](float z) { return sigmoid_grad(z); });
+  gate_grad(p, p.gate_mode, x, a_log, has_a, glog, dglog, dx, dA, [](float z) { return sigmoid_grad(z); });
 }
 
 }  // namespace

@@ -76,7 +76,20 @@ __device__ __forceinline__ void prefetch_task(const ForwardParams& p, const char
   prefetch_input_row<K, V>(p, list[ci], hv, tid % kC, tid / kC);  // q, k, g, v
 }
 
-template <int K, int V>
+// What one instance of the pass is built for: the dtype of every input it reads and gradient it writes (bf16, or each
+// its own at run time) and the gate mode (one of the three, or the run-time one). Why: the pass is bound by instruction
+// fetch as much as by latency (8 warps at 4 places in its code; session 28: every build that grew the code by 6-12%
+// lost 0.2-1.6 ms, the one that cut it 12% gained), and the run-time branches carry every dtype's conversions and
+// every gate's activation and gradient into the one instance that runs. All-bf16 with a known gate: ~20% less code.
+template <bool kBf16, int kGate>
+struct GradSpec {
+  static __device__ __forceinline__ kda_dtype_t dt(kda_dtype_t d) { return kBf16 ? KDA_DTYPE_BFLOAT16 : d; }
+  static __device__ __forceinline__ kda_gate_mode_t gate(kda_gate_mode_t m) {
+    return kGate < 0 ? m : static_cast<kda_gate_mode_t>(kGate);
+  }
+};
+
+template <int K, int V, class Spec>
 __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams bp, char* ws) {
   using Ly = GradLayout<K, V>;
   constexpr int W = Ly::W, CK = K / 32;
@@ -104,7 +117,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const Xs = scr;           // per-channel pair terms, then the reference points' a_r [C][K]
   float* const TB = scr + kC * W;  // dBK . K . E, dbeta's third term before its row sum [C][K]
   const bool has_a = p.has_A_log();
-  const bool gated = p.gate_mode != KDA_GATE_LOG_DECAY;
+  const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
+  const bool gated = gate_mode != KDA_GATE_LOG_DECAY;
   float* const dqk = reinterpret_cast<float*>(ws + bl.dqk);  // [2][B T][HV][K]
 
 #pragma unroll 1
@@ -122,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
     // The bounded gate as phase 1 computes it (chunk_common.cuh bounded_gate_log2: the same bits), its gradient on
     // ex2 / rcp too (session 12's by-line profile: the activation with its gradient ~10% of this pass's samples).
-    const bool bounded = p.gate_mode == KDA_GATE_BOUNDED;
+    const bool bounded = gate_mode == KDA_GATE_BOUNDED;
     const float ea = has_a ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
     const float* const Ap = reinterpret_cast<const float*>(ws + bl.akk) + task * int64_t{kC} * kC;
     const float* const prod = reinterpret_cast<const float*>(ws + bl.prod) + task * pl.floats();
@@ -170,10 +184,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
           const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
           const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-          load_bits_strided(qr[i], p.q.data, p.q.dtype, qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
-          load_bits_strided(kr[i], p.k.data, p.k.dtype, kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
-          load_bits_strided(gr[i], p.g.data, p.g.dtype, gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
-          br[i] = load_bits(p.beta.data, p.beta.dtype,
+          load_bits_strided(qr[i], p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
+          load_bits_strided(kr[i], p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
+          load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
+          br[i] = load_bits(p.beta.data, Spec::dt(p.beta.dtype),
                             b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
         }
       }
@@ -200,11 +214,11 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
         for (int j = 0; j < CK; ++j) {
           const int d = 32 * j + lane;
-          q[j] = bits_to_float(Qraw[r * K + d], p.q.dtype);
-          k[j] = bits_to_float(Kraw[r * K + d], p.k.dtype);
-          graw[j] = bits_to_float(Graw[r * K + d], p.g.dtype);
+          q[j] = bits_to_float(Qraw[r * K + d], Spec::dt(p.q.dtype));
+          k[j] = bits_to_float(Kraw[r * K + d], Spec::dt(p.k.dtype));
+          graw[j] = bits_to_float(Graw[r * K + d], Spec::dt(p.g.dtype));
         }
-        if (lane == 0) braw = bits_to_float(Braw[r], p.beta.dtype);  // lane 0 parked it and alone uses it
+        if (lane == 0) braw = bits_to_float(Braw[r], Spec::dt(p.beta.dtype));  // lane 0 parked it and alone uses it
         if (p.use_qk_l2norm) {
           const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
           if (lane == 0) {
@@ -225,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         Ks[r * K + d] = k[j];
         Gs[r * K + d] = r >= L ? 0.0f
                         : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
-                                  : gate_log_decay<float>(p.gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
+                                  : gate_log_decay<float>(gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
                                         kLog2e;
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
@@ -432,7 +446,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int r = rb + kWarps * i;
           if (r < L) {
             const int64_t vb = b * p.v.stride[0] + (t0 + r) * p.v.stride[1] + hv * p.v.stride[2];
-            load_bits_strided(vraw[i], p.v.data, p.v.dtype, vb + lane * p.v.stride[3], 32 * p.v.stride[3]);
+            load_bits_strided(vraw[i], p.v.data, Spec::dt(p.v.dtype), vb + lane * p.v.stride[3], 32 * p.v.stride[3]);
 #pragma unroll
             for (int j = 0; j < CV; ++j) x[i][j] = BV[r * V + 32 * j + lane];
 #pragma unroll
@@ -449,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             const int64_t t = t0 + r;
             const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
             float vv[CV];
-            bits_to_float(vv, vraw[i], p.v.dtype);
+            bits_to_float(vv, vraw[i], Spec::dt(p.v.dtype));
             float s = 0.0f;
 #pragma unroll
             for (int m = 0; m < CA; ++m) {
@@ -463,7 +477,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             if (bp.dv.data) {
 #pragma unroll
               for (int j = 0; j < CV; ++j)
-                store_out(bp.dv.data, bp.dv.dtype, dvb + (32 * j + lane) * bp.dv.stride[3], beta_s[r] * x[i][j]);
+                store_out(bp.dv.data, Spec::dt(bp.dv.dtype), dvb + (32 * j + lane) * bp.dv.stride[3],
+                          beta_s[r] * x[i][j]);
             }
           }
         }
@@ -480,7 +495,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       for (int j = 0; j < CK; ++j) tb[j] = TB[r * K + 32 * j + lane];
       const float braw =
           p.beta_is_logits
-              ? load_f(p.beta.data, p.beta.dtype, b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
+              ? load_f(p.beta.data, Spec::dt(p.beta.dtype),
+                       b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
               : 0.0f;
       float s = 0.0f;
 #pragma unroll
@@ -488,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       s = group_sum<32>(s) + row_s[r];
       if (lane == 0 && bp.dbeta.data) {
         if (p.beta_is_logits) s *= (p.allow_neg_eigval ? 2.0f : 1.0f) * sigmoid_grad(braw);
-        store_out(bp.dbeta.data, bp.dbeta.dtype,
+        store_out(bp.dbeta.data, Spec::dt(bp.dbeta.dtype),
                   b * bp.dbeta.stride[0] + t * bp.dbeta.stride[1] + hv * bp.dbeta.stride[2], s);
       }
     }
@@ -511,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       {
         uint32_t graw[kRows];
         const int nr = (L - r0 + R - 1) / R;  // rows r0 + R i < L (L - r0 + R - 1 >= 0: r0 < R)
-        load_bits_strided(graw, p.g.data, p.g.dtype,
+        load_bits_strided(graw, p.g.data, Spec::dt(p.g.dtype),
                           b * p.g.stride[0] + (t0 + r0) * p.g.stride[1] + hv * p.g.stride[2] + d * p.g.stride[3],
                           R * p.g.stride[1], nr);
 #pragma unroll
@@ -522,18 +538,19 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       for (int r = r0; r < L; r += R) {
         const int64_t t = t0 + r, bt = b * p.T + t;
         const float dq = DQ[r * K + d], dk = DK[r * K + d], dgl = DG[r * K + d];
-        const float g = bits_to_float(gbits[r * K + d], p.g.dtype);
+        const float g = bits_to_float(gbits[r * K + d], Spec::dt(p.g.dtype));
         if (p.group > 1) {  // summed over the group by finalize_qk_kernel; a group of one: P7
           dqk[(bt * p.HV + hv) * K + d] = dq;
           dqk[((p.B * p.T + bt) * p.HV + hv) * K + d] = dk;
         }
-        const float glog = p.gate_mode == KDA_GATE_SOFTPLUS  // gate_grad reads it for softplus only
-                               ? gate_log_decay<float>(p.gate_mode, g, has_a, a_log, bias, p.lower_bound)
+        const float glog = gate_mode == KDA_GATE_SOFTPLUS  // gate_grad reads it for softplus only
+                               ? gate_log_decay<float>(gate_mode, g, has_a, a_log, bias, p.lower_bound)
                                : 0.0f;
         float dx, dA;
-        gate_grad(p, g + bias, a_log, has_a, glog, dgl, &dx, &dA, [](float z) { return sigmoid_grad_fast(z); });
+        gate_grad(p, gate_mode, g + bias, a_log, has_a, glog, dgl, &dx, &dA,
+                  [](float z) { return sigmoid_grad_fast(z); });
         if (bp.dg.data)
-          store_out(bp.dg.data, bp.dg.dtype,
+          store_out(bp.dg.data, Spec::dt(bp.dg.dtype),
                     b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
         acc_bias += dx;
         acc_a += dA;
@@ -587,7 +604,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const GradView& gv = which == 0 ? bp.dq : bp.dk;
           const int64_t base = b * gv.stride[0] + t * gv.stride[1] + h * gv.stride[2];
 #pragma unroll
-          for (int j = 0; j < CK; ++j) store_out(gv.data, gv.dtype, base + (32 * j + lane) * gv.stride[3], d[j]);
+          for (int j = 0; j < CK; ++j)
+            store_out(gv.data, Spec::dt(gv.dtype), base + (32 * j + lane) * gv.stride[3], d[j]);
         }
       }
     }
@@ -595,19 +613,38 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   }
 }
 
-template <int K, int V>
-cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
+template <int K, int V, class Spec>
+cudaError_t launch_spec(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
   const size_t bytes = GradLayout<K, V>::kBytes;
-  cudaError_t e =
-      cudaFuncSetAttribute(grad_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  const auto kernel = grad_kernel<K, V, Spec>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   int per_sm = 0;
-  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, grad_kernel<K, V>, kThreads, bytes)) != cudaSuccess)
-    return e;
+  if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, bytes)) != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
-  grad_kernel<K, V><<<static_cast<unsigned>(grad_grid(bl.grad_ctas, sms, per_sm)), kThreads, bytes, s>>>(bp, ws);
+  kernel<<<static_cast<unsigned>(grad_grid(bl.grad_ctas, sms, per_sm)), kThreads, bytes, s>>>(bp, ws);
   return cudaSuccess;
+}
+
+// Every input (q, k, v, g, beta) and every gradient the pass writes (dq, dk, dv, dg, dbeta; an absent one counts) in
+// bf16: the launch takes the instance built for that.
+bool all_bf16(const BackwardParams& bp) {
+  const ForwardParams& p = bp.f;
+  const auto in = [](const TensorView& t) { return t.dtype == KDA_DTYPE_BFLOAT16; };
+  const auto out = [](const GradView& g) { return g.data == nullptr || g.dtype == KDA_DTYPE_BFLOAT16; };
+  return in(p.q) && in(p.k) && in(p.v) && in(p.g) && in(p.beta) && out(bp.dq) && out(bp.dk) && out(bp.dv) &&
+         out(bp.dg) && out(bp.dbeta);
+}
+
+template <int K, int V>
+cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
+  if (!all_bf16(bp)) return launch_spec<K, V, GradSpec<false, -1>>(bp, ws, sms, s);
+  switch (bp.f.gate_mode) {
+    case KDA_GATE_SOFTPLUS: return launch_spec<K, V, GradSpec<true, KDA_GATE_SOFTPLUS>>(bp, ws, sms, s);
+    case KDA_GATE_BOUNDED: return launch_spec<K, V, GradSpec<true, KDA_GATE_BOUNDED>>(bp, ws, sms, s);
+    default: return launch_spec<K, V, GradSpec<true, KDA_GATE_LOG_DECAY>>(bp, ws, sms, s);
+  }
 }
 
 }  // namespace
