@@ -76,19 +76,7 @@ __device__ __forceinline__ void prefetch_task(const ForwardParams& p, const char
   prefetch_input_row<K, V>(p, list[ci], hv, tid % kC, tid / kC);  // q, k, g, v
 }
 
-// What one instance of the pass is built for: the dtype of every input it reads and gradient it writes (bf16, or each
-// its own at run time) and the gate mode (one of the three, or the run-time one). Why: the pass is bound by instruction
-// fetch as much as by latency (8 warps at 4 places in its code; session 28: every build that grew the code by 6-12%
-// lost 0.2-1.6 ms, the one that cut it 12% gained), and the run-time branches carry every dtype's conversions and
-// every gate's activation and gradient into the one instance that runs. All-bf16 with a known gate: ~20% less code.
-template <bool kBf16, int kGate>
-struct GradSpec {
-  static __device__ __forceinline__ kda_dtype_t dt(kda_dtype_t d) { return kBf16 ? KDA_DTYPE_BFLOAT16 : d; }
-  static __device__ __forceinline__ kda_gate_mode_t gate(kda_gate_mode_t m) {
-    return kGate < 0 ? m : static_cast<kda_gate_mode_t>(kGate);
-  }
-};
-
+// Spec: the dtypes and the gate mode the instance is built for (chunk_common.cuh IoSpec).
 template <int K, int V, class Spec>
 __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams bp, char* ws) {
   using Ly = GradLayout<K, V>;
@@ -639,12 +627,8 @@ bool all_bf16(const BackwardParams& bp) {
 
 template <int K, int V>
 cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
-  if (!all_bf16(bp)) return launch_spec<K, V, GradSpec<false, -1>>(bp, ws, sms, s);
-  switch (bp.f.gate_mode) {
-    case KDA_GATE_SOFTPLUS: return launch_spec<K, V, GradSpec<true, KDA_GATE_SOFTPLUS>>(bp, ws, sms, s);
-    case KDA_GATE_BOUNDED: return launch_spec<K, V, GradSpec<true, KDA_GATE_BOUNDED>>(bp, ws, sms, s);
-    default: return launch_spec<K, V, GradSpec<true, KDA_GATE_LOG_DECAY>>(bp, ws, sms, s);
-  }
+  return with_io_spec(all_bf16(bp), bp.f.gate_mode,
+                      [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, sms, s); });
 }
 
 }  // namespace

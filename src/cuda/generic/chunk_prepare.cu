@@ -191,8 +191,9 @@ __device__ __forceinline__ void stage_wu(const float (&acc)[kMaxGroups][2][4], i
   }
 }
 
-// kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers.
-template <int K, int V, bool kWide>
+// kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers. Spec: the
+// inputs' dtypes and the gate mode the instance is built for (chunk_common.cuh IoSpec).
+template <int K, int V, bool kWide, class Spec>
 // Value heads hv0 .. hv0 + gridDim.y - 1 (all of them but where forward_chunked.cu overlaps one group's state pass
 // with the others' phase 1).
 __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
@@ -239,12 +240,13 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   const int grp = lane >> 2, tig = lane & 3;
 
   const bool has_a_log = p.has_A_log();
+  const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
   const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
   // S1 / S3's choice per diagonal block (1: pairwise in S1; 0: factored on tensor cores in S3), set by S2a.
   __shared__ int pairwise_s[kSubBlocks];
   if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
   for (int d = tid; d < K; d += kThreads)
-    bias_s[d] = p.gate_mode != KDA_GATE_LOG_DECAY
+    bias_s[d] = gate_mode != KDA_GATE_LOG_DECAY
                     ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
                     : 0.0f;
   __syncthreads();
@@ -258,7 +260,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
     const bool live = st < L;
     const int64_t t = t0 + st;
-    const kda_dtype_t in_dt = p.q.dtype;
+    const kda_dtype_t in_dt = Spec::dt(p.q.dtype), g_dt = Spec::dt(p.g.dtype);
     constexpr int kVec = K / 32;  // 16-byte vectors of q or k (8 channels each) per thread
     const TensorView& qk = half ? p.k : p.q;
     uint4 uqk[kVec];
@@ -289,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       // The raw gate to Gs (fp32); S0b activates it in place.
       const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
       float* const grow = Gs + st * PK + 8 * sq;
-      const bool g32 = p.g.dtype == KDA_DTYPE_FLOAT32;
+      const bool g32 = g_dt == KDA_DTYPE_FLOAT32;
       uint4 ug[2 * kVec];  // fp32 g: two vectors per 8 channels; bf16 / fp16 g: the first kVec
       if (g32) {
         const float* const gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq;
@@ -311,14 +313,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           float g[8];
-          cvt8(ug[j], p.g.dtype, g);
+          cvt8(ug[j], g_dt, g);
           *reinterpret_cast<float4*>(grow + 32 * j) = make_float4(g[0], g[1], g[2], g[3]);
           *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
         }
       }
     } else {
       const float beta_raw =
-          live ? scalar_to_float(p.beta.data, p.beta.dtype,
+          live ? scalar_to_float(p.beta.data, Spec::dt(p.beta.dtype),
                                  b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
                : 0.0f;
       uint4 uv[V / 32];
@@ -376,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *gp = r < L ? a : 0.0f;
       }
     };
-    switch (p.gate_mode) {
+    switch (gate_mode) {
       case KDA_GATE_BOUNDED: {
         const float ea = has_a_log ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
         activate([&](float g) { return bounded_gate_log2(g + bias, ea, lb2); });
@@ -958,12 +960,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #endif
 }
 
-template <int K, int V, bool kWide>
+template <int K, int V, bool kWide, class Spec>
 cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
                       const HeadRange& heads) {
   const size_t bytes = PrepLayout<K, V>::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(prepare_kernel<K, V, kWide>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes));
+  const auto kernel = prepare_kernel<K, V, kWide, Spec>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   int sms = 0;  // one CTA per SM: the CTA one wave ahead of a CTA is `sms` further in launch order
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id)) != cudaSuccess) return e;
@@ -972,14 +974,20 @@ cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = bytes;
   cfg.stream = s;
-  return launch_maybe_beside(cfg, heads.beside_previous, prepare_kernel<K, V, kWide>, p, ws, keep, sms, heads.first);
+  return launch_maybe_beside(cfg, heads.beside_previous, kernel, p, ws, keep, sms, heads.first);
 }
 
+// The instance for all-bf16 inputs (q, k, v, g, beta) with the launch's gate mode, else the generic one (IoSpec).
 template <int K, int V>
 cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
                    const HeadRange& heads) {
-  return keep.tinv ? launch_as<K, V, true>(p, ws, cap, s, keep, heads)
-                   : launch_as<K, V, false>(p, ws, cap, s, keep, heads);
+  const auto bf16 = [](const TensorView& t) { return t.dtype == KDA_DTYPE_BFLOAT16; };
+  const bool all_bf16 = bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.g) && bf16(p.beta);
+  return with_io_spec(all_bf16, p.gate_mode, [&](auto spec) {
+    using Spec = decltype(spec);
+    return keep.tinv ? launch_as<K, V, true, Spec>(p, ws, cap, s, keep, heads)
+                     : launch_as<K, V, false, Spec>(p, ws, cap, s, keep, heads);
+  });
 }
 
 }  // namespace
