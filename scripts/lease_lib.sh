@@ -70,26 +70,29 @@ lease_bwd_checks() {
 }
 
 # lease_same_figures SUITE BUILD...: kda-verify --suite SUITE --impl cuda-generic on each BUILD at one fresh seed
-# (printed), in parallel, their logs $W/same-BUILD.log; then says whether each build passed and printed the first
-# build's figures row for row: the check of a change meant to keep every operation in its order (the same bits), where
-# the full suites then need running on one build only. SUITE may carry kda-verify flags after the suite's name
-# ("backward-quick --input-dtype-grads"). Call it without & (it waits for its own runs).
+# (printed), in parallel, their logs $W/same-TAG-BUILD.log (TAG: SUITE with its flags, so two calls keep their logs);
+# then says whether each build passed and printed the first build's figures row for row: the check of a change meant
+# to keep every operation in its order (the same bits), where the full suites then need running on one build only.
+# SUITE may carry kda-verify flags after the suite's name ("backward-quick --input-dtype-grads"). Call it without &
+# (it waits for its own runs).
 lease_same_figures() {
-  local suite=$1 b pids=()
+  local suite=$1 b pids=() tag
   shift
+  tag=$(printf '%s' "$suite" | tr -cs 'A-Za-z0-9' '-')
   local seed
   seed=$(od -An -N8 -tu8 /dev/urandom | tr -d " ")
   echo "lease_same_figures $suite seed: $seed"
   for b in "$@"; do
-    lease_run "same-$b" "$b" 2 200 ./kda-verify --impl cuda-generic --suite $suite --seed "$seed" & pids+=($!)
+    # $suite unquoted: its flags become arguments of their own
+    lease_run "same-$tag-$b" "$b" 2 200 ./kda-verify --impl cuda-generic --suite $suite --seed "$seed" & pids+=($!)
   done
   wait "${pids[@]}"
   for b in "$@"; do
-    lease_passed "same-$b" && echo "$b: $suite passed" || echo "$b: $suite FAILED"
+    lease_passed "same-$tag-$b" && echo "$b: $suite passed" || echo "$b: $suite FAILED"
     [ "$b" = "$1" ] && continue
     # the case rows (name, seed, verdict, figures), cut before the run time at their end
-    diff <(grep -E " PASS | FAIL " "$W/same-$1.log" | cut -c1-120) <(grep -E " PASS | FAIL " "$W/same-$b.log" |
-      cut -c1-120) > /dev/null &&
+    diff <(grep -E " PASS | FAIL " "$W/same-$tag-$1.log" | cut -c1-120) \
+      <(grep -E " PASS | FAIL " "$W/same-$tag-$b.log" | cut -c1-120) > /dev/null &&
       echo "$b: the same figures as $1" || echo "$b: figures DIFFER from $1"
   done
 }

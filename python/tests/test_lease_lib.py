@@ -1,7 +1,8 @@
 """scripts/lease_lib.sh, run here on stand-in builds (scripts in /tmp/ab/NAME, where lease_unpack puts builds):
 lease_same_figures (kda-verify at one seed on several builds, each build's rows compared with the first's; the stand-ins
-print a row whose figure, or whose verdict, differs by build) and lease_bwd_checks (the GPU tests and the four
-backward-full runs of one build, each run's verdict reported)."""
+print a row whose figure, or whose verdict, differs by build; flags after the suite's name reach kda-verify, and two
+calls keep their logs) and lease_bwd_checks (the GPU tests and the four backward-full runs of one build, each run's
+verdict reported)."""
 import pathlib
 import shutil
 import subprocess
@@ -39,6 +40,32 @@ def test_same_figures_differ_and_failed():
     finally:
         for name in builds:
             shutil.rmtree(pathlib.Path("/tmp/ab") / name, ignore_errors=True)
+
+
+ARGS_ROW = """#!/bin/bash
+for a in "$@"; do [ "$prev" = --seed ] && seed=$a; prev=$a; done
+printf 'kda-verify  suite x  run seed %s  args %s\\n' "$seed" "$*"
+printf 'bwd_x %40s workload  1  PASS  worst dk       rmse 9.4e-06 (0.005 of bound)\\n' ''
+echo 'kda-verify: 1 passed, 0 failed, 0 skipped'
+"""
+
+
+def test_same_figures_passes_flags_and_keeps_each_calls_logs():
+    name = f"f{uuid.uuid4().hex[:8]}"
+    d = pathlib.Path("/tmp/ab") / name
+    try:
+        d.mkdir(parents=True)
+        (d / "kda-verify").write_text(ARGS_ROW)
+        (d / "kda-verify").chmod(0o755)
+        script = (f"source scripts/lease_lib.sh; W=$(mktemp -d); lease_same_figures backward-quick {name}; "
+                  f"lease_same_figures 'backward-quick --input-dtype-grads' {name}; cat $W/same-*-{name}.log")
+        out = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        assert f"{name}: backward-quick --input-dtype-grads passed" in out
+        # both calls' logs are there, the second with the flag as an argument of its own
+        assert "args --impl cuda-generic --suite backward-quick --seed" in out
+        assert "args --impl cuda-generic --suite backward-quick --input-dtype-grads --seed" in out
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 VERIFY_BY_FILTER = """#!/bin/bash
