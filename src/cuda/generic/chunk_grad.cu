@@ -307,24 +307,31 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       for (int blk = 0; blk < kSubBlocks; ++blk) {
         const int b0 = kSub * blk;
         float col[kSub], dgp[kSub];
+        // The block's k and g of this channel, loaded once: read per pair, they were loaded again for every row (136
+        // times a block instead of 16: the compiler cannot move them above each row's DQ / DK stores).
+        float kb[kSub], gb[kSub];
 #pragma unroll
-        for (int i = 0; i < kSub; ++i) col[i] = dgp[i] = 0.0f;
+        for (int i = 0; i < kSub; ++i) {
+          col[i] = dgp[i] = 0.0f;
+          kb[i] = Ks[(b0 + i) * K + d];
+          gb[i] = Gs[(b0 + i) * K + d];
+        }
 #pragma unroll
         for (int rr = 0; rr < kSub; ++rr) {
           const int r = b0 + rr;
-          const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
+          const float qr = Qs[r * K + d], kr = kb[rr], br = beta_s[r];
           float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
 #pragma unroll
           for (int cc = rr; cc >= 0; --cc) {
             const int c = b0 + cc;
             const float D = ex2(ex);
-            const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = Ks[c * K + d];
+            const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = kb[cc];
             dq = fmaf(wm * kc, D, dq);
             dk = fmaf(wa * kc, D, dk);
             const float z = (wm * qr + wa * kr) * D;
             col[cc] += z;
             x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
-            ex += Gs[c * K + d];
+            ex += gb[cc];
           }
           DQ[r * K + d] += dq;
           DK[r * K + d] += dk;
