@@ -319,22 +319,23 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
         for (int rr = 0; rr < kSub; ++rr) {
           const int r = b0 + rr;
-          const float qr = Qs[r * K + d], kr = kb[rr], br = beta_s[r];
+          // beta_r multiplies the row's dA' sum once and k_r once, not every pair's dA (dk's terms share k_c D).
+          const float qr = Qs[r * K + d], br = beta_s[r], bkr = br * kb[rr];
           float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
 #pragma unroll
           for (int cc = rr; cc >= 0; --cc) {
             const int c = b0 + cc;
             const float D = ex2(ex);
-            const float wm = dMs[r * kC + c], wa = br * dAs[r * kC + c], kc = kb[cc];
-            dq = fmaf(wm * kc, D, dq);
-            dk = fmaf(wa * kc, D, dk);
-            const float z = (wm * qr + wa * kr) * D;
+            const float wm = dMs[r * kC + c], wa = dAs[r * kC + c], kc = kb[cc], kcd = kc * D;
+            dq = fmaf(wm, kcd, dq);
+            dk = fmaf(wa, kcd, dk);
+            const float z = fmaf(wa, bkr, wm * qr) * D;
             col[cc] += z;
             x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
             ex += gb[cc];
           }
           DQ[r * K + d] += dq;
-          DK[r * K + d] += dk;
+          DK[r * K + d] += br * dk;
           float pre = 0.0f;
 #pragma unroll
           for (int cc = 0; cc < rr; ++cc) {
@@ -395,18 +396,18 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             const float ar = ar_next;
             if (rr > 0) ar_next = Xs[(r - 1) * K + d];
             const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
-            const float qa = qr * ar, ka = kr * ar;
+            const float qa = qr * ar, bka = br * kr * ar;  // beta_r once a row, not on every dA (as above)
             float rq = 0.0f, rk = 0.0f;
 #pragma unroll
             for (int cc = 0; cc < kSub; ++cc) {
-              const float wm = dMs[r * kC + c0 + cc], wa = br * dAs[r * kC + c0 + cc];
+              const float wm = dMs[r * kC + c0 + cc], wa = dAs[r * kC + c0 + cc];
               rq = fmaf(wm, ke[cc], rq);
               rk = fmaf(wa, ke[cc], rk);
-              ck[cc] = fmaf(wm, qa, fmaf(wa, ka, ck[cc]));
+              ck[cc] = fmaf(wm, qa, fmaf(wa, bka, ck[cc]));
             }
             const float sc = ar * pij;
             rq *= sc;
-            rk *= sc;
+            rk *= br * sc;
             DQ[r * K + d] += rq;
             DK[r * K + d] += rk;
             suffix += qr * rq + kr * rk;
