@@ -165,7 +165,8 @@ typedef struct kda_forward_args {
   int32_t checkpoint_interval; /* tokens between checkpoints when checkpoint_offsets is absent (> 0) */
 
   /* Training (appended in 0.1): 1 = also keep, in the workspace, what the backward would otherwise recompute
-   * (KDA_BACKEND_CUDA_CHUNKED only: the chunk list, phase 1's tiles, A', T, the chunk-start states and V_new).
+   * (the chunked CUDA forward: KDA_BACKEND_CUDA_CHUNKED / HOPPER, or CUDA_GENERIC / AUTO where they run it; the
+   * chunk list, phase 1's tiles, A', T, the chunk-start states and V_new).
    * The workspace must then be kda_backward_workspace_size() bytes (kda_forward_workspace_size reports that size),
    * and the same buffer, untouched, goes to kda_backward with forward_saved = 1 on the same inputs. The forward then
    * computes phase 1's [W | U] in 3xTF32, as the backward's recompute does, instead of bf16x3: its output and final
@@ -274,7 +275,8 @@ typedef struct kda_backward_args {
   kda_tensor_t dq, dk, dv, dg, dbeta;
   kda_tensor_t dA_log, ddt_bias, dh0;
   /* 1: the workspace holds what kda_forward kept with save_for_backward = 1 on these same inputs
-   * (KDA_BACKEND_CUDA_CHUNKED): the backward skips its recompute. Appended in 0.1. */
+   * (the same backend, which resolves to the forward's chunked path): the backward skips its recompute. Appended in
+   * 0.1. */
   int32_t forward_saved;
 } kda_backward_args_t;
 

@@ -215,16 +215,18 @@ std::tuple<Tensor, Tensor> chunk_fwd(const Tensor& q, const Tensor& k, const Ten
 }
 
 // The chunked CUDA forward keeping the backward's recompute (save_for_backward): (out, final_state, workspace); the
-// workspace goes, untouched, to chunk_bwd as `saved`. NotImplementedError where the chunked path does not apply.
+// workspace goes, untouched, to chunk_bwd as `saved` with the same backend (the C ABI resolves AUTO / GENERIC to the
+// same chunked path for both: HOPPER on sm_90 at K = 128, CHUNKED elsewhere). NotImplementedError where the chunked
+// path does not apply.
 std::tuple<Tensor, Tensor, Tensor> chunk_fwd_saved(const Tensor& q, const Tensor& k, const Tensor& v,
                                                    const Tensor& g, const Tensor& beta, const OptTensor& A_log,
                                                    const OptTensor& dt_bias, const OptTensor& initial_state,
                                                    const OptTensor& cu_seqlens, double scale, int64_t gate_mode,
                                                    double lower_bound, bool use_qk_l2norm, bool beta_is_logits,
                                                    bool allow_neg_eigval, bool state_v_first,
-                                                   bool output_final_state, int64_t chunk_size) {
+                                                   bool output_final_state, int64_t chunk_size, int64_t backend) {
   Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
-          chunk_size, KDA_BACKEND_CUDA_CHUNKED};
+          chunk_size, backend};
   return forward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f, output_final_state, true);
 }
 
@@ -375,7 +377,8 @@ int64_t library_version() { return kda_version(); }
 
 TORCH_LIBRARY(kda, m) {
   m.def("chunk_fwd(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size, int backend) -> (Tensor, Tensor)");
-  m.def("chunk_fwd_saved(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size) -> (Tensor, Tensor, Tensor)");
+  m.def("chunk_fwd_saved(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size, int backend) "
+        "-> (Tensor, Tensor, Tensor)");
   m.def("chunk_fwd_out(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor(a!) out, Tensor(b!)? final_state, "
         "Tensor(c!)? workspace) -> ()");
   m.def("chunk_fwd_workspace_size(" KDA_FWD_ARGS ", int chunk_size, int backend, Tensor out, Tensor? final_state) "

@@ -70,10 +70,10 @@ def _chunk_fwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
 @torch.library.register_fake("kda::chunk_fwd_saved")
 def _chunk_fwd_saved_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode, lower_bound,
                           use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first, output_final_state,
-                          chunk_size):
+                          chunk_size, backend):
     out, fs = _chunk_fwd_fake(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, gate_mode,
                               lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
-                              output_final_state, chunk_size, BACKENDS["cuda-chunked"])
+                              output_final_state, chunk_size, backend)
     # The workspace's size is the C ABI's answer for these shapes (and a host cu_seqlens' values): data-dependent here.
     return out, fs, q.new_empty((torch.library.get_ctx().new_dynamic_size(),), dtype=torch.uint8)
 
@@ -112,7 +112,7 @@ def _setup_context(ctx, inputs, output):
     ctx.flags = (scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first)
     ctx.output_final_state = output_final_state
     ctx.chunk_size = chunk_size
-    ctx.backend = inputs[18] if len(inputs) > 18 else None  # chunk_fwd_saved has no backend argument
+    ctx.backend = inputs[18]
     ctx.n_inputs = len(inputs)
 
 
@@ -122,14 +122,14 @@ def _backward(ctx, dout, dfinal_state, *_dworkspace):
         dout = torch.zeros_like(v, dtype=q.dtype)
     if not ctx.output_final_state or (dfinal_state is not None and dfinal_state.numel() == 0):
         dfinal_state = None
-    # chunk_fwd_saved's workspace: the chunked CUDA backward reads what the forward kept, no recompute (the same
-    # gradients, bit for bit: the saving forward computes them as the recompute does). Otherwise CPU tensors: the
-    # host backward (float64: the CPU backend's chunked form, or the reference's reverse recurrence). CUDA tensors:
-    # "cuda-chunked", "cuda-hopper" and "cuda-recurrent" as asked; every other CUDA backend the default (AUTO): the
-    # chunked CUDA backward wherever it applies (its sm_90a state passes where they apply), the exact token-recurrent
-    # one elsewhere. With saved, "cuda-chunked" (chunk_fwd_saved's path: mma.sync throughout, for now).
+    # chunk_fwd_saved's workspace: the chunked CUDA backward on the forward's backend reads what the forward kept, no
+    # recompute (the same gradients, bit for bit: the saving forward computes them as the recompute does). Otherwise
+    # CPU tensors: the host backward (float64: the CPU backend's chunked form, or the reference's reverse recurrence).
+    # CUDA tensors: "cuda-chunked", "cuda-hopper" and "cuda-recurrent" as asked; every other CUDA backend the default
+    # (AUTO): the chunked CUDA backward wherever it applies (its sm_90a state passes where they apply), the exact
+    # token-recurrent one elsewhere.
     if saved:
-        backend = BACKENDS["cuda-chunked"]
+        backend = ctx.backend
     elif q.device.type == "cpu":
         backend = ctx.backend if ctx.backend in _HOST_BACKENDS else BACKENDS["cpu"]
     elif ctx.backend in (BACKENDS["cuda-chunked"], BACKENDS["cuda-hopper"], BACKENDS["cuda-recurrent"]):
@@ -233,10 +233,10 @@ def chunk_kda(
     "cuda-chunked" (the chunked path on mma.sync throughout), "cuda-recurrent").
     `disable_recompute=True` (FLA's meaning: keep the forward's intermediates instead of recomputing them in the
     backward): on CUDA tensors that need gradients, where the chunked CUDA path applies and the backend is "auto",
-    "cuda-generic" or "cuda-chunked", the forward keeps its chunk products and chunk-start states in a workspace held
-    until the backward (the chunked backward's workspace: ~4.3 GB at 8192 tokens x 64 heads), and the
-    backward skips its recompute of the forward (~3 ms there); elsewhere it changes nothing. That pair runs the
-    chunked path on mma.sync throughout (KDA_BACKEND_CUDA_CHUNKED), not its sm_90a state passes. Its forward computes
+    "cuda-generic", "cuda-hopper" or "cuda-chunked", the forward keeps its chunk products and chunk-start states in a
+    workspace held until the backward (the chunked backward's workspace: ~4.3 GB at 8192 tokens x 64 heads), and the
+    backward skips its recompute of the forward (phase 1 and the state pass); elsewhere it changes nothing. Both run
+    the backend's chunked path (its sm_90a state passes where they apply, as without it). Its forward computes
     [W | U] as the backward's recompute does (3xTF32), so the output may differ from a plain forward's in the last
     bits; gradients are the same either way. `use_graph`, `max_num_seqs` and `cu_seqlens_cpu` are accepted and change
     nothing (kda is graph-safe as is and reads cu_seqlens itself).
@@ -279,14 +279,14 @@ def chunk_kda(
         return out, final_state
 
     if (disable_recompute and q.is_cuda and torch.is_grad_enabled()
-            and be in (BACKENDS["auto"], BACKENDS["cuda-generic"], BACKENDS["cuda-chunked"])
+            and be in (BACKENDS["auto"], BACKENDS["cuda-generic"], BACKENDS["cuda-chunked"], BACKENDS["cuda-hopper"])
             and _any_requires_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)):
         try:
             o, fs, _ = torch.ops.kda.chunk_fwd_saved(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
-                                                     *flags, bool(output_final_state), chunk_size)
+                                                     *flags, bool(output_final_state), chunk_size, be)
             return o, (fs if output_final_state else None)
         except NotImplementedError:
-            if be == BACKENDS["cuda-chunked"]:
+            if be in (BACKENDS["cuda-chunked"], BACKENDS["cuda-hopper"]):
                 raise
             # The chunked CUDA path does not take these inputs: the default path, whose backward recomputes.
     o, fs = torch.ops.kda.chunk_fwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,

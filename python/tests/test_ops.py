@@ -422,22 +422,28 @@ def test_disable_recompute_changes_nothing_on_cpu(seed):
     for a, b in zip(run(True), run(False)):
         assert torch.equal(a, b)
     flags = (64 ** -0.5, 2, -5.0, True, True, False, False)
+    args = (t["q"], t["k"], t["v"], t["g"], t["beta"], kw["A_log"], kw["dt_bias"], kw["initial_state"], None, *flags,
+            True, 0)
     with pytest.raises(ValueError, match="CUDA_CHUNKED needs CUDA tensors"):
-        torch.ops.kda.chunk_fwd_saved(t["q"], t["k"], t["v"], t["g"], t["beta"], kw["A_log"], kw["dt_bias"],
-                                      kw["initial_state"], None, *flags, True, 0)
+        torch.ops.kda.chunk_fwd_saved(*args, kda.ops.BACKENDS["cuda-chunked"])
+    # AUTO on CPU tensors is the CPU backend, which keeps nothing for a backward.
+    with pytest.raises(NotImplementedError, match="save_for_backward: only the chunked CUDA forward"):
+        torch.ops.kda.chunk_fwd_saved(*args, kda.ops.BACKENDS["auto"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_disable_recompute_same_gradients(seed):
+@pytest.mark.parametrize("kv", [64, 128])
+def test_cuda_disable_recompute_same_gradients(seed, kv):
     """disable_recompute=True on CUDA: the forward keeps its chunk products for the backward (chunk_fwd_saved), the
     backward reads them instead of recomputing; every gradient equals the recomputing backward's bit for bit (the
     saving forward computes [W | U] exactly as the recompute does), the output matches the plain forward's to the
-    contract, and an input the chunked path does not take (fp32 q) falls back to the default path."""
-    t, kw = make_case(B=1, T=200, H=2, HV=4, K=64, V=64, gate="softplus")
+    contract, and an input the chunked path does not take (fp32 q) falls back to the default path. K = V = 128 on
+    sm_90 runs both on the sm_90a state passes (HOPPER), 64 on mma.sync."""
+    t, kw = make_case(B=1, T=200, H=2, HV=4, K=kv, V=kv, gate="softplus")
     cu = torch.tensor([0, 70, 71, 200], dtype=torch.int32, device="cuda")
-    kw["initial_state"] = torch.randn(3, 4, 64, 64)
-    w_o = torch.randn(1, 200, 4, 64, device="cuda")
-    w_s = torch.randn(3, 4, 64, 64, device="cuda")
+    kw["initial_state"] = torch.randn(3, 4, kv, kv)
+    w_o = torch.randn(1, 200, 4, kv, device="cuda")
+    w_s = torch.randn(3, 4, kv, kv, device="cuda")
 
     def run(flag, dtype=torch.bfloat16):
         tt = {n: x.to(device="cuda", dtype=dtype).requires_grad_() for n, x in t.items()}

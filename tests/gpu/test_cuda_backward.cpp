@@ -236,7 +236,8 @@ INSTANTIATE_TEST_SUITE_P(Large, CudaHopperBackward, ::testing::ValuesIn(large_ba
 INSTANTIATE_TEST_SUITE_P(Stress, CudaHopperBackward, ::testing::ValuesIn(chunked_stress_cases()),
                          [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
 
-// The same with the forward keeping its tensors (save_for_backward) and the backward reading them (forward_saved).
+// The same with the forward keeping its tensors (save_for_backward) and the backward reading them (forward_saved):
+// on mma.sync (CHUNKED) and with the sm_90a state passes (HOPPER, which refuses what it does not take, by name).
 class CudaChunkedBackwardSaved : public GpuTest, public ::testing::WithParamInterface<BwdCase> {};
 
 TEST_P(CudaChunkedBackwardSaved, MatchesReference) {
@@ -249,14 +250,28 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkedBackwardSaved, ::testing::ValuesIn(ba
 INSTANTIATE_TEST_SUITE_P(Stress, CudaChunkedBackwardSaved, ::testing::ValuesIn(chunked_stress_cases()),
                          [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
 
+class CudaHopperBackwardSaved : public GpuTest, public ::testing::WithParamInterface<BwdCase> {};
+
+TEST_P(CudaHopperBackwardSaved, MatchesReference) {
+  expect_backward_matches_reference(GetParam(), KDA_BACKEND_CUDA_HOPPER, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaHopperBackwardSaved, ::testing::ValuesIn(backward_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
+INSTANTIATE_TEST_SUITE_P(Large, CudaHopperBackwardSaved, ::testing::ValuesIn(large_backward_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
+INSTANTIATE_TEST_SUITE_P(Stress, CudaHopperBackwardSaved, ::testing::ValuesIn(chunked_stress_cases()),
+                         [](const ::testing::TestParamInfo<BwdCase>& i) { return i.param.s.name; });
+
 class CudaBackwardBehaviour : public GpuTest {};
 
 // Two backward runs of one case that must agree to the bit: packed, grouped heads, softplus gate, dS_final given.
 struct BitsCase {
   Case c;
   Upstream up;
-  explicit BitsCase(const char* name) {
+  explicit BitsCase(const char* name, int kv = 64) {
     CaseSpec s = base(name);
+    s.K = s.V = kv;
     s.seqlens = {64, 3, 130};
     s.H = 1;
     s.HV = 2;
@@ -287,6 +302,14 @@ void expect_same_bits(const Grads& a, const Grads& b) {
 TEST_F(CudaBackwardBehaviour, ChunkedSavedEqualsRecomputed) {
   BitsCase b("saved_equals_recomputed");
   expect_same_bits(b.run(KDA_BACKEND_CUDA_CHUNKED), b.run(KDA_BACKEND_CUDA_CHUNKED, true));
+}
+
+// The same on HOPPER, whose state pass saves differently with and without an output (TMA stores from the idle output
+// warpgroup in the recompute, direct stores beside the output in a saving forward): the same planes either way.
+TEST_F(CudaBackwardBehaviour, HopperSavedEqualsRecomputed) {
+  if (cuda_device_cc_major() != 9) GTEST_SKIP() << "HOPPER runs on sm_90 only";
+  BitsCase b("hopper_saved_equals_recomputed", 128);  // HOPPER's head size
+  expect_same_bits(b.run(KDA_BACKEND_CUDA_HOPPER), b.run(KDA_BACKEND_CUDA_HOPPER, true));
 }
 
 TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {
