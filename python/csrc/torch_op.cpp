@@ -325,8 +325,10 @@ std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v,
                               int64_t chunk_size, int64_t backend, const Tensor& dout, const OptTensor& dfinal_state,
                               const OptTensor& saved) {
   const bool use_saved = saved.has_value() && saved->defined();
+  // With saved: the saving forward's backend, which the C ABI resolves to the same chunked path (a forced CHUNKED
+  // here ran the reverse state pass on mma.sync after a HOPPER forward: the same planes and bits, ~0.6 ms slower).
   Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
-          chunk_size, use_saved ? int64_t{KDA_BACKEND_CUDA_CHUNKED} : backend};
+          chunk_size, backend};
   kda_backward_args_t a;
   kda_backward_args_init(&a);
   fill_forward(&a.forward, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
