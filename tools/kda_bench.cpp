@@ -413,8 +413,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     const uint64_t seed = workload_seed(opt);
-    Case c = make_case(w->spec, seed);
+    Case c = make_case(workload_spec(*w, seed), seed);
     std::printf("\n%s: %s  (seed %llu)\n", w->name.c_str(), w->description.c_str(), static_cast<unsigned long long>(seed));
+    if (w->random_layout_max > 0) {
+      std::printf("  layout (%zu sequences):", c.spec.seqlens.size());
+      for (const int64_t l : c.spec.seqlens) std::printf(" %lld", static_cast<long long>(l));
+      std::printf("\n");
+    }
     Oracle oracle;
     if (opt.verify) oracle = run_oracle(c);
     // A training step's upstream gradients (output and final state) and, when verifying, the fp64 reference backward.

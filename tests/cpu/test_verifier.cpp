@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <string>
@@ -12,6 +13,7 @@
 #include "common/decode_cases.h"
 #include "common/host_access.h"
 #include "common/verify.h"
+#include "common/workloads.h"
 
 namespace kda::testing {
 namespace {
@@ -86,6 +88,35 @@ TEST(Judge, OutputRmseBoundOnLargeTensor) {
   EXPECT_LT(r.rmse_bound, 1.05 * tol.u_out / std::sqrt(3.0) + tol.c_rms);
   EXPECT_LE(b.worst_ratio, 1.0) << b.summary();
   EXPECT_FALSE(b.pass) << b.summary();
+}
+
+// Issue #6's layout workloads: the shifted one is the standard mixed layout moved by one token; the random ones draw
+// a new packed layout of the same total from each seed (the same one again from the same seed: replayable).
+TEST(Workloads, LayoutChecksMatchTheirStandardTotals) {
+  const Workload* mixed = find_workload("h64-mixed");
+  const Workload* shift = find_workload("h64-mixed-shift");
+  ASSERT_TRUE(mixed && shift);
+  ASSERT_EQ(shift->spec.seqlens.size(), mixed->spec.seqlens.size());
+  EXPECT_EQ(shift->spec.seqlens.front(), mixed->spec.seqlens.front() - 1);
+  EXPECT_EQ(shift->spec.seqlens.back(), mixed->spec.seqlens.back() + 1);
+  const Workload* rnd = find_workload("h96-random");
+  ASSERT_TRUE(rnd);
+  EXPECT_TRUE(workload_spec(*mixed, 7).seqlens == mixed->spec.seqlens);  // fixed layouts ignore the seed
+  const uint64_t seed = std::random_device{}();
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const CaseSpec a = workload_spec(*rnd, seed), b = workload_spec(*rnd, seed), c = workload_spec(*rnd, seed + 1);
+  EXPECT_TRUE(a.seqlens == b.seqlens);
+  EXPECT_FALSE(a.seqlens == c.seqlens);
+  for (const CaseSpec* s : {&a, &c}) {
+    int64_t total = 0;
+    for (const int64_t l : s->seqlens) {
+      EXPECT_GE(l, 0);
+      EXPECT_LE(l, rnd->random_layout_max);
+      total += l;
+    }
+    EXPECT_EQ(total, rnd->spec.T);
+    EXPECT_EQ(s->H, 96);
+  }
 }
 
 TEST(Verifier, CpuBackendPassesQuickSuite) {

@@ -14,6 +14,7 @@
 #include "common/device.h"
 #include "common/external_impl.h"
 #include "common/suites.h"
+#include "common/workloads.h"  // random_layout, shifted
 
 namespace kda::testing {
 namespace {
@@ -123,25 +124,6 @@ std::vector<CaseSpec> stress(const CaseSpec& b) {
     s.recipe.g_mean = -8;
     s.recipe.g_std = 1;
   });
-  return v;
-}
-
-std::vector<int64_t> random_layout(std::mt19937_64& rng, int64_t total, int64_t max_len) {
-  std::uniform_int_distribution<int64_t> len(0, max_len);
-  std::vector<int64_t> v;
-  int64_t acc = 0;
-  while (acc < total) {
-    const int64_t l = std::min(len(rng), total - acc);
-    v.push_back(l);
-    acc += l;
-  }
-  return v;
-}
-
-// A standard mixed layout moved by one token: the first sequence one shorter, the last one longer.
-std::vector<int64_t> shifted(std::vector<int64_t> v) {
-  v.front() -= 1;
-  v.back() += 1;
   return v;
 }
 

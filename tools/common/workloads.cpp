@@ -1,6 +1,7 @@
 // workloads.cpp: definitions of the named workloads and their floor arithmetic.
 #include "common/workloads.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kda::testing {
@@ -40,6 +41,13 @@ std::vector<Workload> make() {
       {"h64-fixed", "H=64, one 8192-token sequence", standard(64, {8192})},
       {"h64-mixed", "H=64, 6 packed sequences [1300,547,2048,963,271,3063]", standard(64, mixed)},
       {"h64-uniform", "H=64, 8 x 1024 packed", standard(64, repeat(8, 1024))},
+      // Issue #6's layout checks against the standard ones: mixed moved by one token, and a layout drawn per run.
+      {"h96-mixed-shift", "H=96, h96-mixed moved by one token [1299,...,3064]", standard(96, shifted(mixed))},
+      {"h64-mixed-shift", "H=64, h64-mixed moved by one token [1299,...,3064]", standard(64, shifted(mixed))},
+      {"h96-random", "H=96, 8192 tokens packed in lengths 0..3000 drawn from the run's seed", standard(96, {8192}),
+       false, 3000},
+      {"h64-random", "H=64, 8192 tokens packed in lengths 0..3000 drawn from the run's seed", standard(64, {8192}),
+       false, 3000},
       {"kimi-8k", "Kimi-Linear softplus gate, H=32, one 8192-token sequence", kimi(8192)},
       {"kimi-32k", "Kimi-Linear softplus gate, H=32, one 32768-token sequence", kimi(32768)},
       {"kimi-packed-8k", "Kimi-Linear softplus gate, H=32, 8 x 1024 packed", kimi(0, repeat(8, 1024))},
@@ -69,6 +77,33 @@ std::vector<Workload> make() {
 const std::vector<Workload>& workloads() {
   static const std::vector<Workload> w = make();
   return w;
+}
+
+CaseSpec workload_spec(const Workload& w, uint64_t seed) {
+  CaseSpec s = w.spec;
+  if (w.random_layout_max > 0) {
+    std::mt19937_64 rng(seed ^ 0x6c61796f75747321ull);  // a stream apart from the inputs' draws from the same seed
+    s.seqlens = random_layout(rng, s.T, w.random_layout_max);
+  }
+  return s;
+}
+
+std::vector<int64_t> random_layout(std::mt19937_64& rng, int64_t total, int64_t max_len) {
+  std::uniform_int_distribution<int64_t> len(0, max_len);
+  std::vector<int64_t> v;
+  int64_t acc = 0;
+  while (acc < total) {
+    const int64_t l = std::min(len(rng), total - acc);
+    v.push_back(l);
+    acc += l;
+  }
+  return v;
+}
+
+std::vector<int64_t> shifted(std::vector<int64_t> v) {
+  v.front() -= 1;
+  v.back() += 1;
+  return v;
 }
 
 const Workload* find_workload(const std::string& name) {

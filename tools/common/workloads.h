@@ -2,6 +2,8 @@
 // FLOP counts behind each one's floor.
 #pragma once
 
+#include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -15,7 +17,19 @@ struct Workload {
   std::string description;
   CaseSpec spec;
   bool backward = false;  // a training step: the forward, then the backward (gradients of every input) timed too
+  // > 0: a packed layout of spec.T tokens drawn for each run from the run's seed, lengths uniform in [0, this]
+  // (random_layout); the run prints it. Issue #6 asks such layouts to run within 5% of the standard ones, so the
+  // work plan cannot be fitted to the six fixed layouts.
+  int64_t random_layout_max = 0;
 };
+
+// The spec a run of w uses with inputs from `seed`: w.spec, with its packed layout drawn from the seed where w has a
+// random one.
+CaseSpec workload_spec(const Workload& w, uint64_t seed);
+// Sequence lengths uniform in [0, max_len] (the last one cut) summing to total; empty sequences included.
+std::vector<int64_t> random_layout(std::mt19937_64& rng, int64_t total, int64_t max_len);
+// A packed layout moved by one token: the first sequence one shorter, the last one longer.
+std::vector<int64_t> shifted(std::vector<int64_t> v);
 
 // Every named workload, in --list order. train-NAME: NAME's forward and backward (upstream gradients for the output
 // and the final state), for each of the six standard workloads and the CPU default.
