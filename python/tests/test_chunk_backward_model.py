@@ -102,3 +102,42 @@ def test_the_mma_chain_model_rounds_toward_zero_and_cutting_the_chain_helps(seed
     assert (err["3xtf32mma"] <= 0).all() and err["3xtf32mma"].mean() < -2.0**-23
     assert np.abs(err["3xtf32step"]).mean() < 0.5 * np.abs(err["3xtf32mma"]).mean()
     assert max(np.abs(e).max() for e in err.values()) < 2.0**-17
+
+
+@pytest.mark.parametrize("dead", [False, True])
+def test_the_difference_form_of_dg_needs_the_runs_only_where_a_decay_is_steep(seed, dead):
+    """chunk_backward_rounding.py --dg difference (a study, docs/backward.md): dg as FLA forms it, the reverse
+    cumulative sum of q dq - k dk, in fp32. Where every token's decay is >= 2^-12 it tracks the float64 arrangement as
+    the kernels' form does (within 1e-4); with a dead channel (one token's decay e^-60) its cancellation leaves a
+    residue far above that, and keeping the runs' form for that chunk's channel (min_bits = -12) restores it."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "verify_impls"))
+    import chunk_backward_rounding as cbr  # noqa: E402
+    g_ = torch.Generator().manual_seed(seed)
+    L, K, V = 100, 16, 16
+    D = torch.float64
+    q = torch.nn.functional.normalize(torch.randn(L, K, generator=g_, dtype=D), dim=-1)
+    k = torch.nn.functional.normalize(torch.randn(L, K, generator=g_, dtype=D), dim=-1)
+    v, beta = torch.randn(L, V, generator=g_, dtype=D), torch.rand(L, generator=g_, dtype=D)
+    g = -torch.rand(L, K, generator=g_, dtype=D) * 2.0
+    if dead:
+        g[30, 3] = -60.0  # channel 3 forgets everything before token 30
+    h0, do, dST = torch.randn(V, K, generator=g_, dtype=D), torch.randn(L, V, generator=g_, dtype=D), \
+        torch.randn(V, K, generator=g_, dtype=D)
+    scale = 0.25
+    q, k, v, g, beta, h0, do, dST = (x.float().double() for x in (q, k, v, g, beta, h0, do, dST))
+    _, _, starts = cb.chunk_forward_safe(scale * q, k, v, g, beta, h0, 64)
+    ref = cb.chunk_backward_kernel(scale * q, k, v, g, beta, starts, do, dST, 64)[3].numpy()
+    f = lambda x: x.numpy().astype(np.float32)  # noqa: E731
+    args = (f(q), f(k), f(v), f(g), f(beta), f(do), f(h0), f(dST), scale, "loop")
+    # Channel 3's dg, relative to the whole channel, and at token 30 relative to itself: there the true dg holds only
+    # the pairs spanning token 30, all through its e^-60, ~1e-26 against terms of order 1.
+    err = lambda got: (float(np.abs(got[3].astype(np.float64) - ref)[:, 3].max() / np.abs(ref[:, 3]).max()),  # noqa
+                       float(abs(got[3][30, 3] - ref[30, 3]) / abs(ref[30, 3])))
+    kept = err(cbr.kernels_backward(*args, dg_form="difference", min_bits=-12.0))
+    plain = err(cbr.kernels_backward(*args, dg_form="difference"))
+    assert max(kept) < 1e-4, f"{kept} (seed {seed})"
+    if dead:
+        assert plain[0] < 1e-4 and plain[1] > 1e3, f"{plain} (seed {seed}): the cancellation did not show at token 30"
+    else:
+        assert max(plain) < 1e-4, f"{plain} (seed {seed})"

@@ -140,7 +140,39 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16, mode=None):
     return dq, dk, dg
 
 
-def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32", precision=""):
+def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None):
+    """dg as FLA forms it, a study (--dg difference): every pair product of dq and dk split by side, in fp32 with the
+    pair decays exp2 of differences of the chunk's cumulated sums, then dGam_t = q dq - k (dk_M + dk_Acol + dk_KD) +
+    k (dk_Arow + dk_KG) (+ the chunk-end terms at C - 1) and dg = its reverse cumulative sum within the chunk: no sum
+    over the pairs spanning each token. Where a chunk's channel has a token whose decay is below 2^min_bits (min_bits
+    < 0), returns None for it in `wild` so the caller keeps the spanning form there. Returns (dg [M, C, K], wild
+    [M, K] or None)."""
+    gc = np.cumsum(G, axis=1, dtype=F32)  # [M, C, K] Gam in log2 units
+    low = np.tril(np.ones((C, C), F32))
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        D = _ex2(gc[:, :, None, :] - gc[:, None, :, :]) * low[None, :, :, None]  # [M, r, c, K]
+    D = np.nan_to_num(D, nan=0.0, posinf=0.0)
+    dAp = (B[:, :, None] * dA).astype(F32)
+    dq_m = np.einsum("mrc,mrcd,mcd->mrd", dM, D, Kk, dtype=F32)
+    dk_m = np.einsum("mrc,mrcd,mrd->mcd", dM, D, Q, dtype=F32)
+    dk_arow = np.einsum("mrc,mrcd,mcd->mrd", dAp, D, Kk, dtype=F32)
+    dk_acol = np.einsum("mrc,mrcd,mrd->mcd", dAp, D, Kk, dtype=F32)
+    e = _ex2(gc)
+    esuf = _ex2(gc[:, -1:, :] - gc)
+    dq = QS * e + dq_m
+    dk_kg = B[:, :, None] * BK * e
+    dk_kd = KDg * esuf
+    dgam = Q * dq - Kk * (dk_m + dk_acol + dk_kd) + Kk * (dk_arow + dk_kg)
+    dgam[:, -1] += (starts * dsend).sum(1, dtype=F32) * e[:, -1] + (Kk * dk_kd).sum(1, dtype=F32)
+    dg = np.flip(np.cumsum(np.flip(dgam, 1), axis=1, dtype=F32), 1)
+    wild = None
+    if min_bits is not None:
+        wild = (G.min(axis=1) < F32(min_bits))  # [M, K]
+    return dg.astype(F32), wild
+
+
+def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32", precision="", dg_form="runs",
+                     min_bits=None):
     """One (sequence, value head) through the CUDA chunked backward's arithmetic. q, k [L, K] (normalized, q not
     scaled), v, dout [L, V], g [L, K] (natural-log decay), beta [L] (activated), S0, dST [V, K]. Returns the
     gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state. products: the
@@ -225,6 +257,9 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     else:
         pq, pk, pg = (_pairs_blocked if pairs == "blocked" else _pairs_loop)(Q, Kk, G, dM, B[:, :, None] * dA)
     DQ, DK, DG = DQ + pq, DK + pk, DG + pg
+    if dg_form == "difference":
+        dgd, wild = difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits)
+        DG = dgd if wild is None else np.where(wild[:, None, :], DG, dgd).astype(F32)
     dbeta = (dA * Ap).sum(2, dtype=F32) + (BV * Vv).sum(2, dtype=F32) + TB.sum(2, dtype=F32)
     flat = lambda x: x.reshape((M * C,) + x.shape[2:])[:L]  # noqa: E731
     return flat(DQ), flat(DK), flat(B[..., None] * BV), flat(DG), flat(dbeta), dS
@@ -240,6 +275,11 @@ def main(argv):
                     help="the gradient pass's P1-P3 products (--form kernels)")
     ap.add_argument("--precision", default="",
                     help="--form kernels: NAME=MODE,... of two_phase.py's products, state=, reverse=, wread=fp32")
+    ap.add_argument("--dg", choices=("runs", "difference"), default="runs",
+                    help="--form kernels: dg over the runs spanning each token (the kernels') or, a study, as the "
+                         "reverse cumulative sum of q dq - k dk (FLA's form); --dg-min-bits B keeps the runs' form for "
+                         "a chunk's channel with a token's decay below 2^B (B < 0)")
+    ap.add_argument("--dg-min-bits", type=float, default=None)
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     npdt = np.float32 if a.dtype == "float32" else np.float64
@@ -283,7 +323,7 @@ def main(argv):
                     got = kernels_backward(q[b, t0:t1, h].astype(F32), k[b, t0:t1, h].astype(F32),
                                            v[b, t0:t1, hv].astype(F32), g[b, t0:t1, hv], beta[b, t0:t1, hv].astype(F32),
                                            dout[b, t0:t1, hv].astype(F32), S0.astype(F32), dST.astype(F32), scale,
-                                           a.pairs, a.products, a.precision)
+                                           a.pairs, a.products, a.precision, a.dg, a.dg_min_bits)
                 dqh[b, t0:t1, hv], dkh[b, t0:t1, hv], dv[b, t0:t1, hv], dglog[b, t0:t1, hv] = got[:4]
                 dbeta[b, t0:t1, hv], dh0[n, hv] = got[4], got[5]
                 continue
