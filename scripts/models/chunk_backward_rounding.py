@@ -140,23 +140,35 @@ def _pairs_blocked(Q, K, G, dM, dAp, S=16, mode=None):
     return dq, dk, dg
 
 
-def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None):
+def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None, products="fp32"):
     """dg as FLA forms it, a study (--dg difference): every pair product of dq and dk split by side, in fp32 with the
     pair decays exp2 of differences of the chunk's cumulated sums, then dGam_t = q dq - k (dk_M + dk_Acol + dk_KD) +
     k (dk_Arow + dk_KG) (+ the chunk-end terms at C - 1) and dg = its reverse cumulative sum within the chunk: no sum
     over the pairs spanning each token. Where a chunk's channel has a token whose decay is below 2^min_bits (min_bits
     < 0), returns None for it in `wild` so the caller keeps the spanning form there. Returns (dg [M, C, K], wild
-    [M, K] or None)."""
+    [M, K] or None). products: the pair products' operands as a tensor-core product would see them (bf16x3: each
+    rounded to its bf16 hi + lo; 3xtf32: its tf32 hi + lo; the decay factors, which a kernel folds into the channel
+    operand, are applied exactly: rounding is relative, so where they sit does not change its size)."""
     gc = np.cumsum(G, axis=1, dtype=F32)  # [M, C, K] Gam in log2 units
     low = np.tril(np.ones((C, C), F32))
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         D = _ex2(gc[:, :, None, :] - gc[:, None, :, :]) * low[None, :, :, None]  # [M, r, c, K]
     D = np.nan_to_num(D, nan=0.0, posinf=0.0)
     dAp = (B[:, :, None] * dA).astype(F32)
-    dq_m = np.einsum("mrc,mrcd,mcd->mrd", dM, D, Kk, dtype=F32)
-    dk_m = np.einsum("mrc,mrcd,mrd->mcd", dM, D, Q, dtype=F32)
-    dk_arow = np.einsum("mrc,mrcd,mcd->mrd", dAp, D, Kk, dtype=F32)
-    dk_acol = np.einsum("mrc,mrcd,mrd->mcd", dAp, D, Kk, dtype=F32)
+
+    def rnd(x):
+        if products == "bf16x3":
+            hi = tp.bf16(x)
+            return (hi + tp.bf16((x - hi).astype(F32))).astype(F32)
+        if products == "3xtf32":
+            hi, lo = tp.split3(x)
+            return (hi + lo).astype(F32)
+        return x
+    rM, rA, rQ, rK = rnd(dM), rnd(dAp), rnd(Q), rnd(Kk)
+    dq_m = np.einsum("mrc,mrcd,mcd->mrd", rM, D, rK, dtype=F32)
+    dk_m = np.einsum("mrc,mrcd,mrd->mcd", rM, D, rQ, dtype=F32)
+    dk_arow = np.einsum("mrc,mrcd,mcd->mrd", rA, D, rK, dtype=F32)
+    dk_acol = np.einsum("mrc,mrcd,mrd->mcd", rA, D, rK, dtype=F32)
     e = _ex2(gc)
     esuf = _ex2(gc[:, -1:, :] - gc)
     dq = QS * e + dq_m
@@ -172,7 +184,7 @@ def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None
 
 
 def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32", precision="", dg_form="runs",
-                     min_bits=None):
+                     min_bits=None, dg_products="fp32"):
     """One (sequence, value head) through the CUDA chunked backward's arithmetic. q, k [L, K] (normalized, q not
     scaled), v, dout [L, V], g [L, K] (natural-log decay), beta [L] (activated), S0, dST [V, K]. Returns the
     gradients of q_hat, k_hat, v, the log-decay and the activated beta, and of the initial state. products: the
@@ -258,7 +270,7 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
         pq, pk, pg = (_pairs_blocked if pairs == "blocked" else _pairs_loop)(Q, Kk, G, dM, B[:, :, None] * dA)
     DQ, DK, DG = DQ + pq, DK + pk, DG + pg
     if dg_form == "difference":
-        dgd, wild = difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits)
+        dgd, wild = difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits, dg_products)
         DG = dgd if wild is None else np.where(wild[:, None, :], DG, dgd).astype(F32)
     dbeta = (dA * Ap).sum(2, dtype=F32) + (BV * Vv).sum(2, dtype=F32) + TB.sum(2, dtype=F32)
     flat = lambda x: x.reshape((M * C,) + x.shape[2:])[:L]  # noqa: E731
@@ -280,6 +292,8 @@ def main(argv):
                          "reverse cumulative sum of q dq - k dk (FLA's form); --dg-min-bits B keeps the runs' form for "
                          "a chunk's channel with a token's decay below 2^B (B < 0)")
     ap.add_argument("--dg-min-bits", type=float, default=None)
+    ap.add_argument("--dg-products", choices=("fp32", "bf16x3", "3xtf32"), default="fp32",
+                    help="--dg difference: the precision of the pair products it forms dq and dk from")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     npdt = np.float32 if a.dtype == "float32" else np.float64
@@ -323,7 +337,8 @@ def main(argv):
                     got = kernels_backward(q[b, t0:t1, h].astype(F32), k[b, t0:t1, h].astype(F32),
                                            v[b, t0:t1, hv].astype(F32), g[b, t0:t1, hv], beta[b, t0:t1, hv].astype(F32),
                                            dout[b, t0:t1, hv].astype(F32), S0.astype(F32), dST.astype(F32), scale,
-                                           a.pairs, a.products, a.precision, a.dg, a.dg_min_bits)
+                                           a.pairs, a.products, a.precision, a.dg, a.dg_min_bits,
+                                           a.dg_products)
                 dqh[b, t0:t1, hv], dkh[b, t0:t1, hv], dv[b, t0:t1, hv], dglog[b, t0:t1, hv] = got[:4]
                 dbeta[b, t0:t1, hv], dh0[n, hv] = got[4], got[5]
                 continue
