@@ -141,3 +141,29 @@ def test_the_difference_form_of_dg_needs_the_runs_only_where_a_decay_is_steep(se
         assert plain[0] < 1e-4 and plain[1] > 1e3, f"{plain} (seed {seed}): the cancellation did not show at token 30"
     else:
         assert max(plain) < 1e-4, f"{plain} (seed {seed})"
+
+
+def test_the_tensor_core_pair_terms_factor_the_decays_exactly(seed):
+    """chunk_backward_rounding.tc_pair_terms (the plan's block-factored products, docs/backward.md): in fp32 products,
+    each side's pair terms equal the direct sums over (r, c) with D = 2^(Gam_r - Gam_c) in float64, to fp32 rounding,
+    with every token's decay down to 2^-8 (diagonal blocks' factors then reach 2^+-64)."""
+    import numpy as np
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "verify_impls"))
+    import chunk_backward_rounding as cbr  # noqa: E402
+    rng = np.random.default_rng(seed)
+    M, C, K = 2, 64, 8
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    Q, Kk, dM, dA = f(M, C, K), f(M, C, K), f(M, C, C), f(M, C, C)
+    B = rng.random((M, C)).astype(np.float32)
+    G = (-8.0 * rng.random((M, C, K))).astype(np.float32)  # log2 units, down to the fast path's -8 bits a token
+    got = cbr.tc_pair_terms(Q, Kk, G, B, dM, dA, "fp32")
+    gc = np.cumsum(G.astype(np.float64), axis=1)
+    D = np.exp2(gc[:, :, None, :] - gc[:, None, :, :])
+    incl, strict = np.tril(np.ones((C, C))), np.tril(np.ones((C, C)), -1)
+    wm, wa = dM * incl, (B[:, :, None] * dA) * strict
+    Qd, Kd = Q.astype(np.float64), Kk.astype(np.float64)
+    want = (np.einsum("mrc,mrcd,mcd->mrd", wm, D, Kd), np.einsum("mrc,mrcd,mrd->mcd", wm, D, Qd),
+            np.einsum("mrc,mrcd,mcd->mrd", wa, D, Kd), np.einsum("mrc,mrcd,mrd->mcd", wa, D, Kd))
+    for name, a, b in zip(("dq_M", "dk_M", "dk_Arow", "dk_Acol"), got, want):
+        err = float(np.abs(a - b).max() / np.abs(b).max())
+        assert err < 1e-5, f"{name}: {err:.2e} (seed {seed})"

@@ -145,15 +145,11 @@ def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None
     pair decays exp2 of differences of the chunk's cumulated sums, then dGam_t = q dq - k (dk_M + dk_Acol + dk_KD) +
     k (dk_Arow + dk_KG) (+ the chunk-end terms at C - 1) and dg = its reverse cumulative sum within the chunk: no sum
     over the pairs spanning each token. Where a chunk's channel has a token whose decay is below 2^min_bits (min_bits
-    < 0), returns None for it in `wild` so the caller keeps the spanning form there. Returns (dg [M, C, K], wild
-    [M, K] or None). products: the pair products' operands as a tensor-core product would see them (bf16x3: each
+    < 0), flags it in `wild` so the caller keeps the spanning form there. Returns (dg [M, C, K], wild [M, K] or None,
+    dq, dk [M, C, K]). products: the pair products' operands as a tensor-core product would see them (bf16x3: each
     rounded to its bf16 hi + lo; 3xtf32: its tf32 hi + lo; the decay factors, which a kernel folds into the channel
     operand, are applied exactly: rounding is relative, so where they sit does not change its size)."""
     gc = np.cumsum(G, axis=1, dtype=F32)  # [M, C, K] Gam in log2 units
-    low = np.tril(np.ones((C, C), F32))
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        D = _ex2(gc[:, :, None, :] - gc[:, None, :, :]) * low[None, :, :, None]  # [M, r, c, K]
-    D = np.nan_to_num(D, nan=0.0, posinf=0.0)
     dAp = (B[:, :, None] * dA).astype(F32)
 
     def rnd(x):
@@ -164,11 +160,18 @@ def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None
             hi, lo = tp.split3(x)
             return (hi + lo).astype(F32)
         return x
-    rM, rA, rQ, rK = rnd(dM), rnd(dAp), rnd(Q), rnd(Kk)
-    dq_m = np.einsum("mrc,mrcd,mcd->mrd", rM, D, rK, dtype=F32)
-    dk_m = np.einsum("mrc,mrcd,mrd->mcd", rM, D, rQ, dtype=F32)
-    dk_arow = np.einsum("mrc,mrcd,mcd->mrd", rA, D, rK, dtype=F32)
-    dk_acol = np.einsum("mrc,mrcd,mrd->mcd", rA, D, rK, dtype=F32)
+    if products.startswith("tc:"):  # the block-factored tensor-core form (tc_pair_terms)
+        dq_m, dk_m, dk_arow, dk_acol = tc_pair_terms(Q, Kk, G, B, dM, dA, products[3:])
+    else:
+        low = np.tril(np.ones((C, C), F32))
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            D = _ex2(gc[:, :, None, :] - gc[:, None, :, :]) * low[None, :, :, None]  # [M, r, c, K]
+        D = np.nan_to_num(D, nan=0.0, posinf=0.0)
+        rM, rA, rQ, rK = rnd(dM), rnd(dAp), rnd(Q), rnd(Kk)
+        dq_m = np.einsum("mrc,mrcd,mcd->mrd", rM, D, rK, dtype=F32)
+        dk_m = np.einsum("mrc,mrcd,mrd->mcd", rM, D, rQ, dtype=F32)
+        dk_arow = np.einsum("mrc,mrcd,mcd->mrd", rA, D, rK, dtype=F32)
+        dk_acol = np.einsum("mrc,mrcd,mrd->mcd", rA, D, rK, dtype=F32)
     e = _ex2(gc)
     esuf = _ex2(gc[:, -1:, :] - gc)
     dq = QS * e + dq_m
@@ -180,7 +183,43 @@ def difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits=None
     wild = None
     if min_bits is not None:
         wild = (G.min(axis=1) < F32(min_bits))  # [M, K]
-    return dg.astype(F32), wild
+    dk = (dk_kg + dk_kd + dk_m + dk_arow + dk_acol).astype(F32)
+    return dg.astype(F32), wild, dq.astype(F32), dk
+
+
+def tc_pair_terms(Q, Kk, G, B, dM, dA, products="3xtf32", S=16):
+    """The pair products of dq and dk by side as a tensor-core gradient pass would form them (a plan, docs/backward.md
+    "Where the spanning sums are needed"): per pair of 16-token blocks I >= J, [16 x 16] by [16 x K] matrix products
+    in `products` precision (two_phase.prod) with the pair decays factored per channel: inside a diagonal block
+    through its middle (2^(Gam_r - Gam_ref) 2^(Gam_ref - Gam_c), each factor within 2^(8 x 8 bits) where every token's
+    decay is >= 2^-8), across blocks through the block ends (2^(Gam_r - Gam_end(I-1)) P_IJ 2^(Gam_end(J) - Gam_c), every
+    factor <= 1). G [M, C, K] log2 units. Returns dq_M, dk_M (column side of dM), dk_Arow, dk_Acol, each [M, C, K]."""
+    gc = np.cumsum(G, axis=1, dtype=F32)
+    dAp = (B[:, :, None] * dA).astype(F32)
+    out = [np.zeros_like(Q) for _ in range(4)]
+    incl, strict = np.tril(np.ones((S, S), F32)), np.tril(np.ones((S, S), F32), -1)
+    pr = lambda a, b: tp.prod(a, b, products)  # noqa: E731
+    for I in range(C // S):
+        rs = slice(I * S, (I + 1) * S)
+        for J in range(I + 1):
+            cs = slice(J * S, (J + 1) * S)
+            with np.errstate(over="ignore", under="ignore"):
+                if I == J:
+                    ref = gc[:, I * S + S // 2 - 1][:, None, :]
+                    a, b = _ex2(gc[:, rs] - ref), _ex2(ref - gc[:, cs])
+                    wm, wa = dM[:, rs, cs] * incl, dAp[:, rs, cs] * strict
+                else:
+                    a = _ex2(gc[:, rs] - gc[:, I * S - 1][:, None, :])
+                    b = _ex2(gc[:, J * S + S - 1][:, None, :] - gc[:, cs])
+                    pij = _ex2(gc[:, I * S - 1] - gc[:, J * S + S - 1])[:, None, :]
+                    a = (a * pij).astype(F32)
+                    wm, wa = dM[:, rs, cs], dAp[:, rs, cs]
+            bk, aq, ak = (b * Kk[:, cs]).astype(F32), (a * Q[:, rs]).astype(F32), (a * Kk[:, rs]).astype(F32)
+            out[0][:, rs] += a * pr(wm, bk)
+            out[1][:, cs] += b * pr(np.swapaxes(wm, 1, 2), aq)
+            out[2][:, rs] += a * pr(wa, bk)
+            out[3][:, cs] += b * pr(np.swapaxes(wa, 1, 2), ak)
+    return out
 
 
 def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp32", precision="", dg_form="runs",
@@ -270,8 +309,11 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
         pq, pk, pg = (_pairs_blocked if pairs == "blocked" else _pairs_loop)(Q, Kk, G, dM, B[:, :, None] * dA)
     DQ, DK, DG = DQ + pq, DK + pk, DG + pg
     if dg_form == "difference":
-        dgd, wild = difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits, dg_products)
-        DG = dgd if wild is None else np.where(wild[:, None, :], DG, dgd).astype(F32)
+        dgd, wild, dqd, dkd = difference_dg(Q, Kk, G, B, dM, dA, QS, KDg, BK, starts, dsend, min_bits, dg_products)
+        keep = np.zeros_like(dgd, dtype=bool) if wild is None else np.broadcast_to(wild[:, None, :], dgd.shape)
+        DG = np.where(keep, DG, dgd).astype(F32)
+        if dg_products.startswith("tc:"):  # the tensor-core pass forms dq and dk too, where it runs
+            DQ, DK = np.where(keep, DQ, dqd).astype(F32), np.where(keep, DK, dkd).astype(F32)
     dbeta = (dA * Ap).sum(2, dtype=F32) + (BV * Vv).sum(2, dtype=F32) + TB.sum(2, dtype=F32)
     flat = lambda x: x.reshape((M * C,) + x.shape[2:])[:L]  # noqa: E731
     return flat(DQ), flat(DK), flat(B[..., None] * BV), flat(DG), flat(dbeta), dS
@@ -292,8 +334,10 @@ def main(argv):
                          "reverse cumulative sum of q dq - k dk (FLA's form); --dg-min-bits B keeps the runs' form for "
                          "a chunk's channel with a token's decay below 2^B (B < 0)")
     ap.add_argument("--dg-min-bits", type=float, default=None)
-    ap.add_argument("--dg-products", choices=("fp32", "bf16x3", "3xtf32"), default="fp32",
-                    help="--dg difference: the precision of the pair products it forms dq and dk from")
+    ap.add_argument("--dg-products", choices=("fp32", "bf16x3", "3xtf32", "tc:3xtf32", "tc:bf16x3", "tc:fp32"),
+                    default="fp32",
+                    help="--dg difference: the precision of the pair products it forms dq and dk from; tc:MODE: as "
+                         "block-factored matrix products (tc_pair_terms), whose dq and dk replace the kernels' too")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     npdt = np.float32 if a.dtype == "float32" else np.float64
