@@ -32,7 +32,8 @@ std::vector<int64_t> random_layout(std::mt19937_64& rng, int64_t total, int64_t 
 std::vector<int64_t> shifted(std::vector<int64_t> v);
 
 // Every named workload, in --list order. train-NAME: NAME's forward and backward (upstream gradients for the output
-// and the final state), for each of the six standard workloads and the CPU default.
+// and the final state), for each h64- / h96- workload (the six standard ones and the layout checks) and the CPU
+// default.
 const std::vector<Workload>& workloads();
 const Workload* find_workload(const std::string& name);
 
