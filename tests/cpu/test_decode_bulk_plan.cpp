@@ -299,22 +299,24 @@ namespace kda::cuda::rows {
 namespace {
 
 TEST(DecodeRowsPlan, WarpsCoverEveryRowOnce) {
-  // The kernel's grid is (grid_x(V), HV, N) of kWarps warps; a warp owns rows row0 .. row0 + kRows - 1 (those < V).
-  for (const auto& [N, HV, V] : {std::tuple<int64_t, int, int>{1, 32, 128}, {3, 12, 128}, {2, 5, 16}, {4, 3, 66},
-                                 {1, 1, 1}, {7, 2, 256}, {2, 4, 3}, {1, 2, 20}}) {
+  // The kernel's grid is (grid_x(V, R), HV, N) of kWarps warps; a warp owns rows row0 .. row0 + R - 1 (those < V).
+  for (const auto& [N, HV, V, K] : {std::tuple<int64_t, int, int, int>{1, 32, 128, 128}, {3, 12, 128, 64},
+                                    {2, 5, 16, 128}, {4, 3, 66, 128}, {1, 1, 1, 64}, {7, 2, 256, 256}, {2, 4, 3, 256},
+                                    {1, 2, 20, 128}}) {
+    const int R = rows_per_warp(K);
     std::vector<int> seen(static_cast<size_t>(N * HV * V), 0);
     int64_t busy = 0;
     for (int64_t n = 0; n < N; ++n)
       for (int hv = 0; hv < HV; ++hv)
-        for (int bx = 0; bx < grid_x(V); ++bx)
+        for (int bx = 0; bx < grid_x(V, R); ++bx)
           for (int w = 0; w < kWarps; ++w) {
-            const int row0 = row0_of(bx, w);
+            const int row0 = row0_of(bx, w, R);
             if (row0 >= V) continue;  // idle warp
             ++busy;
-            ASSERT_EQ(row0 % kRows, 0);
-            for (int r = row0; r < std::min(row0 + kRows, V); ++r) ++seen[static_cast<size_t>((n * HV + hv) * V + r)];
+            ASSERT_EQ(row0 % R, 0);
+            for (int r = row0; r < std::min(row0 + R, V); ++r) ++seen[static_cast<size_t>((n * HV + hv) * V + r)];
           }
-    EXPECT_EQ(busy, warp_count(N, HV, V));
+    EXPECT_EQ(busy, warp_count(N, HV, V, R));
     for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "row " << i << " N " << N << " HV " << HV << " V " << V;
   }
 }

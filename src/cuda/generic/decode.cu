@@ -560,7 +560,7 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
       launch_decode_conv(p, workspace, sms, s);
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    // Small batches (up to rows::kMaxWarpsPerSm warps per SM): the row-split kernel, unless a path is forced; a bf16
+    // Small batches (up to rows::kMaxRowsPerSm state rows per SM): the row-split kernel, unless a path is forced; a bf16
     // pool also at larger batches where the bulk kernel does not apply (not sm_90).
     const bool rows = rows_ok && (rows::preferred(io.N, io.HV, io.V, sms) || (bf16_pool && !hopper));
     if (rows) {

@@ -41,7 +41,6 @@
 namespace kda::cuda {
 namespace {
 
-using rows::kRows;
 constexpr int kThreads = 32 * rows::kWarps;
 constexpr int kMaxTokens = 4;
 
@@ -49,7 +48,7 @@ constexpr int kMaxTokens = 4;
 // P: the pool's element, float or __nv_bfloat16 (the state widened to fp32 when loaded, rounded once when stored).
 template <int K, int kMaxT, typename P>
 __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kernel(const DecodeParams p) {
-  constexpr int W = K / 32;
+  constexpr int W = K / 32, kRows = rows::rows_per_warp(K);
   const ForwardParams& io = p.io;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched with programmatic stream serialization on sm_90 (launch below): nothing global is read before the
@@ -61,7 +60,7 @@ __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kern
   struct {
     int64_t n;
     int hv, row0;
-  } const tk = {blockIdx.z, static_cast<int>(blockIdx.y), rows::row0_of(static_cast<int>(blockIdx.x), warp)};
+  } const tk = {blockIdx.z, static_cast<int>(blockIdx.y), rows::row0_of(static_cast<int>(blockIdx.x), warp, kRows)};
   if (tk.row0 >= io.V) return;  // uniform over the warp; no barrier follows
   const int h = tk.hv / io.group;
   const int T = static_cast<int>(io.T);  // 1 .. kMaxT (rows_decode_supported)
@@ -181,7 +180,7 @@ template <int K, typename P>
 void launch(const DecodeParams& p, cudaStream_t stream) {
   const auto kernel = p.io.T == 1 ? decode_rows_kernel<K, 1, P> : decode_rows_kernel<K, kMaxTokens, P>;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(rows::grid_x(p.io.V)), static_cast<unsigned>(p.io.HV),
+  cfg.gridDim = dim3(static_cast<unsigned>(rows::grid_x(p.io.V, rows::rows_per_warp(K))), static_cast<unsigned>(p.io.HV),
                      static_cast<unsigned>(p.io.N));  // N, HV <= 65535 (rows_decode_supported)
   cfg.blockDim = dim3(kThreads);
   cfg.stream = stream;

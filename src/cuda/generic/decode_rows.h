@@ -8,7 +8,7 @@
 
 namespace kda::cuda {
 
-// One warp per (sequence, value head, rows::kRows rows), the state in registers. supported(): 1 <= T <= 4, K in
+// One warp per (sequence, value head, rows::rows_per_warp(K) rows), the state in registers. supported(): 1 <= T <= 4, K in
 // {64, 128, 256}, a value-first fp32 or bf16 pool of contiguous rows, 16-byte aligned slot and head starts (any GPU
 // the library runs on).
 bool rows_decode_supported(const DecodeParams& p);
