@@ -300,10 +300,7 @@ namespace {
 
 TEST(DecodeRowsPlan, WarpsCoverEveryRowOnce) {
   // The kernel's grid is (grid_x(V, R), HV, N) of kWarps warps; a warp owns rows row0 .. row0 + R - 1 (those < V).
-  for (const auto& [N, HV, V, K] : {std::tuple<int64_t, int, int, int>{1, 32, 128, 128}, {3, 12, 128, 64},
-                                    {2, 5, 16, 128}, {4, 3, 66, 128}, {1, 1, 1, 64}, {7, 2, 256, 256}, {2, 4, 3, 256},
-                                    {1, 2, 20, 128}}) {
-    const int R = rows_per_warp(K);
+  const auto check = [](int64_t N, int HV, int V, int R) {
     std::vector<int> seen(static_cast<size_t>(N * HV * V), 0);
     int64_t busy = 0;
     for (int64_t n = 0; n < N; ++n)
@@ -317,7 +314,32 @@ TEST(DecodeRowsPlan, WarpsCoverEveryRowOnce) {
             for (int r = row0; r < std::min(row0 + R, V); ++r) ++seen[static_cast<size_t>((n * HV + hv) * V + r)];
           }
     EXPECT_EQ(busy, warp_count(N, HV, V, R));
-    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "row " << i << " N " << N << " HV " << HV << " V " << V;
+    for (size_t i = 0; i < seen.size(); ++i)
+      ASSERT_EQ(seen[i], 1) << "row " << i << " N " << N << " HV " << HV << " V " << V << " R " << R;
+  };
+  for (const auto& [N, HV, V, K] : {std::tuple<int64_t, int, int, int>{1, 32, 128, 128}, {3, 12, 128, 64},
+                                    {2, 5, 16, 128}, {4, 3, 66, 128}, {1, 1, 1, 64}, {7, 2, 256, 256}, {2, 4, 3, 256},
+                                    {1, 2, 20, 128}})
+    for (const bool wide : {false, true}) check(N, HV, V, rows_for(K, wide));
+}
+
+TEST(DecodeRowsPlan, EightRowsOnlyPastOneWaveAndAtMostK128) {
+  // H200, one token at K = 128: the 4-row instance holds 6 CTAs (24 warps) an SM.
+  const int64_t resident = 6 * 132 * kWarps;
+  EXPECT_EQ(choose_rows(1, 32, 128, 128, resident), 4);   // 1024 warps: one wave
+  EXPECT_EQ(choose_rows(1, 12, 128, 128, resident), 4);
+  EXPECT_EQ(choose_rows(8, 12, 128, 128, resident), 4);   // 3072
+  EXPECT_EQ(choose_rows(8, 32, 128, 128, resident), 8);   // 8192: 2.6 waves
+  EXPECT_EQ(choose_rows(32, 12, 128, 128, resident), 8);  // 12288
+  EXPECT_EQ(choose_rows(32, 12, 128, 256, resident), 4);  // K = 256 keeps 4
+  EXPECT_EQ(choose_rows(32, 12, 128, 64, resident), 8);
+  for (const int K : {64, 128, 256}) {  // the choice never turns back to 4 as the batch grows
+    bool wide = false;
+    for (int64_t N = 1; N <= 4096; N *= 2) {
+      const bool now = choose_rows(N, 32, 128, K, resident) == kMaxRows;
+      EXPECT_FALSE(wide && !now) << "N " << N << " K " << K;
+      wide = now;
+    }
   }
 }
 

@@ -564,7 +564,7 @@ Status decode(const DecodeParams& p, void* workspace, size_t workspace_bytes, vo
     // pool also at larger batches where the bulk kernel does not apply (not sm_90).
     const bool rows = rows_ok && (rows::preferred(io.N, io.HV, io.V, sms) || (bf16_pool && !hopper));
     if (rows) {
-      rows_decode(inner, s);
+      rows_decode(inner, sms, s);
     } else if (hopper) {
       if ((e = hopper_decode(inner, sms, s)) != cudaSuccess) return e;
     } else {

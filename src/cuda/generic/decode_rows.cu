@@ -1,6 +1,6 @@
 // decode_rows.cu: owns the small-batch decode (kda::cuda::rows_decode, decode_rows.h): 1-4 tokens per sequence against
-// a value-first pool (fp32 or bf16; bf16 at every batch off sm_90), one warp per (sequence, value head, rows::kRows
-// rows), the state in registers.
+// a value-first pool (fp32 or bf16; bf16 at every batch off sm_90), one warp per (sequence, value head, kRows rows:
+// 4, or 8 past one resident wave, rows::choose_rows), the state in registers.
 //
 // Why. At small batches a decode call is one dependent chain per CTA, not a stream: launch, the slot index, the state,
 // the update, the stores. The bulk-copy kernel (hopper/decode_bulk.cu) runs that chain through its producer warp:
@@ -19,9 +19,10 @@
 //
 // Budget: registers hold kRows * W state floats, and per token 3 W raw channels + kRows v + beta + a write index, for
 // up to kMaxT tokens at once (their loads all issued before the slot's is used). One token: __launch_bounds__(128, 4),
-// at most 128 registers (ptxas, sm_90a, fp32 pool: 80 / 100 at K = 128 / 256, no spills); up to four: (128, 2), so
-// that K = 256's four tokens of raw inputs do not spill (bounded at 128 they spilled 572 bytes; now 200-208). The dispatcher takes this kernel only
-// at small batches (rows::preferred), where occupancy is not what limits it.
+// at most 128 registers (ptxas, sm_90a, fp32 pool, 4 rows: 80 / 100 at K = 128 / 256; 8 rows: 96 at K = 128; no
+// spills); up to four: (128, 2), so that K = 256's four tokens of raw inputs do not spill (bounded at 128 they spilled
+// 572 bytes; now 200-208; 8 rows at K = 128: 236). The dispatcher takes this kernel only at small batches
+// (rows::preferred).
 //
 // The math is the other decode kernels' (decode_math.cuh: the same per-token formulas and roundings); only the order
 // of the terms of the sums (norms, row dot products) differs. In place: a warp reads its rows before it writes them,
@@ -46,9 +47,10 @@ constexpr int kMaxTokens = 4;
 
 // kMaxT: the most tokens per sequence this instance takes (1, or kMaxTokens for speculative verify); T <= kMaxT.
 // P: the pool's element, float or __nv_bfloat16 (the state widened to fp32 when loaded, rounded once when stored).
-template <int K, int kMaxT, typename P>
+// kRows: the state rows a warp owns (rows::choose_rows: 4, or 8 past one resident wave).
+template <int K, int kMaxT, typename P, int kRows>
 __global__ void __launch_bounds__(kThreads, kMaxT == 1 ? 4 : 2) decode_rows_kernel(const DecodeParams p) {
-  constexpr int W = K / 32, kRows = rows::rows_per_warp(K);
+  constexpr int W = K / 32;
   const ForwardParams& io = p.io;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched with programmatic stream serialization on sm_90 (launch below): nothing global is read before the
@@ -176,11 +178,11 @@ bool runs_sm90_code(Kernel kernel, int device) {
   return major >= 9 && attr.binaryVersion >= 90;
 }
 
-template <int K, typename P>
-void launch(const DecodeParams& p, cudaStream_t stream) {
-  const auto kernel = p.io.T == 1 ? decode_rows_kernel<K, 1, P> : decode_rows_kernel<K, kMaxTokens, P>;
+template <int K, typename P, int R>
+void launch_rows(const DecodeParams& p, cudaStream_t stream) {
+  const auto kernel = p.io.T == 1 ? decode_rows_kernel<K, 1, P, R> : decode_rows_kernel<K, kMaxTokens, P, R>;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(rows::grid_x(p.io.V, rows::rows_per_warp(K))), static_cast<unsigned>(p.io.HV),
+  cfg.gridDim = dim3(static_cast<unsigned>(rows::grid_x(p.io.V, R)), static_cast<unsigned>(p.io.HV),
                      static_cast<unsigned>(p.io.N));  // N, HV <= 65535 (rows_decode_supported)
   cfg.blockDim = dim3(kThreads);
   cfg.stream = stream;
@@ -198,12 +200,31 @@ void launch(const DecodeParams& p, cudaStream_t stream) {
   }
 }
 
+// The rows per warp from the batch against what the device holds of the 4-row instance at once (its occupancy: the
+// registers of the instance that runs decide it).
+template <int K, typename P>
+void launch(const DecodeParams& p, int sms, cudaStream_t stream) {
+  if constexpr (rows::rows_for(K, true) != 4) {
+    const auto narrow = p.io.T == 1 ? decode_rows_kernel<K, 1, P, 4> : decode_rows_kernel<K, kMaxTokens, P, 4>;
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, narrow, kThreads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      per_sm = 1;
+    }
+    if (rows::choose_rows(p.io.N, p.io.HV, p.io.V, K, int64_t{per_sm} * sms * rows::kWarps) != 4) {
+      launch_rows<K, P, rows::rows_for(K, true)>(p, stream);
+      return;
+    }
+  }
+  launch_rows<K, P, 4>(p, stream);
+}
+
 template <typename P>
-void launch_pool(const DecodeParams& p, cudaStream_t stream) {
+void launch_pool(const DecodeParams& p, int sms, cudaStream_t stream) {
   switch (p.io.K) {
-    case 64: launch<64, P>(p, stream); break;
-    case 128: launch<128, P>(p, stream); break;
-    default: launch<256, P>(p, stream); break;
+    case 64: launch<64, P>(p, sms, stream); break;
+    case 128: launch<128, P>(p, sms, stream); break;
+    default: launch<256, P>(p, sms, stream); break;
   }
 }
 
@@ -220,11 +241,11 @@ bool rows_decode_supported(const DecodeParams& p) {
   return reinterpret_cast<uintptr_t>(p.pool) % 16 == 0;
 }
 
-void rows_decode(const DecodeParams& p, cudaStream_t stream) {
+void rows_decode(const DecodeParams& p, int sms, cudaStream_t stream) {
   if (p.pool_dtype == KDA_DTYPE_BFLOAT16)
-    launch_pool<__nv_bfloat16>(p, stream);
+    launch_pool<__nv_bfloat16>(p, sms, stream);
   else
-    launch_pool<float>(p, stream);
+    launch_pool<float>(p, sms, stream);
 }
 
 }  // namespace kda::cuda

@@ -11,10 +11,14 @@ namespace kda::cuda::rows {
 
 constexpr int kWarps = 4;  // warps per CTA, each on its own rows (no barrier between them)
 
-// State rows per warp: R x K fp32 in registers, R K / 32 floats a lane. 8 rows at K <= 128 (32 floats a lane at
-// K = 128): a warp's slot -> state chain then carries 4 KB instead of 2 KB, and a batch takes half the warps, so fewer
-// resident waves of that two-round-trip chain; 4 at K = 256, where 8 rows would be 64 floats a lane.
-KDA_HOST_DEVICE constexpr int rows_per_warp(int K) { return K <= 128 ? 8 : 4; }
+// State rows per warp, R: 4, or 8 where K <= 128 and the batch is past one resident wave (choose_rows). R x K fp32
+// in registers, R K / 32 floats a lane. Measured on the H200 (session 32, K = V = 128, one token, bench/LEDGER.md): with
+// 8 rows a warp carries 4 KB through its slot -> state chain instead of 2 KB and a batch needs half the warps, so fewer
+// waves of that two-round-trip chain: H = 32 B = 8 12.33 -> 11.97 us, H = 12 B = 32 17.25 -> 16.75; but within one wave
+// the longer chain a warp costs (H = 12 B = 1 3.00 -> 3.34 us; H = 32 B = 1, H = 12 B = 8 level). Never 8 at K = 256
+// (64 floats a lane).
+constexpr int kMaxRows = 8;
+KDA_HOST_DEVICE constexpr int rows_for(int K, bool wide) { return wide && K <= 128 ? kMaxRows : 4; }
 
 // Grid: z = sequence n, y = value head hv, x = groups of kWarps row blocks of R rows. The task is read off the
 // CTA's coordinates with no division: a 64-bit division (the first version's flat task index) put ~200 dependent
@@ -32,6 +36,12 @@ KDA_HOST_DEVICE int64_t warp_count(int64_t N, int HV, int V, int R) { return N *
 constexpr int64_t kMaxRowsPerSm = 512;
 KDA_HOST_DEVICE bool preferred(int64_t N, int HV, int V, int sms) {
   return N <= 65535 && N * HV * int64_t{V} <= kMaxRowsPerSm * sms;
+}
+
+// The launch's rows per warp: 8 (at K <= 128) where the 4-row grid's warps exceed what the device holds at once,
+// resident_warps (the 4-row instance's occupancy times the SMs times kWarps), else 4.
+KDA_HOST_DEVICE int choose_rows(int64_t N, int HV, int V, int K, int64_t resident_warps) {
+  return rows_for(K, warp_count(N, HV, V, 4) > resident_warps);
 }
 
 }  // namespace kda::cuda::rows
