@@ -427,5 +427,72 @@ TEST(MmaLayout, Tf32OperandRoundsAsCvtRna) {
   }
 }
 
+// chunk_grad.cu's swizzled [C][K] and [C][C] arrays: each row's columns permuted within their aligned 32, and every
+// access pattern of the gradient pass on 32 distinct banks: a row's 32 consecutive columns (a thread a channel), an
+// m16n8k8 B fragment and an accumulator tile of the [C][K] arrays, an A fragment of dM / dA as stored and transposed.
+TEST(MmaLayout, GradientPassSwizzlesAreConflictFreePermutations) {
+  const auto banks = [](const std::array<int, 32>& off) {
+    uint32_t mask = 0;
+    for (int o : off) mask |= 1u << (o % 32);
+    return mask == 0xffffffffu;
+  };
+  for (int K : {32, 64, 128}) {
+    for (int r = 0; r < 64; ++r) {
+      std::vector<int> seen(static_cast<size_t>(K), 0);
+      for (int d = 0; d < K; ++d) {
+        const int s = d ^ grad_col_swizzle(r);
+        ASSERT_LT(s, K);
+        ASSERT_EQ(s / 32, d / 32) << "the swizzle must keep a column in its aligned 32";
+        ++seen[static_cast<size_t>(s)];
+      }
+      for (int c : seen) ASSERT_EQ(c, 1) << "K " << K << " row " << r;
+      for (int d0 = 0; d0 < K; d0 += 32) {
+        std::array<int, 32> off{};
+        for (int l = 0; l < 32; ++l) off[l] = r * K + ((d0 + l) ^ grad_col_swizzle(r));
+        EXPECT_TRUE(banks(off)) << "row access K " << K << " row " << r;
+      }
+    }
+    for (int r0 = 0; r0 < 64; r0 += 4)
+      for (int n0 = 0; n0 < K; n0 += 8)
+        for (int e = 0; e < 2; ++e) {
+          std::array<int, 32> b{}, c{};
+          for (int l = 0; l < 32; ++l) {
+            const int grp = l >> 2, tig = l & 3;
+            const int rb = r0 + tig, cb = n0 + grp;  // B fragment b_e: rows r0 + tig (r0 = 8 ks + 4 e)
+            b[l] = rb * K + (cb ^ grad_col_swizzle(rb));
+            const int rc = (r0 & ~7) + grp, cc = n0 + 2 * tig + e;  // accumulator element c_e (rows 8h + grp)
+            c[l] = rc * K + (cc ^ grad_col_swizzle(rc));
+          }
+          EXPECT_TRUE(banks(b)) << "B fragment K " << K << " rows " << r0 << " cols " << n0;
+          EXPECT_TRUE(banks(c)) << "accumulator K " << K << " rows " << r0 << " cols " << n0;
+        }
+  }
+  for (int r = 0; r < 64; ++r) {
+    std::vector<int> seen(64, 0);
+    for (int c = 0; c < 64; ++c) {
+      const int s = c ^ grad_pair_swizzle(r);
+      ASSERT_EQ(s / 4, (c / 4) ^ (grad_pair_swizzle(r) / 4)) << "4-column groups must stay whole";
+      ++seen[static_cast<size_t>(s)];
+    }
+    for (int n : seen) ASSERT_EQ(n, 1) << "row " << r;
+  }
+  for (int r0 = 0; r0 < 64; r0 += 8)
+    for (int c0 = 0; c0 < 64; c0 += 8)
+      for (int h = 0; h < 2; ++h)
+        for (int v = 0; v < 2; ++v) {
+          std::array<int, 32> a{}, at{};
+          for (int l = 0; l < 32; ++l) {
+            const int grp = l >> 2, tig = l & 3;
+            const int ra = r0 + grp + 8 * h, ca = c0 + tig + 4 * v;  // A as stored: a[h + 2 v]
+            a[l] = ra * 64 + (ca ^ grad_pair_swizzle(ra));
+            // transposed, A[m][k] = dM[k][m] (m: a block's 16 columns from c0, a multiple of 16): a[h + 2 v]
+            const int rt = r0 + tig + 4 * v, ct = (c0 + grp + 8 * h) % 64;
+            at[l] = rt * 64 + (ct ^ grad_pair_swizzle(rt));
+          }
+          EXPECT_TRUE(banks(a)) << "A fragment rows " << r0 << " cols " << c0;
+          if (c0 % 16 == 0) EXPECT_TRUE(banks(at)) << "transposed A fragment rows " << r0 << " cols " << c0;
+        }
+}
+
 }  // namespace
 }  // namespace kda::cuda::chunk

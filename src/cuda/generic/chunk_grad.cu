@@ -51,6 +51,10 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr int kDG = kDK + kC * K, kM = kDG + kC * K, kA = kM + kC * kC;
   static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC, kNorm = kRow + kC;
   static constexpr size_t kBytes = sizeof(float) * (kNorm + 2 * kC);
+  // Element (r, d) of the [C][K] arrays and (r, c) of dM / dA: swizzled so that both a thread a channel and the
+  // tensor-core pair products' fragments read them without bank conflicts (mma_layout.h, tests/cpu/test_mma_layout).
+  static __device__ __forceinline__ int at(int r, int d) { return r * K + (d ^ grad_col_swizzle(r)); }
+  static __device__ __forceinline__ int pair_at(int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); }
 };
 
 // Asks L2 for what the CTA's next task reads from global memory: its product tile and A' (contiguous, ~180 KB at
@@ -76,6 +80,141 @@ __device__ __forceinline__ void prefetch_task(const ForwardParams& p, const char
   prefetch_input_row<K, V>(p, list[ci], hv, tid % kC, tid / kC);  // q, k, g, v
 }
 
+// A chunk is tame where every token's decay is at least 2^-kTameBits in every channel: its pair decays factor through
+// one reference point a 16-token block with every factor inside 2^(+-8 x 8) (docs/backward.md, "Where the spanning
+// sums are needed": the CPU study's fallback threshold; no bounded gate, at most 5 nats = 7.2 bits a token, is steep).
+constexpr float kTameBits = 8.0f;
+
+// The pair products of a tame chunk on tensor cores (3xTF32 mma.sync m16n8k8, every warp): the row side
+//   dq[r] += a_r (dM[r, :] Kb),  dk[r] += beta_r a_r (dA[r, :] Kb),  Kb[c] = k_c 2^(Gam_m - Gam_c)
+// for the 16 rows r of block I and every c <= r, and the column side
+//   dk[c] += b_c (dM[:, c]^T Qa + dA[:, c]^T (beta K)a),  Qa[r] = q_r 2^(Gam_r - Gam_m)
+// for the 16 columns c of block I and every r >= c, with Gam the chunk's cumulated log2 decays (Gs, cumulated by P4),
+// m the block's reference token (its 8th), a_r = 2^(Gam_r - Gam_m), b_c = 2^(Gam_m - Gam_c). Every operand factor is
+// <= 1 outside the block and within 2^64 inside it (tame); a factor that underflows stands for a pair decay below
+// 2^-62. dM is lower, dA strictly lower (chunk_products.cu), so the products need no mask. Each k-step's three
+// products go to a fresh accumulator added in fp32 (the tensor cores' accumulation is not round-to-nearest: session
+// 23's chained 3xTF32 lost the near-identical-keys probe). dg: each pair's log-decay coefficient P_rc (the pair's
+// term) belongs to the tokens it spans, c < s <= r; as a difference, dGam_t = q_t dq_t + k_t dk_row_t - k_t dk_col_t
+// (this pass's pair terms only) summed over t >= s reaches exactly those (the runs form's P4 sums them directly; a
+// tame chunk loses nothing to the difference, the CPU study's 3xTF32 figures). Warp w owns channels 8 NT w ..
+// 8 NT (w + 1) - 1 of every row, so its reverse sum over the rows is its own (shuffles, blocks from the last).
+template <int K, int V>
+__device__ __forceinline__ void pair_products_tc(const float* Qs, const float* Ks, const float* Gc, float* DQ,
+                                                 float* DK, float* DG, const float* dMs, const float* dAs,
+                                                 const float* beta_s) {
+  using Ly = GradLayout<K, V>;
+  constexpr int NT = K / 64;  // n8 tiles a warp: 8 warps x 8 NT channels
+  static_assert(kThreads == 256 && K % 64 == 0, "pair_products_tc: 8 warps over K channels");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, tig = lane & 3;
+  const int n0 = 8 * NT * warp;
+  float carry[NT][2];  // the sum of dGam over the rows after the block, channel n0 + 8 n + 2 tig + e
+#pragma unroll
+  for (int n = 0; n < NT; ++n) carry[n][0] = carry[n][1] = 0.0f;
+#pragma unroll 1
+  for (int I = kSubBlocks - 1; I >= 0; --I) {
+    const int rb = kSub * I, m = rb + kSub / 2 - 1;
+    float gmb[NT], gmc[NT][2];  // Gam_m of the channels this lane's B operands and accumulators hold
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      gmb[n] = Gc[Ly::at(m, n0 + 8 * n + grp)];
+      gmc[n][0] = Gc[Ly::at(m, n0 + 8 * n + 2 * tig)];
+      gmc[n][1] = Gc[Ly::at(m, n0 + 8 * n + 2 * tig + 1)];
+    }
+    float rq[NT][4], rk[NT][4], ck[NT][4];
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) rq[n][i] = rk[n][i] = ck[n][i] = 0.0f;
+    // Row side: columns c of blocks 0 .. I (k-steps of 8).
+#pragma unroll 2
+    for (int ks = 0; ks < 2 * (I + 1); ++ks) {
+      const int c0 = 8 * ks;
+      uint32_t mh[4], ml[4], ah[4], al[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // a_i: row rb + grp + 8 (i & 1), column c0 + tig + 4 (i >> 1)
+        const int o = Ly::pair_at(rb + grp + 8 * (i & 1), c0 + tig + 4 * (i >> 1));
+        split(dMs[o], mh[i], ml[i]);
+        split(dAs[o], ah[i], al[i]);
+      }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t bh[2], bl[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // b_j: row (token) c0 + tig + 4 j, column (channel) n0 + 8 n + grp
+          const int o = Ly::at(c0 + tig + 4 * j, n0 + 8 * n + grp);
+          split(Ks[o] * ex2(gmb[n] - Gc[o]), bh[j], bl[j]);
+        }
+        float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma3(pm, mh, ml, bh, bl);
+        mma3(pa, ah, al, bh, bl);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          rq[n][i] += pm[i];
+          rk[n][i] += pa[i];
+        }
+      }
+    }
+    // Column side: rows r of blocks I .. 3; the A operand is dM / dA transposed (A[c][r] = dM[r][c]).
+#pragma unroll 2
+    for (int ks = 2 * I; ks < kC / 8; ++ks) {
+      const int r0 = 8 * ks;
+      uint32_t mh[4], ml[4], ah[4], al[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // a_i: A row (dM column) rb + grp + 8 (i & 1), A column r0 + tig + 4 (i >> 1)
+        const int o = Ly::pair_at(r0 + tig + 4 * (i >> 1), rb + grp + 8 * (i & 1));
+        split(dMs[o], mh[i], ml[i]);
+        split(dAs[o], ah[i], al[i]);
+      }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t qh[2], ql[2], kh[2], kl[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // b_j: row r0 + tig + 4 j, channel n0 + 8 n + grp
+          const int r = r0 + tig + 4 * j, o = Ly::at(r, n0 + 8 * n + grp);
+          const float e = ex2(Gc[o] - gmb[n]);
+          split(Qs[o] * e, qh[j], ql[j]);
+          split(beta_s[r] * Ks[o] * e, kh[j], kl[j]);
+        }
+        float pc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma3(pc, mh, ml, qh, ql);
+        mma3(pc, ah, al, kh, kl);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ck[n][i] += pc[i];
+      }
+    }
+    // The block's rows: dq, dk, and dGam's reverse sum (rows grp + 8 h of the block, channels n0 + 8 n + 2 tig + e).
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float dgam[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = 2 * h + e, r = rb + grp + 8 * h, o = Ly::at(r, n0 + 8 * n + 2 * tig + e);
+          const float gr = Gc[o], a = ex2(gr - gmc[n][e]), b = ex2(gmc[n][e] - gr);
+          const float dq = a * rq[n][i], dkr = beta_s[r] * (a * rk[n][i]), dkc = b * ck[n][i];
+          DQ[o] += dq;
+          DK[o] += dkr + dkc;
+          dgam[h] = Qs[o] * dq + Ks[o] * (dkr - dkc);
+        }
+        // Suffix sums over grp (lanes 4 apart), the upper 8 rows first; then the block's total joins the carry.
+#pragma unroll
+        for (int h = 1; h >= 0; --h)
+#pragma unroll
+          for (int off = 4; off < 32; off *= 2) {
+            const float y = __shfl_down_sync(kFull, dgam[h], off);
+            if (lane + off < 32) dgam[h] += y;
+          }
+        dgam[0] += __shfl_sync(kFull, dgam[1], tig);  // the upper rows' total (grp 0's suffix)
+        const float total = __shfl_sync(kFull, dgam[0], tig);
+        DG[Ly::at(rb + grp + 8, n0 + 8 * n + 2 * tig + e)] += dgam[1] + carry[n][e];
+        DG[Ly::at(rb + grp, n0 + 8 * n + 2 * tig + e)] += dgam[0] + carry[n][e];
+        carry[n][e] += total;
+      }
+  }
+}
+
 // Spec: the dtypes and the gate mode the instance is built for (chunk_common.cuh IoSpec).
 template <int K, int V, class Spec>
 __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams bp, char* ws) {
@@ -96,6 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
   float* const norm_s = smem + Ly::kNorm;  // 1 / |q|, then 1 / |k|, per row (P7)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const auto at = [](int r, int d) { return Ly::at(r, d); };
+  const auto pair_at = [](int r, int c) { return Ly::pair_at(r, c); };
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const WorkspaceLayout& wl = bl.fwd;
   const int64_t count = *reinterpret_cast<const int64_t*>(ws);
@@ -154,7 +295,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       // land while the rows below make their own round trips (waited for at P0's end)
       const float* const src = prod + pl.dM();  // dM then dA, contiguous
       static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
-      for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) cp_async16(dMs + 4 * i, src + 4 * i);
+      for (int i = tid; i < 2 * kC * kC / 4; i += kThreads)  // dA's rows follow dM's: row 4 i / kC of the pair
+        cp_async16(dMs + pair_at(4 * i / kC, 4 * i % kC), src + 4 * i);
       cp_async_commit();
     }
     uint32_t* const Qraw = reinterpret_cast<uint32_t*>(Qs);
@@ -186,14 +328,15 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
           for (int j = 0; j < CK; ++j) {
             const int d = 32 * j + lane;
-            Qraw[r * K + d] = qr[i][j];
-            Kraw[r * K + d] = kr[i][j];
-            Graw[r * K + d] = gr[i][j];
+            Qraw[at(r, d)] = qr[i][j];
+            Kraw[at(r, d)] = kr[i][j];
+            Graw[at(r, d)] = gr[i][j];
           }
           if (lane == 0) Braw[r] = br[i];
         }
       }
     }
+    bool steep = false;  // a token of this chunk decays by less than 2^-kTameBits in some channel (or g is not finite)
     for (int r = warp; r < kC; r += kThreads / 32) {
       float q[CK], k[CK], graw[CK], braw = 0.0f;
 #pragma unroll
@@ -202,9 +345,9 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
         for (int j = 0; j < CK; ++j) {
           const int d = 32 * j + lane;
-          q[j] = bits_to_float(Qraw[r * K + d], Spec::dt(p.q.dtype));
-          k[j] = bits_to_float(Kraw[r * K + d], Spec::dt(p.k.dtype));
-          graw[j] = bits_to_float(Graw[r * K + d], Spec::dt(p.g.dtype));
+          q[j] = bits_to_float(Qraw[at(r, d)], Spec::dt(p.q.dtype));
+          k[j] = bits_to_float(Kraw[at(r, d)], Spec::dt(p.k.dtype));
+          graw[j] = bits_to_float(Graw[at(r, d)], Spec::dt(p.g.dtype));
         }
         if (lane == 0) braw = bits_to_float(Braw[r], Spec::dt(p.beta.dtype));  // lane 0 parked it and alone uses it
         if (p.use_qk_l2norm) {
@@ -223,17 +366,21 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
       for (int j = 0; j < CK; ++j) {
         const int d = 32 * j + lane;
-        Qs[r * K + d] = q[j];
-        Ks[r * K + d] = k[j];
-        Gs[r * K + d] = r >= L ? 0.0f
-                        : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
-                                  : gate_log_decay<float>(gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
-                                        kLog2e;
+        Qs[at(r, d)] = q[j];
+        Ks[at(r, d)] = k[j];
+        const float gl = r >= L ? 0.0f
+                         : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
+                                   : gate_log_decay<float>(gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
+                                         kLog2e;
+        Gs[at(r, d)] = gl;
+        steep |= !(gl >= -kTameBits);
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
     cp_async_wait<0>();  // this thread's dM / dA copies; the barrier makes everyone's visible
-    __syncthreads();
+    // A tame chunk (every token's decay >= 2^-kTameBits in every channel: always, for the bounded gate) takes its pair
+    // products on tensor cores (pair_products_tc) and their dg as a difference; a steep one keeps P4's spanning sums.
+    const bool tame = !__syncthreads_or(steep);
 
     // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
     if (tid < K) {
@@ -265,14 +412,14 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             qs_r[i] = QS[(t + kAhead) * K + d];
             bk_r[i] = BK[(t + kAhead) * K + d];
           }
-          gam += Gs[t * K + d];
+          gam += Gs[at(t, d)];
           const float e = ex2(gam);
           const float dqe = qs * e;
           const float dke = beta_s[t] * bk * e;
-          DQ[t * K + d] = dqe;
-          DK[t * K + d] = dke;
-          TB[t * K + d] = bk * Ks[t * K + d] * e;
-          DG[t * K + d] = Qs[t * K + d] * dqe + Ks[t * K + d] * dke;
+          DQ[at(t, d)] = dqe;
+          DK[at(t, d)] = dke;
+          TB[t * K + d] = bk * Ks[at(t, d)] * e;
+          DG[at(t, d)] = Qs[at(t, d)] * dqe + Ks[at(t, d)] * dke;
         }
       }
       // The whole chunk: S0's decay exp(Gamma_C), coefficient colsum(S0 . dS).
@@ -287,142 +434,151 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const float kd = kd_r[i];
           if (t - kAhead >= 0) kd_r[i] = KDg[(t - kAhead) * K + d];
           const float dkd = kd * ex2(suf);
-          DK[t * K + d] += dkd;
-          Xs[t * K + d] = Ks[t * K + d] * dkd;
-          head += DG[t * K + d];
-          DG[t * K + d] = head + whole;
-          suf += Gs[t * K + d];
+          DK[at(t, d)] += dkd;
+          Xs[t * K + d] = Ks[at(t, d)] * dkd;
+          head += DG[at(t, d)];
+          DG[at(t, d)] = head + whole;
+          suf += Gs[at(t, d)];
         }
       }
       float tail = 0.0f;
       for (int t = 0; t < kC; ++t) {
-        DG[t * K + d] += tail;
+        DG[at(t, d)] += tail;
         tail += Xs[t * K + d];
       }
-      // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
-      // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
-      // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
-      // over the block's 16 rows and columns are unrolled).
-#pragma unroll 1
-      for (int blk = 0; blk < kSubBlocks; ++blk) {
-        const int b0 = kSub * blk;
-        float col[kSub], dgp[kSub];
-        // The block's k and g of this channel, loaded once: read per pair, they were loaded again for every row (136
-        // times a block instead of 16: the compiler cannot move them above each row's DQ / DK stores).
-        float kb[kSub], gb[kSub];
-#pragma unroll
-        for (int i = 0; i < kSub; ++i) {
-          col[i] = dgp[i] = 0.0f;
-          kb[i] = Ks[(b0 + i) * K + d];
-          gb[i] = Gs[(b0 + i) * K + d];
-        }
-#pragma unroll
-        for (int rr = 0; rr < kSub; ++rr) {
-          const int r = b0 + rr;
-          // beta_r multiplies the row's dA' sum once and k_r once, not every pair's dA (dk's terms share k_c D).
-          const float qr = Qs[r * K + d], br = beta_s[r], bkr = br * kb[rr];
-          float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
-#pragma unroll
-          for (int cc = rr; cc >= 0; --cc) {
-            const int c = b0 + cc;
-            const float D = ex2(ex);
-            const float wm = dMs[r * kC + c], wa = dAs[r * kC + c], kc = kb[cc], kcd = kc * D;
-            dq = fmaf(wm, kcd, dq);
-            dk = fmaf(wa, kcd, dk);
-            const float z = fmaf(wa, bkr, wm * qr) * D;
-            col[cc] += z;
-            x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
-            ex += gb[cc];
-          }
-          DQ[r * K + d] += dq;
-          DK[r * K + d] += br * dk;
-          float pre = 0.0f;
-#pragma unroll
-          for (int cc = 0; cc < rr; ++cc) {
-            pre += x[cc];
-            dgp[cc + 1] += pre;
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < kSub; ++i) {
-          DK[(b0 + i) * K + d] += col[i];
-          DG[(b0 + i) * K + d] += dgp[i];
-        }
-      }
-      // Block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the start
-      // of I to r) (table in Xs), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the blocks strictly between,
-      // every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a row r at a time),
-      // ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay coefficients reach the
-      // spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side) and, for the tokens
-      // strictly between J and I, the pair's whole sum: sums of terms, never differences.
-      float pblk[kSubBlocks];
-#pragma unroll
-      for (int blk = 0; blk < kSubBlocks; ++blk) {
+      if (tame) {  // the pair products follow on every warp (pair_products_tc), from the cumulated log-decays
         float acc = 0.0f;
-        for (int i = 0; i < kSub; ++i) {
-          const int t = kSub * blk + i;
-          acc += Gs[t * K + d];
-          Xs[t * K + d] = ex2(acc);
+#pragma unroll 8
+        for (int t = 0; t < kC; ++t) {
+          acc += Gs[at(t, d)];
+          Gs[at(t, d)] = acc;
         }
-        pblk[blk] = ex2(acc);
-      }
+      } else {
+        // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
+        // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
+        // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
+        // over the block's 16 rows and columns are unrolled).
 #pragma unroll 1
-      for (int J = 0; J < kSubBlocks - 1; ++J) {
-        const int c0 = kSub * J;
-        float ke[kSub], ev[kSub];
-        {
-          float acc = 0.0f;
+        for (int blk = 0; blk < kSubBlocks; ++blk) {
+          const int b0 = kSub * blk;
+          float col[kSub], dgp[kSub];
+          // The block's k and g of this channel, loaded once: read per pair, they were loaded again for every row (136
+          // times a block instead of 16: the compiler cannot move them above each row's DQ / DK stores).
+          float kb[kSub], gb[kSub];
 #pragma unroll
-          for (int i = kSub - 1; i >= 0; --i) {
-            ev[i] = ex2(acc);
-            ke[i] = Ks[(c0 + i) * K + d] * ev[i];
-            acc += Gs[(c0 + i) * K + d];
+          for (int i = 0; i < kSub; ++i) {
+            col[i] = dgp[i] = 0.0f;
+            kb[i] = Ks[at((b0 + i), d)];
+            gb[i] = Gs[at((b0 + i), d)];
+          }
+#pragma unroll
+          for (int rr = 0; rr < kSub; ++rr) {
+            const int r = b0 + rr;
+            // beta_r multiplies the row's dA' sum once and k_r once, not every pair's dA (dk's terms share k_c D).
+            const float qr = Qs[at(r, d)], br = beta_s[r], bkr = br * kb[rr];
+            float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
+#pragma unroll
+            for (int cc = rr; cc >= 0; --cc) {
+              const int c = b0 + cc;
+              const float D = ex2(ex);
+              const float wm = dMs[pair_at(r, c)], wa = dAs[pair_at(r, c)], kc = kb[cc], kcd = kc * D;
+              dq = fmaf(wm, kcd, dq);
+              dk = fmaf(wa, kcd, dk);
+              const float z = fmaf(wa, bkr, wm * qr) * D;
+              col[cc] += z;
+              x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
+              ex += gb[cc];
+            }
+            DQ[at(r, d)] += dq;
+            DK[at(r, d)] += br * dk;
+            float pre = 0.0f;
+#pragma unroll
+            for (int cc = 0; cc < rr; ++cc) {
+              pre += x[cc];
+              dgp[cc + 1] += pre;
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < kSub; ++i) {
+            DK[at((b0 + i), d)] += col[i];
+            DG[at((b0 + i), d)] += dgp[i];
           }
         }
-#pragma unroll 1
-        for (int I = J + 1; I < kSubBlocks; ++I) {
-          const int r0 = kSub * I;
-          float pij = 1.0f;
-          for (int bb = J + 1; bb < I; ++bb) pij *= pblk[bb];
-          float ck[kSub];
+        // Block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the start
+        // of I to r) (table in Xs), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the blocks strictly between,
+        // every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a row r at a time),
+        // ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay coefficients reach the
+        // spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side) and, for the tokens
+        // strictly between J and I, the pair's whole sum: sums of terms, never differences.
+        float pblk[kSubBlocks];
 #pragma unroll
-          for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
-          float suffix = 0.0f;
-          // a_r one row ahead: the table is global scratch, mostly an L2 round trip away (ncu, session 24: 14% of
-          // P4's stall samples waited on it where each row loaded its own).
-          float ar_next = Xs[(r0 + kSub - 1) * K + d];
-          for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
-            const int r = r0 + rr;
-            const float ar = ar_next;
-            if (rr > 0) ar_next = Xs[(r - 1) * K + d];
-            const float qr = Qs[r * K + d], kr = Ks[r * K + d], br = beta_s[r];
-            const float qa = qr * ar, bka = br * kr * ar;  // beta_r once a row, not on every dA (as above)
-            float rq = 0.0f, rk = 0.0f;
+        for (int blk = 0; blk < kSubBlocks; ++blk) {
+          float acc = 0.0f;
+          for (int i = 0; i < kSub; ++i) {
+            const int t = kSub * blk + i;
+            acc += Gs[at(t, d)];
+            Xs[t * K + d] = ex2(acc);
+          }
+          pblk[blk] = ex2(acc);
+        }
+#pragma unroll 1
+        for (int J = 0; J < kSubBlocks - 1; ++J) {
+          const int c0 = kSub * J;
+          float ke[kSub], ev[kSub];
+          {
+            float acc = 0.0f;
+#pragma unroll
+            for (int i = kSub - 1; i >= 0; --i) {
+              ev[i] = ex2(acc);
+              ke[i] = Ks[at((c0 + i), d)] * ev[i];
+              acc += Gs[at((c0 + i), d)];
+            }
+          }
+#pragma unroll 1
+          for (int I = J + 1; I < kSubBlocks; ++I) {
+            const int r0 = kSub * I;
+            float pij = 1.0f;
+            for (int bb = J + 1; bb < I; ++bb) pij *= pblk[bb];
+            float ck[kSub];
+#pragma unroll
+            for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
+            float suffix = 0.0f;
+            // a_r one row ahead: the table is global scratch, mostly an L2 round trip away (ncu, session 24: 14% of
+            // P4's stall samples waited on it where each row loaded its own).
+            float ar_next = Xs[(r0 + kSub - 1) * K + d];
+            for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
+              const int r = r0 + rr;
+              const float ar = ar_next;
+              if (rr > 0) ar_next = Xs[(r - 1) * K + d];
+              const float qr = Qs[at(r, d)], kr = Ks[at(r, d)], br = beta_s[r];
+              const float qa = qr * ar, bka = br * kr * ar;  // beta_r once a row, not on every dA (as above)
+              float rq = 0.0f, rk = 0.0f;
+#pragma unroll
+              for (int cc = 0; cc < kSub; ++cc) {
+                const float wm = dMs[pair_at(r, c0 + cc)], wa = dAs[pair_at(r, c0 + cc)];
+                rq = fmaf(wm, ke[cc], rq);
+                rk = fmaf(wa, ke[cc], rk);
+                ck[cc] = fmaf(wm, qa, fmaf(wa, bka, ck[cc]));
+              }
+              const float sc = ar * pij;
+              rq *= sc;
+              rk *= br * sc;
+              DQ[at(r, d)] += rq;
+              DK[at(r, d)] += rk;
+              suffix += qr * rq + kr * rk;
+              DG[at(r, d)] += suffix;
+            }
+            // The pair's whole sum (suffix now covers every r in I) for the tokens strictly between J and I.
+            for (int t = c0 + kSub; t < r0; ++t) DG[at(t, d)] += suffix;
+            float prefix = 0.0f;
 #pragma unroll
             for (int cc = 0; cc < kSub; ++cc) {
-              const float wm = dMs[r * kC + c0 + cc], wa = dAs[r * kC + c0 + cc];
-              rq = fmaf(wm, ke[cc], rq);
-              rk = fmaf(wa, ke[cc], rk);
-              ck[cc] = fmaf(wm, qa, fmaf(wa, bka, ck[cc]));
+              const int c = c0 + cc;
+              DG[at(c, d)] += prefix;
+              const float z = ck[cc] * ev[cc] * pij;
+              DK[at(c, d)] += z;
+              prefix += Ks[at(c, d)] * z;
             }
-            const float sc = ar * pij;
-            rq *= sc;
-            rk *= br * sc;
-            DQ[r * K + d] += rq;
-            DK[r * K + d] += rk;
-            suffix += qr * rq + kr * rk;
-            DG[r * K + d] += suffix;
-          }
-          // The pair's whole sum (suffix now covers every r in I) for the tokens strictly between J and I.
-          for (int t = c0 + kSub; t < r0; ++t) DG[t * K + d] += suffix;
-          float prefix = 0.0f;
-#pragma unroll
-          for (int cc = 0; cc < kSub; ++cc) {
-            const int c = c0 + cc;
-            DG[c * K + d] += prefix;
-            const float z = ck[cc] * ev[cc] * pij;
-            DK[c * K + d] += z;
-            prefix += Ks[c * K + d] * z;
           }
         }
       }
@@ -464,7 +620,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
             for (int m = 0; m < CA; ++m) {
               const int c = lane + 32 * m;
-              if (c < r) s = fmaf(dAs[r * kC + c], ap[i][m], s);
+              if (c < r) s = fmaf(dAs[pair_at(r, c)], ap[i][m], s);
             }
 #pragma unroll
             for (int j = 0; j < CV; ++j) s = fmaf(x[i][j], vv[j], s);
@@ -482,6 +638,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
     __syncthreads();
     prefetch_task<K, V>(p, ws, bl, list, count, task + gridDim.x);
+    if (tame) pair_products_tc<K, V>(Qs, Ks, Gs, DQ, DK, DG, dMs, dAs, beta_s);
 
     // ---- P5b: per row (a warp each): dbeta = row_s + rowsum(dBK . K . E) (P4's TB), through the sigmoid.
     for (int r = warp; r < L; r += kThreads / 32) {
@@ -514,6 +671,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     // across the stores (g's bits kept in registers spilled at K = 128). Everything else it reads is shared memory.
     constexpr int R = kThreads / K, kRows = kC / R;
     static_assert(K <= 2 * kC, "P6: g's bits [C][K] must fit in dM and dA");
+    if (tame) __syncthreads();  // pair_products_tc's dM / dA reads and dq / dk / dg updates done (tame: CTA-uniform)
     {
       uint32_t* const gbits = reinterpret_cast<uint32_t*>(dMs);
       const int d = tid % K, r0 = tid / K;
@@ -533,7 +691,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       double acc_bias = 0.0, acc_a = 0.0;
       for (int r = r0; r < L; r += R) {
         const int64_t t = t0 + r, bt = b * p.T + t;
-        const float dq = DQ[r * K + d], dk = DK[r * K + d], dgl = DG[r * K + d];
+        const float dq = DQ[at(r, d)], dk = DK[at(r, d)], dgl = DG[at(r, d)];
         const float g = bits_to_float(gbits[r * K + d], Spec::dt(p.g.dtype));
         if (p.group > 1) {  // summed over the group by finalize_qk_kernel; a group of one: P7
           dqk[(bt * p.HV + hv) * K + d] = dq;
@@ -582,7 +740,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           float d[CK];
 #pragma unroll
           for (int j = 0; j < CK; ++j) {
-            const int c = r * K + 32 * j + lane;
+            const int c = at(r, 32 * j + lane);
             d[j] = which == 0 ? DQ[c] : DK[c];
           }
           if (p.use_qk_l2norm) {
@@ -590,7 +748,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             float xv[CK], dot = 0.0f;
 #pragma unroll
             for (int j = 0; j < CK; ++j) {
-              xv[j] = xs[r * K + 32 * j + lane];
+              xv[j] = xs[at(r, 32 * j + lane)];
               dot = fmaf(xv[j], d[j], dot);
             }
             dot = group_sum<32>(dot);

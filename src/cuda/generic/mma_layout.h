@@ -141,4 +141,19 @@ KDA_HOST_DEVICE PlaneCopy plane_copy(int c, int n, bool k_contiguous) {
   return {pl, 8 * (q % (n / 8)), q / (n / 8)};
 }
 
+// The gradient pass's shared arrays (chunk_grad.cu), read both by a thread a channel (a row's consecutive columns
+// across a warp) and as m16n8k8 tf32 fragments by its tensor-core pair products. [C][K] fp32 arrays (q, k, g, dq, dk,
+// dg): column d of row r stored at d ^ grad_col_swizzle(r). A B fragment (rows r0 + tig (+4), columns n0 + grp)
+// then has tig in bits 3-4 and grp in bits 0-2 of the bank; an accumulator's element (rows r0 + grp (+8), columns
+// n0 + 2 tig + e) has tig in bits 1-2, grp & 3 in bits 3-4 and grp >> 2 in bit 0: 32 banks either way (r0, n0
+// multiples of 8). Unswizzled (pitch K, a multiple of 32) both were 4- and 8-way conflicts. The XOR is below 32, so a
+// row's aligned 32 columns stay where they were as a set: a warp reading one row's consecutive columns is still
+// conflict-free.
+KDA_HOST_DEVICE int grad_col_swizzle(int r) { return ((r & 3) << 3) | ((r >> 2) & 1); }
+// [C][C] fp32 dM and dA: column c of row r at c ^ grad_pair_swizzle(r). An A fragment (rows r0 + grp (+8), columns
+// c0 + tig (+4)) has tig in bits 0-1, grp >> 2 in bit 2, grp & 3 in bits 3-4; the transposed operand (A[m][k] =
+// dM[k][m]: rows r0 + tig (+4), columns c0 + grp (+8)) has grp in bits 0-2, tig in bits 3-4. Bits 0-1 of the XOR are
+// zero, so 16-byte groups of 4 columns stay whole (the cp.async copies that stage them).
+KDA_HOST_DEVICE int grad_pair_swizzle(int r) { return ((r & 3) << 3) | (((r >> 2) & 1) << 2); }
+
 }  // namespace kda::cuda::chunk
