@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh
 lease_begin l3
 lease_unpack tcgrad tcsplit
-lease_run tests tcsplit 2 200 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pt=$!
+lease_run tests tcsplit 2 150 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pt=$!
 lease_same_figures backward-quick tcgrad tcsplit
 lease_same_figures "backward-quick --input-dtype-grads" tcgrad tcsplit
 wait $pt
@@ -21,6 +21,6 @@ OUT=$OUT/ab timeout 220 bash scripts/gpu_ab.sh --builds tcgrad,tcsplit --impl cu
   --workload train-h64-fixed
 echo "gpu_ab rc=$?"; date -u
 mkdir -p "$OUT/prof"
-OUT=$OUT/prof timeout 200 bash scripts/gpu_ab.sh --builds tcsplit --impl cuda-generic --rounds 0 --ncu grad_kernel \
+OUT=$OUT/prof timeout 110 bash scripts/gpu_ab.sh --builds tcsplit --impl cuda-generic --rounds 0 --ncu grad_kernel \
   --ncu-count 1 --workload train-h64-fixed
 echo "ncu rc=$?"; date -u
