@@ -39,7 +39,8 @@ KDA_HOST_DEVICE bool preferred(int64_t N, int HV, int V, int sms) {
 }
 
 // The launch's rows per warp: 8 (at K <= 128) where the 4-row grid's warps exceed what the device holds at once,
-// resident_warps (the 4-row instance's occupancy times the SMs times kWarps), else 4.
+// resident_warps (the 4-row instance's occupancy times the SMs times kWarps), else 4. Measured against 4 rows
+// everywhere (session 33, bench/LEDGER.md): H = 32 B = 8 -2.5%, H = 12 B = 32 -3.4%, B = 1 level.
 KDA_HOST_DEVICE int choose_rows(int64_t N, int HV, int V, int K, int64_t resident_warps) {
   return rows_for(K, warp_count(N, HV, V, 4) > resident_warps);
 }
