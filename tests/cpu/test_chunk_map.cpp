@@ -405,11 +405,12 @@ TEST(ChunkMap, ProductTilesAreDisjointAndAligned) {
     for (int V : {64, 128}) {
       const ProdLayout pl{K, V};
       const int64_t C = kChunk;
-      const int64_t starts[] = {pl.dM(), pl.dA(), pl.QS(), pl.KD(), pl.BK(), pl.BV(), pl.CS(), pl.floats()};
-      const int64_t sizes[] = {C * C, C * C, C * K, C * K, C * K, C * V, K};
-      for (int i = 0; i < 7; ++i) {
-        EXPECT_EQ(starts[i] % 64, 0) << i;
-        EXPECT_EQ(starts[i + 1] - starts[i] - sizes[i], i == 6 ? (64 - K % 64) % 64 : 0) << i;
+      const int64_t starts[] = {pl.dM(), pl.dA(), pl.QS(), pl.KD(), pl.BK(), pl.BV(), pl.CS(), pl.TBrow(),
+                                pl.Tame(), pl.floats()};
+      const int64_t sizes[] = {C * C, C * C, C * K, C * K, C * K, C * V, K, K / 32 * C, 1};
+      for (int i = 0; i < 9; ++i) {
+        if (i < 7) EXPECT_EQ(starts[i] % 64, 0) << i;  // the tiles a CTA copies or reads by rows
+        EXPECT_EQ(starts[i + 1] - starts[i] - sizes[i], i == 8 ? 63 : 0) << i;  // Tame then the padding to 64
       }
     }
 }

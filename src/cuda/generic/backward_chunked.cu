@@ -1,5 +1,5 @@
 // backward_chunked.cu: the launcher of the chunked CUDA backward (chunked_backward*() of cuda_backend.h,
-// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Eight launches on the caller's stream (five when the forward kept
+// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Nine launches on the caller's stream (six when the forward kept
 // launches 0-2's results: save_for_backward / forward_saved), nothing synchronizes with the
 // host (CUDA-graph capturable), every buffer in the caller's workspace (chunk_map.h BackwardLayout):
 //   0  launch_chunk_map: the chunk list from cu_seqlens
@@ -7,10 +7,11 @@
 //   2  chunk_state.cu (the forward's state pass, no output), keeping the chunk-start states and V_new
 //   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
 //   4  chunk_products.cu: the gradient pass's matrix products, per (chunk, value head)
-//   5  chunk_grad.cu: every per-token gradient from them, per (chunk, value head), a thread per channel
-//   6  finalize_qk_kernel (backward_finish.cu): dq / dk summed over each value-head group, through the L2 norm's
-//      backward (groups of more than one value head; for one, launch 5 does it)
-//   7  gate_params_kernel (backward_finish.cu): ddt_bias / dA_log from the per-chunk partials, in chunk order
+//   5  chunk_grad_tc.cu: a tame chunk's dq, dk, dg (before the norms and the gate) on tensor cores, per 64 channels
+//   6  chunk_grad.cu: every per-token gradient from them, per (chunk, value head); a steep chunk's own dq, dk, dg
+//   7  finalize_qk_kernel (backward_finish.cu): dq / dk summed over each value-head group, through the L2 norm's
+//      backward (groups of more than one value head; for one, launch 6 does it)
+//   8  gate_params_kernel (backward_finish.cu): ddt_bias / dA_log from the per-chunk partials, in chunk order
 #include <algorithm>
 #include <cstdint>
 
@@ -40,7 +41,7 @@ Status chunked_backward_support(const BackwardParams& bp) {
   }
   const size_t need = std::max({chunk::prepare_smem_bytes(p.K, p.V), chunk::state_smem_bytes(p.K, 64),
                                 chunk::reverse_smem_bytes(p.K, 64), chunk::products_smem_bytes(p.K, p.V),
-                                chunk::grad_smem_bytes(p.K, p.V)});
+                                chunk::grad_tc_smem_bytes(), chunk::grad_smem_bytes(p.K, p.V)});
   if (static_cast<size_t>(optin) < need)
     return make_status(KDA_STATUS_NOT_SUPPORTED,
                        "device: the chunked backward needs %zu bytes of shared memory per block, the device offers %d",
@@ -103,6 +104,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
         if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
       }
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
+      if ((e = chunk::launch_grad_tc(bp, ws, s)) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, sms, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }

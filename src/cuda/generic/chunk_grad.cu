@@ -1,15 +1,16 @@
-// chunk_grad.cu: the chunked backward's per-channel gradient pass (docs/backward.md, launch 5): per (chunk, value
+// chunk_grad.cu: the chunked backward's per-channel gradient pass (docs/backward.md, launch 6): per (chunk, value
 // head), every gradient of the chunk's tokens from the task's products (ProdLayout, chunk_products.cu: dM, dA, QS,
 // KD, BK, BV, colsum(S0 . dS)) and the saved A' (BackwardLayout akk). Line by line the safe form of the CPU backend's
 // chunked core (src/cpu/backward_cpu.cpp), in fp32:
-//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation), beta (activation), dM, dA       [smem]
-//   P4  per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf, and the log-decay
-//       gradient summed over the runs each exponent spans (never a difference of cumulated sums); then the pair
-//       products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K (column side),
-//       dg += the pairs spanning each token, by 16-token blocks: pairwise inside a block (D = exp2 of a sum
-//       accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across blocks
-//       (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per channel
-//       instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
+//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation; a steep chunk only), beta, dM, dA  [smem]
+//   P4  a tame chunk (chunk_grad_tc.cu's flag): copy that pass's dq_hat, dk_hat, d g_log into the accumulators.
+//       A steep chunk, per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf,
+//       and the log-decay gradient summed over the runs each exponent spans (never a difference of cumulated sums);
+//       then the pair products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K
+//       (column side), dg += the pairs spanning each token, by 16-token blocks: pairwise inside a block (D = exp2 of
+//       a sum accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across
+//       blocks (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per
+//       channel instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
 //   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV;
 //       all but the last row sum on the warps P4 leaves idle, concurrently with it
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
@@ -18,7 +19,7 @@
 //       gradients instead of dqk (no finalize launch, no dqk bytes: 512 MiB at h64-fixed)
 // (P1-P3, the matrix products, are chunk_products.cu's.) Deterministic: no atomics, every sum in a fixed order.
 //
-// The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
+// A steep chunk's pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
 // Grid: min(cap * HV, kGradCtas, what the device holds at once) CTAs of 256 threads (grad_grid) striding over the
 // (chunk, value head) tasks, so the persistent grid is one wave; list entries past
@@ -80,141 +81,6 @@ __device__ __forceinline__ void prefetch_task(const ForwardParams& p, const char
   prefetch_input_row<K, V>(p, list[ci], hv, tid % kC, tid / kC);  // q, k, g, v
 }
 
-// A chunk is tame where every token's decay is at least 2^-kTameBits in every channel: its pair decays factor through
-// one reference point a 16-token block with every factor inside 2^(+-8 x 8) (docs/backward.md, "Where the spanning
-// sums are needed": the CPU study's fallback threshold; no bounded gate, at most 5 nats = 7.2 bits a token, is steep).
-constexpr float kTameBits = 8.0f;
-
-// The pair products of a tame chunk on tensor cores (3xTF32 mma.sync m16n8k8, every warp): the row side
-//   dq[r] += a_r (dM[r, :] Kb),  dk[r] += beta_r a_r (dA[r, :] Kb),  Kb[c] = k_c 2^(Gam_m - Gam_c)
-// for the 16 rows r of block I and every c <= r, and the column side
-//   dk[c] += b_c (dM[:, c]^T Qa + dA[:, c]^T (beta K)a),  Qa[r] = q_r 2^(Gam_r - Gam_m)
-// for the 16 columns c of block I and every r >= c, with Gam the chunk's cumulated log2 decays (Gs, cumulated by P4),
-// m the block's reference token (its 8th), a_r = 2^(Gam_r - Gam_m), b_c = 2^(Gam_m - Gam_c). Every operand factor is
-// <= 1 outside the block and within 2^64 inside it (tame); a factor that underflows stands for a pair decay below
-// 2^-62. dM is lower, dA strictly lower (chunk_products.cu), so the products need no mask. Each k-step's three
-// products go to a fresh accumulator added in fp32 (the tensor cores' accumulation is not round-to-nearest: session
-// 23's chained 3xTF32 lost the near-identical-keys probe). dg: each pair's log-decay coefficient P_rc (the pair's
-// term) belongs to the tokens it spans, c < s <= r; as a difference, dGam_t = q_t dq_t + k_t dk_row_t - k_t dk_col_t
-// (this pass's pair terms only) summed over t >= s reaches exactly those (the runs form's P4 sums them directly; a
-// tame chunk loses nothing to the difference, the CPU study's 3xTF32 figures). Warp w owns channels 8 NT w ..
-// 8 NT (w + 1) - 1 of every row, so its reverse sum over the rows is its own (shuffles, blocks from the last).
-template <int K, int V>
-__device__ __forceinline__ void pair_products_tc(const float* Qs, const float* Ks, const float* Gc, float* DQ,
-                                                 float* DK, float* DG, const float* dMs, const float* dAs,
-                                                 const float* beta_s) {
-  using Ly = GradLayout<K, V>;
-  constexpr int NT = K / 64;  // n8 tiles a warp: 8 warps x 8 NT channels
-  static_assert(kThreads == 256 && K % 64 == 0, "pair_products_tc: 8 warps over K channels");
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, grp = lane >> 2, tig = lane & 3;
-  const int n0 = 8 * NT * warp;
-  float carry[NT][2];  // the sum of dGam over the rows after the block, channel n0 + 8 n + 2 tig + e
-#pragma unroll
-  for (int n = 0; n < NT; ++n) carry[n][0] = carry[n][1] = 0.0f;
-#pragma unroll 1
-  for (int I = kSubBlocks - 1; I >= 0; --I) {
-    const int rb = kSub * I, m = rb + kSub / 2 - 1;
-    float gmb[NT], gmc[NT][2];  // Gam_m of the channels this lane's B operands and accumulators hold
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      gmb[n] = Gc[Ly::at(m, n0 + 8 * n + grp)];
-      gmc[n][0] = Gc[Ly::at(m, n0 + 8 * n + 2 * tig)];
-      gmc[n][1] = Gc[Ly::at(m, n0 + 8 * n + 2 * tig + 1)];
-    }
-    float rq[NT][4], rk[NT][4], ck[NT][4];
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) rq[n][i] = rk[n][i] = ck[n][i] = 0.0f;
-    // Row side: columns c of blocks 0 .. I (k-steps of 8).
-#pragma unroll 2
-    for (int ks = 0; ks < 2 * (I + 1); ++ks) {
-      const int c0 = 8 * ks;
-      uint32_t mh[4], ml[4], ah[4], al[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {  // a_i: row rb + grp + 8 (i & 1), column c0 + tig + 4 (i >> 1)
-        const int o = Ly::pair_at(rb + grp + 8 * (i & 1), c0 + tig + 4 * (i >> 1));
-        split(dMs[o], mh[i], ml[i]);
-        split(dAs[o], ah[i], al[i]);
-      }
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        uint32_t bh[2], bl[2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {  // b_j: row (token) c0 + tig + 4 j, column (channel) n0 + 8 n + grp
-          const int o = Ly::at(c0 + tig + 4 * j, n0 + 8 * n + grp);
-          split(Ks[o] * ex2(gmb[n] - Gc[o]), bh[j], bl[j]);
-        }
-        float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma3(pm, mh, ml, bh, bl);
-        mma3(pa, ah, al, bh, bl);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          rq[n][i] += pm[i];
-          rk[n][i] += pa[i];
-        }
-      }
-    }
-    // Column side: rows r of blocks I .. 3; the A operand is dM / dA transposed (A[c][r] = dM[r][c]).
-#pragma unroll 2
-    for (int ks = 2 * I; ks < kC / 8; ++ks) {
-      const int r0 = 8 * ks;
-      uint32_t mh[4], ml[4], ah[4], al[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {  // a_i: A row (dM column) rb + grp + 8 (i & 1), A column r0 + tig + 4 (i >> 1)
-        const int o = Ly::pair_at(r0 + tig + 4 * (i >> 1), rb + grp + 8 * (i & 1));
-        split(dMs[o], mh[i], ml[i]);
-        split(dAs[o], ah[i], al[i]);
-      }
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        uint32_t qh[2], ql[2], kh[2], kl[2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {  // b_j: row r0 + tig + 4 j, channel n0 + 8 n + grp
-          const int r = r0 + tig + 4 * j, o = Ly::at(r, n0 + 8 * n + grp);
-          const float e = ex2(Gc[o] - gmb[n]);
-          split(Qs[o] * e, qh[j], ql[j]);
-          split(beta_s[r] * Ks[o] * e, kh[j], kl[j]);
-        }
-        float pc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma3(pc, mh, ml, qh, ql);
-        mma3(pc, ah, al, kh, kl);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) ck[n][i] += pc[i];
-      }
-    }
-    // The block's rows: dq, dk, and dGam's reverse sum (rows grp + 8 h of the block, channels n0 + 8 n + 2 tig + e).
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float dgam[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = 2 * h + e, r = rb + grp + 8 * h, o = Ly::at(r, n0 + 8 * n + 2 * tig + e);
-          const float gr = Gc[o], a = ex2(gr - gmc[n][e]), b = ex2(gmc[n][e] - gr);
-          const float dq = a * rq[n][i], dkr = beta_s[r] * (a * rk[n][i]), dkc = b * ck[n][i];
-          DQ[o] += dq;
-          DK[o] += dkr + dkc;
-          dgam[h] = Qs[o] * dq + Ks[o] * (dkr - dkc);
-        }
-        // Suffix sums over grp (lanes 4 apart), the upper 8 rows first; then the block's total joins the carry.
-#pragma unroll
-        for (int h = 1; h >= 0; --h)
-#pragma unroll
-          for (int off = 4; off < 32; off *= 2) {
-            const float y = __shfl_down_sync(kFull, dgam[h], off);
-            if (lane + off < 32) dgam[h] += y;
-          }
-        dgam[0] += __shfl_sync(kFull, dgam[1], tig);  // the upper rows' total (grp 0's suffix)
-        const float total = __shfl_sync(kFull, dgam[0], tig);
-        DG[Ly::at(rb + grp + 8, n0 + 8 * n + 2 * tig + e)] += dgam[1] + carry[n][e];
-        DG[Ly::at(rb + grp, n0 + 8 * n + 2 * tig + e)] += dgam[0] + carry[n][e];
-        carry[n][e] += total;
-      }
-  }
-}
-
 // Spec: the dtypes and the gate mode the instance is built for (chunk_common.cuh IoSpec).
 template <int K, int V, class Spec>
 __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams bp, char* ws) {
@@ -273,6 +139,9 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const float* const KDg = prod + pl.KD();  // V_new dS [C][K]
     const float* const BV = prod + pl.BV();   // T^T dU [C][V]
     const float* const BK = prod + pl.BK();   // T^T dW [C][K]
+    // A tame chunk (chunk_grad_tc.cu's flag; CTA-uniform): that pass has put dq_hat, dk_hat and d g_log where QS, BK
+    // and KD were, and dbeta's third term's row sums in TBrow; P4 copies them, and g is not staged.
+    const bool tame = reinterpret_cast<const int*>(prod)[pl.Tame()] != 0;
 
     // ---- P0: stage. Warp w: rows w + 8 i (RW of them), lanes: channels lane + 32 j. Rows past L are zeros. First the
     // raw bits of the warp's rows, kRB0 rows' loads (q, k, g, beta: kRB0 (3 CK + 1) = 52 registers at K = 128) issued
@@ -316,7 +185,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
           load_bits_strided(qr[i], p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
           load_bits_strided(kr[i], p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
-          load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
+          if (!tame)
+            load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
           br[i] = load_bits(p.beta.data, Spec::dt(p.beta.dtype),
                             b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
         }
@@ -330,13 +200,12 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             const int d = 32 * j + lane;
             Qraw[at(r, d)] = qr[i][j];
             Kraw[at(r, d)] = kr[i][j];
-            Graw[at(r, d)] = gr[i][j];
+            if (!tame) Graw[at(r, d)] = gr[i][j];
           }
           if (lane == 0) Braw[r] = br[i];
         }
       }
     }
-    bool steep = false;  // a token of this chunk decays by less than 2^-kTameBits in some channel (or g is not finite)
     for (int r = warp; r < kC; r += kThreads / 32) {
       float q[CK], k[CK], graw[CK], braw = 0.0f;
 #pragma unroll
@@ -347,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int d = 32 * j + lane;
           q[j] = bits_to_float(Qraw[at(r, d)], Spec::dt(p.q.dtype));
           k[j] = bits_to_float(Kraw[at(r, d)], Spec::dt(p.k.dtype));
-          graw[j] = bits_to_float(Graw[at(r, d)], Spec::dt(p.g.dtype));
+          if (!tame) graw[j] = bits_to_float(Graw[at(r, d)], Spec::dt(p.g.dtype));
         }
         if (lane == 0) braw = bits_to_float(Braw[r], Spec::dt(p.beta.dtype));  // lane 0 parked it and alone uses it
         if (p.use_qk_l2norm) {
@@ -368,22 +237,38 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         const int d = 32 * j + lane;
         Qs[at(r, d)] = q[j];
         Ks[at(r, d)] = k[j];
-        const float gl = r >= L ? 0.0f
+        if (!tame)
+          Gs[at(r, d)] = r >= L ? 0.0f
                          : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
                                    : gate_log_decay<float>(gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
                                          kLog2e;
-        Gs[at(r, d)] = gl;
-        steep |= !(gl >= -kTameBits);
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
     cp_async_wait<0>();  // this thread's dM / dA copies; the barrier makes everyone's visible
-    // A tame chunk (every token's decay >= 2^-kTameBits in every channel: always, for the bounded gate) takes its pair
-    // products on tensor cores (pair_products_tc) and their dg as a difference; a steep one keeps P4's spanning sums.
-    const bool tame = !__syncthreads_or(steep);
+    __syncthreads();
 
     // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
-    if (tid < K) {
+    if (tid < K && tame) {  // chunk_grad_tc.cu's results into the accumulators, kAhead rows' loads at a time
+      const int d = tid;
+      constexpr int kAhead = 8;
+#pragma unroll 1
+      for (int tg = 0; tg < kC; tg += kAhead) {
+        float x[3][kAhead];
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          x[0][i] = QS[(tg + i) * K + d];
+          x[1][i] = BK[(tg + i) * K + d];
+          x[2][i] = KDg[(tg + i) * K + d];
+        }
+#pragma unroll
+        for (int i = 0; i < kAhead; ++i) {
+          DQ[at(tg + i, d)] = x[0][i];
+          DK[at(tg + i, d)] = x[1][i];
+          DG[at(tg + i, d)] = x[2][i];
+        }
+      }
+    } else if (tid < K) {  // a steep chunk: the runs form, every log-decay gradient a sum over the runs spanning it
       const int d = tid;
       // The product rows (QS, BK forwards, KD backwards) are read kAhead rows ahead through rings of registers: the
       // scratch stores of each row (TB, Xs: global, so for the compiler possibly the product tile) would
@@ -446,139 +331,130 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         DG[at(t, d)] += tail;
         tail += Xs[t * K + d];
       }
-      if (tame) {  // the pair products follow on every warp (pair_products_tc), from the cumulated log-decays
+      // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
+      // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
+      // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
+      // over the block's 16 rows and columns are unrolled).
+#pragma unroll 1
+      for (int blk = 0; blk < kSubBlocks; ++blk) {
+        const int b0 = kSub * blk;
+        float col[kSub], dgp[kSub];
+        // The block's k and g of this channel, loaded once: read per pair, they were loaded again for every row (136
+        // times a block instead of 16: the compiler cannot move them above each row's DQ / DK stores).
+        float kb[kSub], gb[kSub];
+#pragma unroll
+        for (int i = 0; i < kSub; ++i) {
+          col[i] = dgp[i] = 0.0f;
+          kb[i] = Ks[at((b0 + i), d)];
+          gb[i] = Gs[at((b0 + i), d)];
+        }
+#pragma unroll
+        for (int rr = 0; rr < kSub; ++rr) {
+          const int r = b0 + rr;
+          // beta_r multiplies the row's dA' sum once and k_r once, not every pair's dA (dk's terms share k_c D).
+          const float qr = Qs[at(r, d)], br = beta_s[r], bkr = br * kb[rr];
+          float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
+#pragma unroll
+          for (int cc = rr; cc >= 0; --cc) {
+            const int c = b0 + cc;
+            const float D = ex2(ex);
+            const float wm = dMs[pair_at(r, c)], wa = dAs[pair_at(r, c)], kc = kb[cc], kcd = kc * D;
+            dq = fmaf(wm, kcd, dq);
+            dk = fmaf(wa, kcd, dk);
+            const float z = fmaf(wa, bkr, wm * qr) * D;
+            col[cc] += z;
+            x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
+            ex += gb[cc];
+          }
+          DQ[at(r, d)] += dq;
+          DK[at(r, d)] += br * dk;
+          float pre = 0.0f;
+#pragma unroll
+          for (int cc = 0; cc < rr; ++cc) {
+            pre += x[cc];
+            dgp[cc + 1] += pre;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kSub; ++i) {
+          DK[at((b0 + i), d)] += col[i];
+          DG[at((b0 + i), d)] += dgp[i];
+        }
+      }
+      // Block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the start
+      // of I to r) (table in Xs), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the blocks strictly between,
+      // every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a row r at a time),
+      // ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay coefficients reach the
+      // spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side) and, for the tokens
+      // strictly between J and I, the pair's whole sum: sums of terms, never differences.
+      float pblk[kSubBlocks];
+#pragma unroll
+      for (int blk = 0; blk < kSubBlocks; ++blk) {
         float acc = 0.0f;
-#pragma unroll 8
-        for (int t = 0; t < kC; ++t) {
+        for (int i = 0; i < kSub; ++i) {
+          const int t = kSub * blk + i;
           acc += Gs[at(t, d)];
-          Gs[at(t, d)] = acc;
+          Xs[t * K + d] = ex2(acc);
         }
-      } else {
-        // Pairs (r, c <= r) of A_qk and A', by 16-token blocks (scripts/models/chunk_backward.py pair_terms_blocked).
-        // Inside a block, pairwise: D = exp2(sum of g over c+1 .. r) accumulated from the diagonal down; the block's
-        // pair coefficients reach the tokens they span through a prefix over c (all of it in registers: the loops
-        // over the block's 16 rows and columns are unrolled).
+        pblk[blk] = ex2(acc);
+      }
 #pragma unroll 1
-        for (int blk = 0; blk < kSubBlocks; ++blk) {
-          const int b0 = kSub * blk;
-          float col[kSub], dgp[kSub];
-          // The block's k and g of this channel, loaded once: read per pair, they were loaded again for every row (136
-          // times a block instead of 16: the compiler cannot move them above each row's DQ / DK stores).
-          float kb[kSub], gb[kSub];
-#pragma unroll
-          for (int i = 0; i < kSub; ++i) {
-            col[i] = dgp[i] = 0.0f;
-            kb[i] = Ks[at((b0 + i), d)];
-            gb[i] = Gs[at((b0 + i), d)];
-          }
-#pragma unroll
-          for (int rr = 0; rr < kSub; ++rr) {
-            const int r = b0 + rr;
-            // beta_r multiplies the row's dA' sum once and k_r once, not every pair's dA (dk's terms share k_c D).
-            const float qr = Qs[at(r, d)], br = beta_s[r], bkr = br * kb[rr];
-            float dq = 0.0f, dk = 0.0f, ex = 0.0f, x[kSub];
-#pragma unroll
-            for (int cc = rr; cc >= 0; --cc) {
-              const int c = b0 + cc;
-              const float D = ex2(ex);
-              const float wm = dMs[pair_at(r, c)], wa = dAs[pair_at(r, c)], kc = kb[cc], kcd = kc * D;
-              dq = fmaf(wm, kcd, dq);
-              dk = fmaf(wa, kcd, dk);
-              const float z = fmaf(wa, bkr, wm * qr) * D;
-              col[cc] += z;
-              x[cc] = z * kc;  // the pair's log-decay coefficient, for every s in c+1 .. r
-              ex += gb[cc];
-            }
-            DQ[at(r, d)] += dq;
-            DK[at(r, d)] += br * dk;
-            float pre = 0.0f;
-#pragma unroll
-            for (int cc = 0; cc < rr; ++cc) {
-              pre += x[cc];
-              dgp[cc + 1] += pre;
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < kSub; ++i) {
-            DK[at((b0 + i), d)] += col[i];
-            DG[at((b0 + i), d)] += dgp[i];
-          }
-        }
-        // Block pairs I > J through the reference points: D[r, c] = a_r P_IJ e_c, a_r = exp2(sum of g from the start
-        // of I to r) (table in Xs), e_c = exp2(sum from c + 1 to the end of J), P_IJ = the blocks strictly between,
-        // every factor <= 1. Per pair: rq = dM_IJ (K e)_J, rk = dA'_IJ (K e)_J (row side, a row r at a time),
-        // ck = dM_IJ^T (Q a)_I + dA'_IJ^T (K a)_I (column side, in registers); the log-decay coefficients reach the
-        // spanned tokens as a suffix over r in I (row side), a prefix over c in J (column side) and, for the tokens
-        // strictly between J and I, the pair's whole sum: sums of terms, never differences.
-        float pblk[kSubBlocks];
-#pragma unroll
-        for (int blk = 0; blk < kSubBlocks; ++blk) {
+      for (int J = 0; J < kSubBlocks - 1; ++J) {
+        const int c0 = kSub * J;
+        float ke[kSub], ev[kSub];
+        {
           float acc = 0.0f;
-          for (int i = 0; i < kSub; ++i) {
-            const int t = kSub * blk + i;
-            acc += Gs[at(t, d)];
-            Xs[t * K + d] = ex2(acc);
+#pragma unroll
+          for (int i = kSub - 1; i >= 0; --i) {
+            ev[i] = ex2(acc);
+            ke[i] = Ks[at((c0 + i), d)] * ev[i];
+            acc += Gs[at((c0 + i), d)];
           }
-          pblk[blk] = ex2(acc);
         }
 #pragma unroll 1
-        for (int J = 0; J < kSubBlocks - 1; ++J) {
-          const int c0 = kSub * J;
-          float ke[kSub], ev[kSub];
-          {
-            float acc = 0.0f;
+        for (int I = J + 1; I < kSubBlocks; ++I) {
+          const int r0 = kSub * I;
+          float pij = 1.0f;
+          for (int bb = J + 1; bb < I; ++bb) pij *= pblk[bb];
+          float ck[kSub];
 #pragma unroll
-            for (int i = kSub - 1; i >= 0; --i) {
-              ev[i] = ex2(acc);
-              ke[i] = Ks[at((c0 + i), d)] * ev[i];
-              acc += Gs[at((c0 + i), d)];
-            }
-          }
-#pragma unroll 1
-          for (int I = J + 1; I < kSubBlocks; ++I) {
-            const int r0 = kSub * I;
-            float pij = 1.0f;
-            for (int bb = J + 1; bb < I; ++bb) pij *= pblk[bb];
-            float ck[kSub];
-#pragma unroll
-            for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
-            float suffix = 0.0f;
-            // a_r one row ahead: the table is global scratch, mostly an L2 round trip away (ncu, session 24: 14% of
-            // P4's stall samples waited on it where each row loaded its own).
-            float ar_next = Xs[(r0 + kSub - 1) * K + d];
-            for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
-              const int r = r0 + rr;
-              const float ar = ar_next;
-              if (rr > 0) ar_next = Xs[(r - 1) * K + d];
-              const float qr = Qs[at(r, d)], kr = Ks[at(r, d)], br = beta_s[r];
-              const float qa = qr * ar, bka = br * kr * ar;  // beta_r once a row, not on every dA (as above)
-              float rq = 0.0f, rk = 0.0f;
-#pragma unroll
-              for (int cc = 0; cc < kSub; ++cc) {
-                const float wm = dMs[pair_at(r, c0 + cc)], wa = dAs[pair_at(r, c0 + cc)];
-                rq = fmaf(wm, ke[cc], rq);
-                rk = fmaf(wa, ke[cc], rk);
-                ck[cc] = fmaf(wm, qa, fmaf(wa, bka, ck[cc]));
-              }
-              const float sc = ar * pij;
-              rq *= sc;
-              rk *= br * sc;
-              DQ[at(r, d)] += rq;
-              DK[at(r, d)] += rk;
-              suffix += qr * rq + kr * rk;
-              DG[at(r, d)] += suffix;
-            }
-            // The pair's whole sum (suffix now covers every r in I) for the tokens strictly between J and I.
-            for (int t = c0 + kSub; t < r0; ++t) DG[at(t, d)] += suffix;
-            float prefix = 0.0f;
+          for (int i = 0; i < kSub; ++i) ck[i] = 0.0f;
+          float suffix = 0.0f;
+          // a_r one row ahead: the table is global scratch, mostly an L2 round trip away (ncu, session 24: 14% of
+          // P4's stall samples waited on it where each row loaded its own).
+          float ar_next = Xs[(r0 + kSub - 1) * K + d];
+          for (int rr = kSub - 1; rr >= 0; --rr) {  // rows from the block's end: the suffix over r >= s
+            const int r = r0 + rr;
+            const float ar = ar_next;
+            if (rr > 0) ar_next = Xs[(r - 1) * K + d];
+            const float qr = Qs[at(r, d)], kr = Ks[at(r, d)], br = beta_s[r];
+            const float qa = qr * ar, bka = br * kr * ar;  // beta_r once a row, not on every dA (as above)
+            float rq = 0.0f, rk = 0.0f;
 #pragma unroll
             for (int cc = 0; cc < kSub; ++cc) {
-              const int c = c0 + cc;
-              DG[at(c, d)] += prefix;
-              const float z = ck[cc] * ev[cc] * pij;
-              DK[at(c, d)] += z;
-              prefix += Ks[at(c, d)] * z;
+              const float wm = dMs[pair_at(r, c0 + cc)], wa = dAs[pair_at(r, c0 + cc)];
+              rq = fmaf(wm, ke[cc], rq);
+              rk = fmaf(wa, ke[cc], rk);
+              ck[cc] = fmaf(wm, qa, fmaf(wa, bka, ck[cc]));
             }
+            const float sc = ar * pij;
+            rq *= sc;
+            rk *= br * sc;
+            DQ[at(r, d)] += rq;
+            DK[at(r, d)] += rk;
+            suffix += qr * rq + kr * rk;
+            DG[at(r, d)] += suffix;
+          }
+          // The pair's whole sum (suffix now covers every r in I) for the tokens strictly between J and I.
+          for (int t = c0 + kSub; t < r0; ++t) DG[at(t, d)] += suffix;
+          float prefix = 0.0f;
+#pragma unroll
+          for (int cc = 0; cc < kSub; ++cc) {
+            const int c = c0 + cc;
+            DG[at(c, d)] += prefix;
+            const float z = ck[cc] * ev[cc] * pij;
+            DK[at(c, d)] += z;
+            prefix += Ks[at(c, d)] * z;
           }
         }
       }
@@ -638,14 +514,15 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     }
     __syncthreads();
     prefetch_task<K, V>(p, ws, bl, list, count, task + gridDim.x);
-    if (tame) pair_products_tc<K, V>(Qs, Ks, Gs, DQ, DK, DG, dMs, dAs, beta_s);
 
-    // ---- P5b: per row (a warp each): dbeta = row_s + rowsum(dBK . K . E) (P4's TB), through the sigmoid.
+    // ---- P5b: per row (a warp each): dbeta = row_s + rowsum(dBK . K . E) (P4's TB, or chunk_grad_tc.cu's row sums
+    // per 32 channels: lane j holds the j-th, added in that order by the same butterfly), through the sigmoid.
     for (int r = warp; r < L; r += kThreads / 32) {
       const int64_t t = t0 + r;
       float tb[CK];
 #pragma unroll
-      for (int j = 0; j < CK; ++j) tb[j] = TB[r * K + 32 * j + lane];
+      for (int j = 0; j < CK; ++j)
+        tb[j] = !tame ? TB[r * K + 32 * j + lane] : j == 0 && lane < CK ? prod[pl.TBrow() + lane * kC + r] : 0.0f;
       const float braw =
           p.beta_is_logits
               ? load_f(p.beta.data, Spec::dt(p.beta.dtype),
@@ -671,7 +548,6 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     // across the stores (g's bits kept in registers spilled at K = 128). Everything else it reads is shared memory.
     constexpr int R = kThreads / K, kRows = kC / R;
     static_assert(K <= 2 * kC, "P6: g's bits [C][K] must fit in dM and dA");
-    if (tame) __syncthreads();  // pair_products_tc's dM / dA reads and dq / dk / dg updates done (tame: CTA-uniform)
     {
       uint32_t* const gbits = reinterpret_cast<uint32_t*>(dMs);
       const int d = tid % K, r0 = tid / K;
@@ -781,23 +657,23 @@ cudaError_t launch_spec(const BackwardParams& bp, char* ws, int sms, cudaStream_
   return cudaSuccess;
 }
 
+template <int K, int V>
+cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
+  return with_io_spec(grad_all_bf16(bp), bp.f.gate_mode,
+                      [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, sms, s); });
+}
+
+}  // namespace
+
 // Every input (q, k, v, g, beta) and every gradient the pass writes (dq, dk, dv, dg, dbeta; an absent one counts) in
 // bf16: the launch takes the instance built for that.
-bool all_bf16(const BackwardParams& bp) {
+bool grad_all_bf16(const BackwardParams& bp) {
   const ForwardParams& p = bp.f;
   const auto in = [](const TensorView& t) { return t.dtype == KDA_DTYPE_BFLOAT16; };
   const auto out = [](const GradView& g) { return g.data == nullptr || g.dtype == KDA_DTYPE_BFLOAT16; };
   return in(p.q) && in(p.k) && in(p.v) && in(p.g) && in(p.beta) && out(bp.dq) && out(bp.dk) && out(bp.dv) &&
          out(bp.dg) && out(bp.dbeta);
 }
-
-template <int K, int V>
-cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
-  return with_io_spec(all_bf16(bp), bp.f.gate_mode,
-                      [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, sms, s); });
-}
-
-}  // namespace
 
 size_t grad_smem_bytes(int K, int V) {
   return dispatch_kn<64, 128>(K, V, [](auto k, auto v) {

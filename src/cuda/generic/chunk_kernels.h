@@ -144,10 +144,25 @@ cudaError_t launch_reverse(const BackwardParams& bp, char* workspace, const Stat
 size_t products_smem_bytes(int K, int V);
 cudaError_t launch_products(const BackwardParams& bp, char* workspace, cudaStream_t s, const HeadRange& heads = {});
 
-// The backward's per-channel gradient pass (chunk_grad.cu): per (chunk, value head), from the products, every gradient
-// of the chunk's tokens (dq and dk per value head into BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial
-// sums).
+// A chunk is tame where every token's decay is at least 2^-kTameBits in every channel: its pair decays factor through
+// one reference point a 16-token block with every factor inside 2^(+-8 x 8), and dg as a difference of the pair terms
+// loses nothing that matters (docs/backward.md, "Where the spanning sums are needed": the CPU study's threshold; no
+// bounded gate, at most 5 nats = 7.2 bits a token, is steep).
+constexpr float kTameBits = 8.0f;
+
+// The backward's tensor-core gradient pass (chunk_grad_tc.cu), before the per-channel one: per (chunk, value head,
+// 64-channel half) of a tame chunk, dq_hat, dk_hat and d g_log over the product tile's QS, BK, KD (ProdLayout), with
+// dbeta's third term's row sums and the chunk's tame flag.
+size_t grad_tc_smem_bytes();
+cudaError_t launch_grad_tc(const BackwardParams& bp, char* workspace, cudaStream_t s);
+
+// The backward's per-channel gradient pass (chunk_grad.cu): per (chunk, value head), from the products (and for a tame
+// chunk chunk_grad_tc.cu's results), every gradient of the chunk's tokens (dq and dk per value head into
+// BackwardLayout dqk, dv, dg, dbeta, the gate parameters' partial sums).
 size_t grad_smem_bytes(int K, int V);
 cudaError_t launch_grad(const BackwardParams& bp, char* workspace, int sms, cudaStream_t s);
+// Every input (q, k, v, g, beta) and every gradient the passes write (dq, dk, dv, dg, dbeta; an absent one counts) in
+// bf16: both gradient passes' launches take the instance built for that.
+bool grad_all_bf16(const BackwardParams& bp);
 
 }  // namespace kda::cuda::chunk

@@ -1,0 +1,377 @@
+// chunk_grad_tc.cu: the chunked backward's tensor-core gradient pass (docs/backward.md, "The gradient pass in fragment
+// layout": kernel A, launch 5), run before chunk_grad.cu. For a tame chunk (every token's decay >= 2^-kTameBits in
+// every channel: always, for the bounded gate) and one 64-channel half of a value head, dq_hat, dk_hat and d g_log of
+// every token, with every term in mma accumulators or elementwise beside them:
+//   dq = QS . E + (dM . D) K                                           (row side)
+//   dk = beta BK . E + KD . Esuf + (dA' . D) K + (dM^T . D) Q + (dA'^T . D) K   (row side, then the column side)
+//   dGam = q dq - k (dk_col + KD . Esuf) + k (dk_row + beta BK . E),   dGam_C += CS . E_C + colsum(k . KD . Esuf)
+//   dg = the reverse sum of dGam over the chunk (the difference form: exact enough where no token decays steeply)
+// with E = 2^Gam, Esuf = 2^(Gam_C - Gam), Gam the cumulated log2 decays. The results overwrite the task's QS, BK and
+// KD tiles in place (each element read, then written, by the one lane that owns it), with dbeta's third term,
+// rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow) and the chunk's tame flag (Tame); chunk_grad.cu
+// then finishes the task (dbeta, dv, the L2 norms' and the gate's backward) and runs its own spanning sums for a
+// steep chunk, whose tiles this pass leaves as they are. Its index math, lane by lane, is scripts/models/
+// grad_fragments.py's fragment_pass (equal to the direct sums in float64; python/tests/test_grad_fragments.py).
+//
+// A CTA per (chunk, value head, 64-channel half), 8 warps: warp w owns the 16 rows of block w / 2 and the half's 32
+// channels 32 (w % 2) .. +31 (4 n8 tiles, 48 accumulator registers). Shared memory: q_hat, k_hat and the cumulated
+// log2 decays of the half, dM and dA (84 KB): two CTAs an SM at <= 128 registers a thread, twice the warps of
+// chunk_grad.cu's one 230 KB CTA.
+#include <cstdint>
+
+#include "cuda/device_common.cuh"
+#include "cuda/generic/backward_common.cuh"
+#include "cuda/generic/chunk_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
+#include "cuda/generic/chunk_map.h"
+
+namespace kda::cuda::chunk {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kC = kChunk;
+constexpr int kHalf = 64;  // channels a CTA
+constexpr int kNT = 4;     // n8 tiles a warp: 2 warps a block x 32 channels
+
+struct TcLayout {  // float offsets into shared memory
+  static constexpr int kQ = 0, kK = kQ + kC * kHalf, kG = kK + kC * kHalf, kM = kG + kC * kHalf, kA = kM + kC * kC;
+  static constexpr int kBeta = kA + kC * kC, kTot = kBeta + kC;  // tot [kSubBlocks][2][kHalf]: the blocks' totals
+  static constexpr size_t kBytes = sizeof(float) * (kTot + kSubBlocks * 2 * kHalf);
+  // The swizzles of chunk_grad.cu's arrays (mma_layout.h; a pitch of 64 keeps their conflict-free reads).
+  static __device__ __forceinline__ int at(int r, int d) { return r * kHalf + (d ^ grad_col_swizzle(r)); }
+  static __device__ __forceinline__ int pair_at(int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); }
+};
+
+template <int K, int V, class Spec>
+__global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardParams bp, char* ws) {
+  using Ly = TcLayout;
+  constexpr int CK = K / 32, H = K / kHalf;
+  static_assert(K % kHalf == 0 && kThreads == 256 && kSubBlocks == 4, "grad_tc_kernel: 8 warps = 4 blocks x 2");
+  const ForwardParams& p = bp.f;
+  extern __shared__ __align__(16) float smem[];
+  float* const Qs = smem + Ly::kQ;  // q_hat of the half [C][64]
+  float* const Ks = smem + Ly::kK;  // k_hat
+  float* const Gc = smem + Ly::kG;  // g_log in log2 units, then cumulated over the rows
+  float* const dMs = smem + Ly::kM;
+  float* const dAs = smem + Ly::kA;  // not scaled by beta
+  float* const beta_s = smem + Ly::kBeta;
+  float* const tot = smem + Ly::kTot;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, grp = lane >> 2, tig = lane & 3;
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
+  const int64_t count = *reinterpret_cast<const int64_t*>(ws);
+  const int64_t task = blockIdx.x / H;
+  const int half = static_cast<int>(blockIdx.x % H);
+  const int64_t ci = task / p.HV;
+  if (ci >= count) return;
+  const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + bl.fwd.list)[ci];
+  const int hv = static_cast<int>(task % p.HV), h = hv / p.group, L = rec.len;
+  const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
+  const ProdLayout pl{K, V};
+  float* const prod = reinterpret_cast<float*>(ws + bl.prod) + task * pl.floats();
+
+  {  // dM and dA (masked, zero past L): 16-byte cp.async copies, landing while the rows below load
+    const float* const src = prod + pl.dM();
+    static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
+    for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) cp_async16(dMs + Ly::pair_at(4 * i / kC, 4 * i % kC),
+                                                                     src + 4 * i);
+    cp_async_commit();
+  }
+  // The half's QS, KD, BK rows (2 lines of 128 bytes a row and tile) to L2 for the epilogue: the products kernel wrote
+  // them long before, mostly out of L2 by now.
+  for (int i = tid; i < 6 * kC; i += kThreads) {
+    const int r = i % kC, a = i / kC;
+    prefetch_l2(prod + pl.QS() + (a >> 1) * int64_t{kC} * K + r * K + kHalf * half + 32 * (a & 1));
+  }
+
+  // ---- Stage (as chunk_grad.cu's P0): warp w rows w + 8 i, lanes channels lane + 32 j of the whole row (the L2 norm
+  // and the tame test need all K), the half's (j / 2 == half) kept. Rows past L are zeros.
+  const bool has_a = p.has_A_log();
+  const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
+  const bool gated = gate_mode != KDA_GATE_LOG_DECAY, bounded = gate_mode == KDA_GATE_BOUNDED;
+  const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+  const float ea = has_a ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
+  float bias[CK];
+#pragma unroll
+  for (int j = 0; j < CK; ++j)
+    bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
+                                                               (32 * j + lane) * p.dt_bias.stride[1]]
+                    : 0.0f;
+  bool steep = false;
+  constexpr int RW = kC / (kThreads / 32), kRB = 4;  // rows a warp; rows whose loads are issued together
+#pragma unroll 1
+  for (int i0 = 0; i0 < RW; i0 += kRB) {
+    uint32_t qr[kRB][CK], kr[kRB][CK], gr[kRB][CK], br[kRB];
+#pragma unroll
+    for (int i = 0; i < kRB; ++i) {
+      const int r = warp + (kThreads / 32) * (i0 + i);
+      if (r < L) {
+        const int64_t t = t0 + r;
+        const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
+        const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
+        const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+        load_bits_strided(qr[i], p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
+        load_bits_strided(kr[i], p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
+        load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
+        br[i] = load_bits(p.beta.data, Spec::dt(p.beta.dtype),
+                          b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kRB; ++i) {
+      const int r = warp + (kThreads / 32) * (i0 + i);
+      float q[CK], k[CK], gl[CK];
+#pragma unroll
+      for (int j = 0; j < CK; ++j) q[j] = k[j] = gl[j] = 0.0f;
+      if (r < L) {
+#pragma unroll
+        for (int j = 0; j < CK; ++j) {
+          q[j] = bits_to_float(qr[i][j], Spec::dt(p.q.dtype));
+          k[j] = bits_to_float(kr[i][j], Spec::dt(p.k.dtype));
+          const float graw = bits_to_float(gr[i][j], Spec::dt(p.g.dtype));
+          gl[j] = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
+                          : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
+          steep |= !(gl[j] >= -kTameBits);
+        }
+        if (p.use_qk_l2norm) {
+          const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
+#pragma unroll
+          for (int j = 0; j < CK; ++j) {
+            q[j] *= iq;
+            k[j] *= ik;
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < CK; ++j)
+        if (j / 2 == half) {
+          const int o = Ly::at(r, 32 * (j & 1) + lane);
+          Qs[o] = q[j];
+          Ks[o] = k[j];
+          Gc[o] = gl[j];
+        }
+      if (lane == 0)
+        beta_s[r] = r < L ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
+                                                   p.allow_neg_eigval)
+                          : 0.0f;
+    }
+  }
+  cp_async_wait<0>();
+  // Every half tests the whole chunk (the same loads and arithmetic: the same answer), so a steep chunk's tiles stay
+  // whole for chunk_grad.cu's spanning sums.
+  const bool tame = !__syncthreads_or(steep);
+  if (half == 0 && tid == 0) reinterpret_cast<int*>(prod)[pl.Tame()] = tame ? 1 : 0;
+  if (!tame) return;
+  if (tid < kHalf) {  // Gam: the log2 decays cumulated over the rows, a thread a channel (16 loads, then the adds)
+    float acc = 0.0f;
+#pragma unroll 1
+    for (int r0 = 0; r0 < kC; r0 += kSub) {
+      float x[kSub];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) x[i] = Gc[Ly::at(r0 + i, tid)];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        acc += x[i];
+        Gc[Ly::at(r0 + i, tid)] = acc;
+      }
+    }
+  }
+  __syncthreads();
+
+  // ---- The pair products (chunk_grad.cu's session-33 form, one block a warp): the row side
+  //   rq[r] = dM[r, :] Kb,  rk[r] = dA[r, :] Kb,  Kb[c] = k_c 2^(Gam_m - Gam_c)   (columns of blocks 0 .. I)
+  // and the column side
+  //   ck[c] = dM[:, c]^T Qa + dA[:, c]^T (beta K)a,  Qa[r] = q_r 2^(Gam_r - Gam_m)   (rows of blocks I .. 3)
+  // with m the block's reference token (its 8th): every factor <= 1 outside the block, within 2^64 inside it (tame).
+  // dM is lower, dA strictly lower (chunk_products.cu): no mask. Each k-step's three products into a fresh accumulator
+  // added in fp32 (the tensor cores' accumulation is not round-to-nearest; bench/LEDGER.md, session 23).
+  const int I = warp >> 1, rb = kSub * I, m = rb + kSub / 2 - 1, n0 = 32 * (warp & 1);
+  float gmb[kNT], gmc[kNT][2];  // Gam_m of the channels this lane's B operands and accumulators hold
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    gmb[n] = Gc[Ly::at(m, n0 + 8 * n + grp)];
+    gmc[n][0] = Gc[Ly::at(m, n0 + 8 * n + 2 * tig)];
+    gmc[n][1] = Gc[Ly::at(m, n0 + 8 * n + 2 * tig + 1)];
+  }
+  float rq[kNT][4], rk[kNT][4], ck[kNT][4];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) rq[n][i] = rk[n][i] = ck[n][i] = 0.0f;
+#pragma unroll 1
+  for (int ks = 0; ks < 2 * (I + 1); ++ks) {  // row side, k-steps of 8 columns
+    const int c0 = 8 * ks;
+    uint32_t mh[4], ml[4], ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // a_i: row rb + grp + 8 (i & 1), column c0 + tig + 4 (i >> 1)
+      const int o = Ly::pair_at(rb + grp + 8 * (i & 1), c0 + tig + 4 * (i >> 1));
+      split(dMs[o], mh[i], ml[i]);
+      split(dAs[o], ah[i], al[i]);
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      uint32_t bh[2], blo[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // b_j: row (token) c0 + tig + 4 j, column (channel) n0 + 8 n + grp
+        const int o = Ly::at(c0 + tig + 4 * j, n0 + 8 * n + grp);
+        split(Ks[o] * ex2(gmb[n] - Gc[o]), bh[j], blo[j]);
+      }
+      float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma3(pm, mh, ml, bh, blo);
+      mma3(pa, ah, al, bh, blo);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        rq[n][i] += pm[i];
+        rk[n][i] += pa[i];
+      }
+    }
+  }
+#pragma unroll 1
+  for (int ks = 2 * I; ks < kC / 8; ++ks) {  // column side: A = dM / dA transposed (A[c][r] = dM[r][c])
+    const int r0 = 8 * ks;
+    uint32_t mh[4], ml[4], ah[4], al[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // a_i: A row (dM column) rb + grp + 8 (i & 1), A column r0 + tig + 4 (i >> 1)
+      const int o = Ly::pair_at(r0 + tig + 4 * (i >> 1), rb + grp + 8 * (i & 1));
+      split(dMs[o], mh[i], ml[i]);
+      split(dAs[o], ah[i], al[i]);
+    }
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      uint32_t qh[2], ql[2], kh[2], kl[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // b_j: row r0 + tig + 4 j, channel n0 + 8 n + grp
+        const int r = r0 + tig + 4 * j, o = Ly::at(r, n0 + 8 * n + grp);
+        const float e = ex2(Gc[o] - gmb[n]);
+        split(Qs[o] * e, qh[j], ql[j]);
+        split(beta_s[r] * Ks[o] * e, kh[j], kl[j]);
+      }
+      float pc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma3(pc, mh, ml, qh, ql);
+      mma3(pc, ah, al, kh, kl);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ck[n][i] += pc[i];
+    }
+  }
+
+  // ---- Epilogue: accumulator element i = 2 hh + e is (row rb + grp + 8 hh, channel n0 + 8 n + 2 tig + e); the
+  // exponent terms join elementwise, dq / dk go over QS / BK in place, dGam is summed backwards inside the block by
+  // shuffles (the upper 8 rows first), the blocks' totals meet in shared memory.
+  float* const gQS = prod + pl.QS();
+  float* const gKD = prod + pl.KD();
+  float* const gBK = prod + pl.BK();
+  const int dglob = kHalf * half + n0;  // the warp's first channel in the value head
+  float keep[kNT][2][2];                // dGam's in-block suffix sums [n][e][hh]
+  float tbr[2] = {0.0f, 0.0f};          // dbeta's third term over this lane's channels, rows rb + grp + 8 hh
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    float2 qs[2], bk[2], kd[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int64_t off = int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig;
+      qs[hh] = *reinterpret_cast<const float2*>(gQS + off);
+      bk[hh] = *reinterpret_cast<const float2*>(gBK + off);
+      kd[hh] = *reinterpret_cast<const float2*>(gKD + off);
+    }
+    float2 dq_out[2], dk_out[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int dl = n0 + 8 * n + 2 * tig + e;
+      const float gend = Gc[Ly::at(kC - 1, dl)];
+      float dgam[2], kdk = 0.0f;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = 2 * hh + e, r = rb + grp + 8 * hh, o = Ly::at(r, dl);
+        const float gr = Gc[o], a = ex2(gr - gmc[n][e]), bb = ex2(gmc[n][e] - gr);
+        const float E = ex2(gr), Esuf = ex2(gend - gr), br = beta_s[r], kv = Ks[o];
+        const float qsv = e ? qs[hh].y : qs[hh].x, bkv = e ? bk[hh].y : bk[hh].x, kdv = e ? kd[hh].y : kd[hh].x;
+        const float dq = qsv * E + a * rq[n][i];
+        const float kg = br * bkv * E, kdd = kdv * Esuf, dkr = br * (a * rk[n][i]), dkc = bb * ck[n][i];
+        const float dk = (kg + kdd) + (dkr + dkc);
+        (e ? dq_out[hh].y : dq_out[hh].x) = dq;
+        (e ? dk_out[hh].y : dk_out[hh].x) = dk;
+        dgam[hh] = Qs[o] * dq + kv * ((dkr + kg) - (dkc + kdd));
+        kdk += kv * kdd;
+        tbr[hh] += bkv * kv * E;
+      }
+#pragma unroll
+      for (int hh = 1; hh >= 0; --hh)
+#pragma unroll
+        for (int off = 4; off < 32; off *= 2) {
+          const float y = __shfl_down_sync(kFull, dgam[hh], off);
+          if (lane + off < 32) dgam[hh] += y;
+        }
+      dgam[0] += __shfl_sync(kFull, dgam[1], tig);  // the upper rows' total (grp 0's suffix)
+#pragma unroll
+      for (int off = 4; off < 32; off *= 2) kdk += __shfl_xor_sync(kFull, kdk, off);
+      keep[n][e][0] = dgam[0];
+      keep[n][e][1] = dgam[1];
+      if (grp == 0) {
+        tot[(2 * I) * kHalf + dl] = dgam[0];  // the block's total
+        tot[(2 * I + 1) * kHalf + dl] = kdk;
+      }
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int64_t off = int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig;
+      *reinterpret_cast<float2*>(gQS + off) = dq_out[hh];
+      *reinterpret_cast<float2*>(gBK + off) = dk_out[hh];
+    }
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {  // the warp's 32 channels of each row, in a fixed order
+    tbr[hh] += __shfl_xor_sync(kFull, tbr[hh], 1);
+    tbr[hh] += __shfl_xor_sync(kFull, tbr[hh], 2);
+    if (tig == 0) prod[pl.TBrow() + (2 * half + (warp & 1)) * kC + rb + grp + 8 * hh] = tbr[hh];
+  }
+  __syncthreads();
+  // dg = the in-block suffix + the later blocks' totals (the last first) + the chunk-end terms, which every token's
+  // reverse sum reaches: CS . E_C and colsum(k . KD . Esuf).
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    float2 dg_out[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int dl = n0 + 8 * n + 2 * tig + e;
+      float carry = 0.0f;
+      for (int J = kSubBlocks - 1; J > I; --J) carry += tot[(2 * J) * kHalf + dl];
+      float kdsum = 0.0f;
+#pragma unroll
+      for (int J = 0; J < kSubBlocks; ++J) kdsum += tot[(2 * J + 1) * kHalf + dl];
+      const float end = prod[pl.CS() + kHalf * half + dl] * ex2(Gc[Ly::at(kC - 1, dl)]) + kdsum;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) (e ? dg_out[hh].y : dg_out[hh].x) = keep[n][e][hh] + carry + end;
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+      *reinterpret_cast<float2*>(gKD + int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig) = dg_out[hh];
+  }
+}
+
+template <int K, int V, class Spec>
+cudaError_t launch_spec(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const size_t bytes = TcLayout::kBytes;
+  const auto kernel = grad_tc_kernel<K, V, Spec>;
+  const cudaError_t e =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (e != cudaSuccess) return e;
+  const ForwardParams& p = bp.f;
+  const int64_t ctas = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group).fwd.cap * p.HV * (K / kHalf);
+  kernel<<<static_cast<unsigned>(ctas), kThreads, bytes, s>>>(bp, ws);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+size_t grad_tc_smem_bytes() { return TcLayout::kBytes; }
+
+cudaError_t launch_grad_tc(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const ForwardParams& p = bp.f;
+  return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
+    constexpr int K = decltype(k)::value, V = decltype(v)::value;
+    return with_io_spec(grad_all_bf16(bp), p.gate_mode,
+                        [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, s); });
+  });
+}
+
+}  // namespace kda::cuda::chunk
