@@ -1,5 +1,5 @@
 // backward_chunked.cu: the launcher of the chunked CUDA backward (chunked_backward*() of cuda_backend.h,
-// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Nine launches on the caller's stream (six when the forward kept
+// KDA_BACKEND_CUDA_CHUNKED; docs/backward.md). Ten launches on the caller's stream (seven when the forward kept
 // launches 0-2's results: save_for_backward / forward_saved), nothing synchronizes with the
 // host (CUDA-graph capturable), every buffer in the caller's workspace (chunk_map.h BackwardLayout):
 //   0  launch_chunk_map: the chunk list from cu_seqlens
@@ -8,10 +8,11 @@
 //   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
 //   4  chunk_products.cu: the gradient pass's matrix products, per (chunk, value head)
 //   5  chunk_grad_tc.cu: a tame chunk's dq, dk, dg (before the norms and the gate) on tensor cores, per 64 channels
-//   6  chunk_grad.cu: every per-token gradient from them, per (chunk, value head); a steep chunk's own dq, dk, dg
-//   7  finalize_qk_kernel (backward_finish.cu): dq / dk summed over each value-head group, through the L2 norm's
-//      backward (groups of more than one value head; for one, launch 6 does it)
-//   8  gate_params_kernel (backward_finish.cu): ddt_bias / dA_log from the per-chunk partials, in chunk order
+//   6  chunk_grad_rows.cu: a tame chunk's every per-token gradient from them, a row at a time
+//   7  chunk_grad.cu: the same for a steep chunk (a softplus gate's), a thread per channel, from the products alone
+//   8  finalize_qk_kernel (backward_finish.cu): dq / dk summed over each value-head group, through the L2 norm's
+//      backward (groups of more than one value head; for one, launches 6 and 7 do it)
+//   9  gate_params_kernel (backward_finish.cu): ddt_bias / dA_log from the per-chunk partials, in chunk order
 #include <algorithm>
 #include <cstdint>
 
@@ -105,6 +106,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
       }
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_grad_tc(bp, ws, s)) != cudaSuccess) return e;
+      if ((e = chunk::launch_grad_rows(bp, ws, s)) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, sms, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }

@@ -1,16 +1,17 @@
-// chunk_grad.cu: the chunked backward's per-channel gradient pass (docs/backward.md, launch 6): per (chunk, value
-// head), every gradient of the chunk's tokens from the task's products (ProdLayout, chunk_products.cu: dM, dA, QS,
-// KD, BK, BV, colsum(S0 . dS)) and the saved A' (BackwardLayout akk). Line by line the safe form of the CPU backend's
-// chunked core (src/cpu/backward_cpu.cpp), in fp32:
-//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation; a steep chunk only), beta, dM, dA  [smem]
-//   P4  a tame chunk (chunk_grad_tc.cu's flag): copy that pass's dq_hat, dk_hat, d g_log into the accumulators.
-//       A steep chunk, per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf,
-//       and the log-decay gradient summed over the runs each exponent spans (never a difference of cumulated sums);
-//       then the pair products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K
-//       (column side), dg += the pairs spanning each token, by 16-token blocks: pairwise inside a block (D = exp2 of
-//       a sum accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across
-//       blocks (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per
-//       channel instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
+// chunk_grad.cu: the chunked backward's per-channel gradient pass for steep chunks (docs/backward.md, launch 7): per
+// (chunk, value head) where some token decays by less than 2^-kTameBits in some channel (a softplus gate can; the
+// tame chunks are chunk_grad_tc.cu's and chunk_grad_rows.cu's, whose flag it reads), every gradient of the chunk's
+// tokens from the task's products (ProdLayout, chunk_products.cu: dM, dA, QS, KD, BK, BV, colsum(S0 . dS)) and the
+// saved A' (BackwardLayout akk). Line by line the safe form of the CPU backend's chunked core
+// (src/cpu/backward_cpu.cpp), in fp32:
+//   P0  stage q_hat, k_hat (L2 norm), g_log in log2 units (gate activation), beta (activation), dM, dA       [smem]
+//   P4  per channel (a thread each), the exponent terms: dq = QS . E, dk = beta dBK . E + KD . Esuf, and the log-decay
+//       gradient summed over the runs each exponent spans (never a difference of cumulated sums); then the pair
+//       products dq += (dM . D) K, dk += (dA' . D) K (row side), dk += (dM^T . D) Q + (dA'^T . D) K (column side),
+//       dg += the pairs spanning each token, by 16-token blocks: pairwise inside a block (D = exp2 of a sum
+//       accumulated from the diagonal), through the reference points a_r P_IJ e_c (every factor <= 1) across blocks
+//       (scripts/models/chunk_backward.py pair_terms_blocked: 4 x 136 pairs and 6 block-pair products per channel
+//       instead of 2080 pairs, and 4 x 136 + 3 x 64 exp2 instead of 2080)
 //   P5  per row: dbeta = rowsum(dA . A') + rowsum(dBV . V) + rowsum(dBK . K . E) (through the sigmoid), dv = beta dBV;
 //       all but the last row sum on the warps P4 leaves idle, concurrently with it
 //   P6  per channel: dq_hat, dk_hat of this value head -> workspace dqk (finalize_qk_kernel sums the group and applies
@@ -19,7 +20,7 @@
 //       gradients instead of dqk (no finalize launch, no dqk bytes: 512 MiB at h64-fixed)
 // (P1-P3, the matrix products, are chunk_products.cu's.) Deterministic: no atomics, every sum in a fixed order.
 //
-// A steep chunk's pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
+// The pair products run one thread per channel, the block pairs' 16 x 16 products in registers.
 //
 // Grid: min(cap * HV, kGradCtas, what the device holds at once) CTAs of 256 threads (grad_grid) striding over the
 // (chunk, value head) tasks, so the persistent grid is one wave; list entries past
@@ -125,6 +126,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
       for (int d = tid; d <= K; d += kThreads) part[d] = 0.0;
       continue;
     }
+    // A tame chunk is chunk_grad_tc.cu's and chunk_grad_rows.cu's (the flag is CTA-uniform).
+    if (reinterpret_cast<const int*>(ws + bl.prod)[task * pl.floats() + pl.Tame()] != 0) continue;
     const ChunkRec rec = list[ci];
     const int L = rec.len;
     const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
@@ -139,9 +142,6 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     const float* const KDg = prod + pl.KD();  // V_new dS [C][K]
     const float* const BV = prod + pl.BV();   // T^T dU [C][V]
     const float* const BK = prod + pl.BK();   // T^T dW [C][K]
-    // A tame chunk (chunk_grad_tc.cu's flag; CTA-uniform): that pass has put dq_hat, dk_hat and d g_log where QS, BK
-    // and KD were, and dbeta's third term's row sums in TBrow; P4 copies them, and g is not staged.
-    const bool tame = reinterpret_cast<const int*>(prod)[pl.Tame()] != 0;
 
     // ---- P0: stage. Warp w: rows w + 8 i (RW of them), lanes: channels lane + 32 j. Rows past L are zeros. First the
     // raw bits of the warp's rows, kRB0 rows' loads (q, k, g, beta: kRB0 (3 CK + 1) = 52 registers at K = 128) issued
@@ -185,8 +185,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
           load_bits_strided(qr[i], p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
           load_bits_strided(kr[i], p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
-          if (!tame)
-            load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
+          load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
           br[i] = load_bits(p.beta.data, Spec::dt(p.beta.dtype),
                             b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
         }
@@ -200,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             const int d = 32 * j + lane;
             Qraw[at(r, d)] = qr[i][j];
             Kraw[at(r, d)] = kr[i][j];
-            if (!tame) Graw[at(r, d)] = gr[i][j];
+            Graw[at(r, d)] = gr[i][j];
           }
           if (lane == 0) Braw[r] = br[i];
         }
@@ -216,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int d = 32 * j + lane;
           q[j] = bits_to_float(Qraw[at(r, d)], Spec::dt(p.q.dtype));
           k[j] = bits_to_float(Kraw[at(r, d)], Spec::dt(p.k.dtype));
-          if (!tame) graw[j] = bits_to_float(Graw[at(r, d)], Spec::dt(p.g.dtype));
+          graw[j] = bits_to_float(Graw[at(r, d)], Spec::dt(p.g.dtype));
         }
         if (lane == 0) braw = bits_to_float(Braw[r], Spec::dt(p.beta.dtype));  // lane 0 parked it and alone uses it
         if (p.use_qk_l2norm) {
@@ -237,11 +236,11 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         const int d = 32 * j + lane;
         Qs[at(r, d)] = q[j];
         Ks[at(r, d)] = k[j];
-        if (!tame)
-          Gs[at(r, d)] = r >= L ? 0.0f
+        const float gl = r >= L ? 0.0f
                          : bounded ? bounded_gate_log2(graw[j] + bias[j], ea, lb2)
                                    : gate_log_decay<float>(gate_mode, graw[j], has_a, a_log, bias[j], p.lower_bound) *
                                          kLog2e;
+        Gs[at(r, d)] = gl;
       }
       if (lane == 0) beta_s[r] = r < L ? beta_activation<float>(braw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
     }
@@ -249,26 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     __syncthreads();
 
     // ---- P4: per channel d (threads 0 .. K - 1), the exponent terms and the pair products.
-    if (tid < K && tame) {  // chunk_grad_tc.cu's results into the accumulators, kAhead rows' loads at a time
-      const int d = tid;
-      constexpr int kAhead = 8;
-#pragma unroll 1
-      for (int tg = 0; tg < kC; tg += kAhead) {
-        float x[3][kAhead];
-#pragma unroll
-        for (int i = 0; i < kAhead; ++i) {
-          x[0][i] = QS[(tg + i) * K + d];
-          x[1][i] = BK[(tg + i) * K + d];
-          x[2][i] = KDg[(tg + i) * K + d];
-        }
-#pragma unroll
-        for (int i = 0; i < kAhead; ++i) {
-          DQ[at(tg + i, d)] = x[0][i];
-          DK[at(tg + i, d)] = x[1][i];
-          DG[at(tg + i, d)] = x[2][i];
-        }
-      }
-    } else if (tid < K) {  // a steep chunk: the runs form, every log-decay gradient a sum over the runs spanning it
+    if (tid < K) {
       const int d = tid;
       // The product rows (QS, BK forwards, KD backwards) are read kAhead rows ahead through rings of registers: the
       // scratch stores of each row (TB, Xs: global, so for the compiler possibly the product tile) would
@@ -515,14 +495,12 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
     __syncthreads();
     prefetch_task<K, V>(p, ws, bl, list, count, task + gridDim.x);
 
-    // ---- P5b: per row (a warp each): dbeta = row_s + rowsum(dBK . K . E) (P4's TB, or chunk_grad_tc.cu's row sums
-    // per 32 channels: lane j holds the j-th, added in that order by the same butterfly), through the sigmoid.
+    // ---- P5b: per row (a warp each): dbeta = row_s + rowsum(dBK . K . E) (P4's TB), through the sigmoid.
     for (int r = warp; r < L; r += kThreads / 32) {
       const int64_t t = t0 + r;
       float tb[CK];
 #pragma unroll
-      for (int j = 0; j < CK; ++j)
-        tb[j] = !tame ? TB[r * K + 32 * j + lane] : j == 0 && lane < CK ? prod[pl.TBrow() + lane * kC + r] : 0.0f;
+      for (int j = 0; j < CK; ++j) tb[j] = TB[r * K + 32 * j + lane];
       const float braw =
           p.beta_is_logits
               ? load_f(p.beta.data, Spec::dt(p.beta.dtype),
@@ -665,8 +643,6 @@ cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) 
 
 }  // namespace
 
-// Every input (q, k, v, g, beta) and every gradient the pass writes (dq, dk, dv, dg, dbeta; an absent one counts) in
-// bf16: the launch takes the instance built for that.
 bool grad_all_bf16(const BackwardParams& bp) {
   const ForwardParams& p = bp.f;
   const auto in = [](const TensorView& t) { return t.dtype == KDA_DTYPE_BFLOAT16; };

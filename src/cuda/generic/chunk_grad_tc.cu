@@ -8,9 +8,9 @@
 //   dg = the reverse sum of dGam over the chunk (the difference form: exact enough where no token decays steeply)
 // with E = 2^Gam, Esuf = 2^(Gam_C - Gam), Gam the cumulated log2 decays. The results overwrite the task's QS, BK and
 // KD tiles in place (each element read, then written, by the one lane that owns it), with dbeta's third term,
-// rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow) and the chunk's tame flag (Tame); chunk_grad.cu
-// then finishes the task (dbeta, dv, the L2 norms' and the gate's backward) and runs its own spanning sums for a
-// steep chunk, whose tiles this pass leaves as they are. Its index math, lane by lane, is scripts/models/
+// rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow) and the chunk's tame flag (Tame);
+// chunk_grad_rows.cu then finishes the task (dbeta, dv, the L2 norms' and the gate's backward). A steep chunk's tiles
+// this pass leaves as they are, for chunk_grad.cu's spanning sums. Its index math, lane by lane, is scripts/models/
 // grad_fragments.py's fragment_pass (equal to the direct sums in float64; python/tests/test_grad_fragments.py).
 //
 // A CTA per (chunk, value head, 64-channel half), 8 warps: warp w owns the 16 rows of block w / 2 and the half's 32
