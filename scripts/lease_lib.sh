@@ -122,7 +122,7 @@ import re, sys
 name = None
 for line in open(sys.argv[1]):
     if re.search(r"Context \d+, Stream", line):
-        m = re.search(r"(\w+(?:<[^>]*>)?)\(", line)
+        m = re.search(r"(\w+(?:<[^(]*)?)\(", line)  # the name with its template arguments (nested ones too)
         name = m.group(1) if m else line.strip()[:60]
     elif name and line.split()[:1] == ["Duration"]:
         print(name, *line.split()[1:])
