@@ -58,11 +58,14 @@ def shfl_down_suffix(v):
 
 
 def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
-    """dq, dk, dg [C, Kc] as kernel A forms them, lane by lane (float64 arithmetic, the kernel's operand forms and
-    reference points). Every output element is written by exactly one lane; unwritten ones stay NaN."""
+    """dq, dk, dg [C, Kc] as kernel A (src/cuda/generic/chunk_grad_tc.cu) forms them, lane by lane (float64
+    arithmetic, the kernel's operand forms and reference points), and tb [Kc / 32, C]: dbeta's third term,
+    rowsum(BK . K . E), per warp's 32 channels (ProdLayout TBrow). Every output element is written by exactly one
+    lane; unwritten ones stay NaN."""
     Kc = Q.shape[1]
     gc = np.cumsum(G, 0)
     dq, dk, dg = (np.full((C, Kc), np.nan) for _ in range(3))
+    tb = np.full((Kc // 32, C), np.nan)
     for half in range(Kc // 64):
         tot = np.zeros((4, 2, 64))  # [block, (dgam, k . dk_KD), channel of the half]: the blocks' totals
         keep = {}
@@ -90,6 +93,7 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                     bk = np.stack([B[r[j]] * K[r[j], d] * ea[j] for j in range(2)])
                     ck[n] += mma(am, bq) + mma(aa, bk)
             # Epilogue: each lane's c_i is (row rb + grp + 8 h, channel n0 + 8 n + 2 tig + e), i = 2 h + e.
+            tbr = np.zeros((2, LANES))  # dbeta's third term over the lane's channels, rows rb + grp + 8 h
             for n in range(4):
                 for e in range(2):
                     d = n0 + 8 * n + 2 * TIG + e
@@ -103,6 +107,7 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                         kg, kd = B[r] * BK[r, d] * E, KD[r, d] * Esuf
                         q_out = QS[r, d] * E + 2.0 ** (g_r - g_m) * rq[n, i]
                         dq[r, d], dk[r, d] = q_out, kg + kd + dkr + dkc
+                        tbr[h] += BK[r, d] * K[r, d] * E
                         vals.append((Q[r, d] * q_out - K[r, d] * (dkc + kd) + K[r, d] * (dkr + kg), K[r, d] * kd))
                     # Reverse sums inside the block: the upper 8 rows, then the lower ones with the upper total.
                     for which in range(2):
@@ -111,6 +116,10 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                         if which == 0:
                             keep[(w, n, e)] = (lo, hi)
                         tot[I, which, d - 64 * half] = lo[TIG]  # written by the grp-0 lanes (the same value for all)
+            for h in range(2):  # the warp's 32 channels: shuffles by xor 1, 2 over tig; the tig-0 lanes write
+                for off in (1, 2):
+                    tbr[h] = tbr[h] + tbr[h][np.arange(LANES) ^ off]
+                tb[2 * half + w % 2, rb + GRP[TIG == 0] + 8 * h] = tbr[h][TIG == 0]
         # After the CTA's barrier: each block adds the later blocks' totals (last first) and the chunk-end terms.
         for w in range(8):
             I, n0 = w // 2, 64 * half + 32 * (w % 2)
@@ -124,7 +133,7 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                     lo, hi = keep[(w, n, e)]
                     dg[S * I + GRP + 8, d] = hi + carry + end
                     dg[S * I + GRP, d] = lo + carry + end
-    return dq, dk, dg
+    return dq, dk, dg, tb
 
 
 def tame_chunk(rng, Kc, L=C, min_bits=-8.0):
