@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
                                                                (32 * j + lane) * p.dt_bias.stride[1]]
                     : 0.0f;
   bool steep = false;
-  constexpr int RW = kC / (kThreads / 32), kRB = 4;  // rows a warp; rows whose loads are issued together
+  constexpr int RW = kC / (kThreads / 32), kRB = 8;  // rows a warp; rows whose loads are issued together
 #pragma unroll 1
   for (int i0 = 0; i0 < RW; i0 += kRB) {
     uint32_t qr[kRB][CK], kr[kRB][CK], gr[kRB][CK], br[kRB];
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   float tbr[2] = {0.0f, 0.0f};          // dbeta's third term over this lane's channels, rows rb + grp + 8 hh
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
-    float2 qs[2], bk[2], kd[2];
+    float2 qs[2], bk[2], kd[2];  // the exponent terms' operands (all four tiles' loaded at once spill at 128 registers)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int64_t off = int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig;
