@@ -1,8 +1,8 @@
 // chunk_grad_rows.cu: the chunked backward's per-row finishing of a tame chunk (docs/backward.md, launch 6), after
 // chunk_grad_tc.cu has put dq_hat, dk_hat and d g_log where the task's QS, BK and KD tiles were (ProdLayout) and
 // dbeta's third term's row sums in TBrow. Per (chunk, value head), a warp a row, everything a row at a time:
-//   dq, dk   through the L2 norm's backward (1 / |x| and x_hat . dx_hat over the row), straight into the gradients for a
-//            group of one value head, else dq_hat / dk_hat into the workspace's dqk for finalize_qk_kernel
+//   dq, dk   through the L2 norm's backward (1 / |x| and x_hat . dx_hat over the row), straight into the gradients
+//            for a group of one value head, else dq_hat / dk_hat into the workspace's dqk for finalize_qk_kernel
 //   dg       through the gate activation's backward; the chunk's partial sums of ddt_bias (per channel) and dA_log
 //   dbeta    rowsum(dA . A') + rowsum(dBV . V) + rowsum(BK . K . E), through the sigmoid;  dv = beta dBV
 // the operations and their order those of chunk_grad.cu's P5-P7, which does the same for steep chunks. Nothing is
