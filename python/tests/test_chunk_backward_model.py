@@ -134,13 +134,15 @@ def test_the_difference_form_of_dg_needs_the_runs_only_where_a_decay_is_steep(se
     # the pairs spanning token 30, all through its e^-60, ~1e-26 against terms of order 1.
     err = lambda got: (float(np.abs(got[3].astype(np.float64) - ref)[:, 3].max() / np.abs(ref[:, 3]).max()),  # noqa
                        float(abs(got[3][30, 3] - ref[30, 3]) / abs(ref[30, 3])))
+    # Without a dead token, token 30 is nothing special and its dg may by chance be tiny against the channel's (seed
+    # 1727501124: 4.5e-4 of it, so fp32 rounding read 1.8e-4 of itself): there the channel-relative figure is the test.
     kept = err(cbr.kernels_backward(*args, dg_form="difference", min_bits=-12.0))
     plain = err(cbr.kernels_backward(*args, dg_form="difference"))
-    assert max(kept) < 1e-4, f"{kept} (seed {seed})"
     if dead:
+        assert max(kept) < 1e-4, f"{kept} (seed {seed})"
         assert plain[0] < 1e-4 and plain[1] > 1e3, f"{plain} (seed {seed}): the cancellation did not show at token 30"
     else:
-        assert max(plain) < 1e-4, f"{plain} (seed {seed})"
+        assert kept[0] < 1e-4 and plain[0] < 1e-4, f"{kept}, {plain} (seed {seed})"
 
 
 def test_the_tensor_core_pair_terms_factor_the_decays_exactly(seed):
