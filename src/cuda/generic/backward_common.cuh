@@ -45,6 +45,18 @@ __device__ __forceinline__ float warp_inv_norm(const float (&x)[C]) {
   return l2_inv_norm(group_sum<32>(s2), m, true);
 }
 
+// The L2 norm's backward over a row spread across a warp (C values a lane): d <- (d - x_hat (x_hat . d)) / |x|, from
+// the normalized row x_hat and inv = 1 / |x| (warp_inv_norm's). Called by all 32 lanes.
+template <int C>
+__device__ __forceinline__ void l2_norm_backward(const float (&xh)[C], float inv, float (&d)[C]) {
+  float dot = 0.0f;
+#pragma unroll
+  for (int c = 0; c < C; ++c) dot = fmaf(xh[c], d[c], dot);
+  dot = group_sum<32>(dot);
+#pragma unroll
+  for (int c = 0; c < C; ++c) d[c] = (d[c] - xh[c] * dot) * inv;
+}
+
 // d/dx and d/dA_log of the gate activation applied to dg_log (the reference's gate_grad in fp32). A zero dg_log
 // (a fully decayed channel: alpha = 0) gives exact zeros, never inf * 0. glog is read for the softplus gate only;
 // sg(z) is sigmoid'(z) (math.h sigmoid_grad, or the chunked pass's ex2 / rcp form); mode is p.gate_mode, or the

@@ -39,15 +39,9 @@ __global__ void __launch_bounds__(256) finalize_qk_kernel(const BackwardParams b
 #pragma unroll
       for (int c = 0; c < C; ++c) xv[c] = load_f(x.data, x.dtype, base + (c * 32 + lane) * x.stride[3]);
       const float inv = warp_inv_norm<C>(xv);
-      float dot = 0.0f;
 #pragma unroll
-      for (int c = 0; c < C; ++c) {
-        xv[c] *= inv;
-        dot = fmaf(xv[c], d[c], dot);
-      }
-      dot = group_sum<32>(dot);
-#pragma unroll
-      for (int c = 0; c < C; ++c) d[c] = (d[c] - xv[c] * dot) * inv;
+      for (int c = 0; c < C; ++c) xv[c] *= inv;
+      l2_norm_backward(xv, inv, d);
     }
     const int64_t base = b * g.stride[0] + t * g.stride[1] + h * g.stride[2];
 #pragma unroll

@@ -300,6 +300,23 @@ auto with_io_spec(bool bf16, kda_gate_mode_t mode, F&& f) {
   }
 }
 
+// The raw bits of token t's row of q and k (head h), of g (value head hv) at lane's channels lane + 32 j, and of its
+// beta: the gradient passes' row loads (chunk_grad.cu P0, chunk_grad_tc.cu, chunk_grad_rows.cu), issued together and
+// converted where they are used.
+template <class Spec, int CK>
+__device__ __forceinline__ void load_row_bits(const ForwardParams& p, int64_t b, int64_t t, int h, int hv, int lane,
+                                              uint32_t (&q)[CK], uint32_t (&k)[CK], uint32_t (&g)[CK],
+                                              uint32_t& beta) {
+  const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
+  const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
+  const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
+  load_bits_strided(q, p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
+  load_bits_strided(k, p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
+  load_bits_strided(g, p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
+  beta = load_bits(p.beta.data, Spec::dt(p.beta.dtype), b * p.beta.stride[0] + t * p.beta.stride[1] +
+                                                            hv * p.beta.stride[2]);
+}
+
 // 8 values of a 16-byte vector of bf16 or fp16.
 __device__ __forceinline__ void cvt8(const uint4& u, kda_dtype_t dt, float* out) {
   const uint32_t w[4] = {u.x, u.y, u.z, u.w};

@@ -178,17 +178,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
       for (int i = 0; i < kRB0; ++i) {
         const int r = warp + (kThreads / 32) * (i0 + i);
-        if (r < L) {
-          const int64_t t = t0 + r;
-          const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
-          const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
-          const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-          load_bits_strided(qr[i], p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
-          load_bits_strided(kr[i], p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
-          load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
-          br[i] = load_bits(p.beta.data, Spec::dt(p.beta.dtype),
-                            b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
-        }
+        if (r < L) load_row_bits<Spec>(p, b, t0 + r, h, hv, lane, qr[i], kr[i], gr[i], br[i]);
       }
 #pragma unroll
       for (int i = 0; i < kRB0; ++i) {
@@ -598,16 +588,10 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             d[j] = which == 0 ? DQ[c] : DK[c];
           }
           if (p.use_qk_l2norm) {
-            const float inv = norm_s[which * kC + r];
-            float xv[CK], dot = 0.0f;
+            float xv[CK];
 #pragma unroll
-            for (int j = 0; j < CK; ++j) {
-              xv[j] = xs[at(r, 32 * j + lane)];
-              dot = fmaf(xv[j], d[j], dot);
-            }
-            dot = group_sum<32>(dot);
-#pragma unroll
-            for (int j = 0; j < CK; ++j) d[j] = (d[j] - xv[j] * dot) * inv;
+            for (int j = 0; j < CK; ++j) xv[j] = xs[at(r, 32 * j + lane)];
+            l2_norm_backward(xv, norm_s[which * kC + r], d);
           }
           const GradView& gv = which == 0 ? bp.dq : bp.dk;
           const int64_t base = b * gv.stride[0] + t * gv.stride[1] + h * gv.stride[2];

@@ -70,23 +70,12 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
   for (int r = warp; r < L; r += kWarps) {
     const int64_t t = t0 + r, bt = b * p.T + t;
     // Every load of the row first (one round trip a row), then its arithmetic.
-    uint32_t qr[CK], kr[CK], gr[CK], vr[CV];
+    uint32_t qr[CK], kr[CK], gr[CK], vr[CV], braw_bits;
     float dq[CK], dk[CK], dg[CK], bv[CV], ap[CA], da[CA];
-    load_bits_strided(qr, p.q.data, Spec::dt(p.q.dtype),
-                      b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2] + lane * p.q.stride[3],
-                      32 * p.q.stride[3]);
-    load_bits_strided(kr, p.k.data, Spec::dt(p.k.dtype),
-                      b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2] + lane * p.k.stride[3],
-                      32 * p.k.stride[3]);
-    load_bits_strided(gr, p.g.data, Spec::dt(p.g.dtype),
-                      b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2] + lane * p.g.stride[3],
-                      32 * p.g.stride[3]);
+    load_row_bits<Spec>(p, b, t, h, hv, lane, qr, kr, gr, braw_bits);
     load_bits_strided(vr, p.v.data, Spec::dt(p.v.dtype),
                       b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] + lane * p.v.stride[3],
                       32 * p.v.stride[3]);
-    const uint32_t braw_bits =
-        load_bits(p.beta.data, Spec::dt(p.beta.dtype), b * p.beta.stride[0] + t * p.beta.stride[1] +
-                                                           hv * p.beta.stride[2]);
 #pragma unroll
     for (int j = 0; j < CK; ++j) {
       dq[j] = DQ[r * K + 32 * j + lane];
@@ -166,15 +155,9 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       }
       if (p.use_qk_l2norm) {
         const float inv = warp_inv_norm<CK>(x);
-        float dot = 0.0f;
 #pragma unroll
-        for (int j = 0; j < CK; ++j) {
-          x[j] *= inv;  // x_hat, as chunk_grad_tc.cu staged it
-          dot = fmaf(x[j], d[j], dot);
-        }
-        dot = group_sum<32>(dot);
-#pragma unroll
-        for (int j = 0; j < CK; ++j) d[j] = (d[j] - x[j] * dot) * inv;
+        for (int j = 0; j < CK; ++j) x[j] *= inv;  // x_hat, as chunk_grad_tc.cu staged it
+        l2_norm_backward(x, inv, d);
       }
       const GradView& gv = which == 0 ? bp.dq : bp.dk;
       const int64_t base = b * gv.stride[0] + t * gv.stride[1] + h * gv.stride[2];

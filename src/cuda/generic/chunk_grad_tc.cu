@@ -106,17 +106,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
 #pragma unroll
     for (int i = 0; i < kRB; ++i) {
       const int r = warp + (kThreads / 32) * (i0 + i);
-      if (r < L) {
-        const int64_t t = t0 + r;
-        const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
-        const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
-        const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-        load_bits_strided(qr[i], p.q.data, Spec::dt(p.q.dtype), qb + lane * p.q.stride[3], 32 * p.q.stride[3]);
-        load_bits_strided(kr[i], p.k.data, Spec::dt(p.k.dtype), kb + lane * p.k.stride[3], 32 * p.k.stride[3]);
-        load_bits_strided(gr[i], p.g.data, Spec::dt(p.g.dtype), gb + lane * p.g.stride[3], 32 * p.g.stride[3]);
-        br[i] = load_bits(p.beta.data, Spec::dt(p.beta.dtype),
-                          b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]);
-      }
+      if (r < L) load_row_bits<Spec>(p, b, t0 + r, h, hv, lane, qr[i], kr[i], gr[i], br[i]);
     }
 #pragma unroll
     for (int i = 0; i < kRB; ++i) {
