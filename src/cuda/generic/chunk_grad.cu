@@ -53,8 +53,8 @@ struct GradLayout {  // float offsets into shared memory
   static constexpr int kDG = kDK + kC * K, kM = kDG + kC * K, kA = kM + kC * kC;
   static constexpr int kBeta = kA + kC * kC, kRow = kBeta + kC, kNorm = kRow + kC;
   static constexpr size_t kBytes = sizeof(float) * (kNorm + 2 * kC);
-  // Element (r, d) of the [C][K] arrays and (r, c) of dM / dA: swizzled so that both a thread a channel and the
-  // tensor-core pair products' fragments read them without bank conflicts (mma_layout.h, tests/cpu/test_mma_layout).
+  // Element (r, d) of the [C][K] arrays and (r, c) of dM / dA: swizzled as chunk_grad_tc.cu's (mma_layout.h,
+  // tests/cpu/test_mma_layout); a thread a channel reads them without bank conflicts either way.
   static __device__ __forceinline__ int at(int r, int d) { return r * K + (d ^ grad_col_swizzle(r)); }
   static __device__ __forceinline__ int pair_at(int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); }
 };

@@ -141,8 +141,8 @@ KDA_HOST_DEVICE PlaneCopy plane_copy(int c, int n, bool k_contiguous) {
   return {pl, 8 * (q % (n / 8)), q / (n / 8)};
 }
 
-// The gradient pass's shared arrays (chunk_grad.cu), read both by a thread a channel (a row's consecutive columns
-// across a warp) and as m16n8k8 tf32 fragments by its tensor-core pair products. [C][K] fp32 arrays (q, k, g, dq, dk,
+// The gradient passes' shared arrays, read by a thread a channel (chunk_grad.cu: a row's consecutive columns across a
+// warp) and as m16n8k8 tf32 fragments (chunk_grad_tc.cu's pair products). [C][K] fp32 arrays (q, k, g, dq, dk,
 // dg): column d of row r stored at d ^ grad_col_swizzle(r). A B fragment (rows r0 + tig (+4), columns n0 + grp)
 // then has tig in bits 3-4 and grp in bits 0-2 of the bank; an accumulator's element (rows r0 + grp (+8), columns
 // n0 + 2 tig + e) has tig in bits 1-2, grp & 3 in bits 3-4 and grp >> 2 in bit 0: 32 banks either way (r0, n0
