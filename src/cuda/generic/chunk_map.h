@@ -349,9 +349,9 @@ constexpr int kGradScratch = 2;  // [C][max(K, V)] arrays per gradient-pass CTA:
 // One (chunk, value head)'s products (float offsets; chunk_products.cu writes them, chunk_grad.cu reads them):
 //   dM [C][C] = lower(dO' V_new^T), dA [C][C] = -strictly_lower(dBV U0^T + dBK W^T), QS [C][K] = dO' S0,
 //   KD [C][K] = V_new dS_end, BK [C][K] = T^T dW, BV [C][V] = T^T dU, CS [K] = colsum(S0 . dS_end); then what
-//   chunk_grad_tc.cu adds for chunk_grad.cu: TBrow [K / 32][C], rowsum(BK . K . E) per 32 channels, and Tame, the
-//   chunk's flag (int: 1 where that pass replaced QS, BK, KD by dq_hat, dk_hat, d g_log); padded to 64 floats so every
-//   tile starts 256-byte aligned.
+//   chunk_grad_tc.cu adds: TBrow [K / 32][C], rowsum(BK . K . E) per 32 channels (read by chunk_grad_rows.cu), and
+//   Tame, the chunk's flag (int: 1 where that pass replaced QS, BK, KD by dq_hat, dk_hat, d g_log; chunk_grad.cu skips
+//   those); padded to 64 floats so every tile starts 256-byte aligned.
 struct ProdLayout {
   int K, V;
   KDA_HOST_DEVICE int64_t dM() const { return 0; }
