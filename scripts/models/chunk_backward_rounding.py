@@ -230,8 +230,7 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     gradient pass's P1-P3 products in fp32 (SIMT), 3xtf32 (mma.sync, branch gradmma2), bf16x3 or one tf32 product
     (two_phase.prod). precision: two_phase.py's --precision items for the recompute of phase 1 and the forward state
     pass, plus state=MODE (the backward's own forward state pass), reverse=MODE (chunk_reverse.cu's four products)
-    and wread=fp32 (the gradient pass reads W in fp32 instead of from its bf16 hi / lo planes), p3=bvbk (dA as
-    BV U0^T + BK W^T, the products kernel before session 35, instead of T^T (dU U0^T + dW W^T)): where the error comes
+    and wread=fp32 (the gradient pass reads W in fp32 instead of from its bf16 hi / lo planes): where the error comes
     from, stage by stage."""
     L, Kd_ = q.shape
     V = v.shape[1]
@@ -245,7 +244,7 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     Q, Kk, Vv, B, dO = pad(q), pad(k), pad(v), pad(beta), pad(dout)
     G = pad((g.astype(F32) * tp.LOG2E).astype(F32))
     items = [i.split("=") for i in filter(None, precision.split(","))]
-    own = {n: md for n, md in items if n in ("state", "reverse", "wread", "p3")}
+    own = {n: md for n, md in items if n in ("state", "reverse", "wread")}
     # The recompute's phase 1 takes [W | U] in 3xTF32 (chunk_prepare.cu S5 for a backward; the forward's is bf16x3)
     # and A_qk in 3xTF32 (the forward's is one TF32 pass; kWide in chunk_prepare.cu). S3's block products as the mma
     # chains accumulate them (two_phase.py mma_chain): the off-diagonal blocks in two chains of 8 k-steps, the
@@ -281,12 +280,7 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     BV, BK = mm(Tl, dU), mm(Tl, dW)
     Wh = tp.bf16(W)
     Wr = W if own.get("wread") == "fp32" else (Wh + tp.bf16(W - Wh)).astype(F32)
-    if own.get("p3") == "bvbk":  # session 34's chunk_products.cu: BV and BK read back, then U0 and W
-        dA = -(mm(BV, np.swapaxes(U, 1, 2)) + mm(BK, np.swapaxes(Wr, 1, 2)))
-    else:  # dA = -T^T (dU U0^T + dW W^T): Y = -(dU U0^T + dW W^T) formed first, then T^T Y (chunk_products.cu P3)
-        Y = (mm(-dU, np.swapaxes(U, 1, 2)) - mm(dW, np.swapaxes(Wr, 1, 2))).astype(F32)
-        dA = mm(Tl, Y)
-    dA = dA * np.tril(np.ones((C, C), F32), -1)
+    dA = -(mm(BV, np.swapaxes(U, 1, 2)) + mm(BK, np.swapaxes(Wr, 1, 2))) * np.tril(np.ones((C, C), F32), -1)
     DQ, DK, TB, DG, X = (np.zeros_like(Q) for _ in range(5))
     gam = np.zeros_like(Q[:, 0])
     for t in range(C):

@@ -4,7 +4,7 @@
 // bf16 hi / lo planes), into the task's product tiles (ProdLayout) that the per-channel pass (chunk_grad.cu) reads:
 //   P1  dM = lower(dO' V_new^T), QS = dO' S0, KD = V_new dS, dW = -dU S0      (dO' = scale dO; inner dimension V)
 //   P2  BV = T^T dU, BK = T^T dW                                            (inner dimension C)
-//   P3  Z = dU U0^T + dW W^T, dA = -strictly_lower(T^T Z)  (= BV U0^T + BK W^T; inner dimension V, then K, then C)
+//   P3  dA = -strictly_lower(BV U0^T + BK W^T)                              (inner dimension V, then K)
 //   CS  colsum(S0 . dS): the coefficient of the whole chunk's decay in dg
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
 // of shared memory), where their operand loads were exposed; here a CTA needs ~100 KB and 128 registers per thread,
@@ -12,9 +12,8 @@
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
 // Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded), dW as planes [C][K]
-// (P2's and P3's operand), which first holds dO' as planes [C][V] (P1's) and last Z as planes [C][C], and the operand
-// rings (4 k-slices of A and of B, fp32 or planes): 100,352 bytes at K = V = 128, two CTAs per SM (by registers and
-// shared memory).
+// (P2's operand), which first holds dO' as planes [C][V] (P1's), and the operand rings (4 k-slices of A and of B, fp32
+// or planes): 100,352 bytes at K = V = 128, two CTAs per SM (by registers and shared memory).
 #include <climits>
 #include <cstdint>
 
@@ -268,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   extern __shared__ __align__(16) float smem[];
   float* const As = smem + Ly::kAs;
   float* const Bs = smem + Ly::kBs;
-  // -dU S0 as planes [C][K] (P2's and P3's operand); until it is written, dO' as planes [C][V] (P1's); last Z.
+  // -dU S0 as planes [C][K] (P2's operand); until it is written, dO' as planes [C][V] (P1's).
   __nv_bfloat16* const dWs = reinterpret_cast<__nv_bfloat16*>(smem + Ly::kDW);
   __nv_bfloat16* const dOs = dWs;
 
@@ -408,27 +407,18 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     block_gemm<K>(As, Bs, ring_a, ring_b, kC, tT, SharedPlanes<false>{dWs, K, kC * K}, acc);
     for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
   }
+  // BV and BK (global, this CTA's own writes) are P3's operands, read back by cp.async.cg from L2: the fence makes
+  // the writes visible there, not only in this SM's L1.
+  __threadfence();
+  __syncthreads();
 
-  // ---- P3: dA = -strictly_lower(T^T Z), Z = dU U0^T + dW W^T (= BV U0^T + BK W^T reassociated: BV and BK are not
-  // read back from global memory, session 35); W from its bf16 hi / lo planes, Z split once into planes over dW's
-  // (dead after the last product that reads it: block_gemm ends with a barrier).
+  // ---- P3: dA = -strictly_lower(BV U0^T + BK W^T); W from its bf16 hi / lo planes.
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, V, nu_a, GlobalF32<kC, true>{U0, V}, acc);  // (-dU) U0^T
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < kC / 16; ++j) acc[i][j] = -acc[i][j];
-    block_gemm<kC>(As, Bs, ring_a, ring_b, K, SharedPlanes<true>{dWs, K, kC * K},
+    block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V}, GlobalF32<kC, true>{U0, V}, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K},
                    GlobalPlanes<kC, true>{Wp, K, int64_t{kC} * K}, acc);
-    __nv_bfloat16* const Zs = dWs;  // planes [C][C]
-    for_each_out2<kC>(acc, [&](int r, int c, float x0, float x1) {
-      store_split2(Zs, kC * kC, swizzled(r, c, kC), x0, x1);
-    });
-    __syncthreads();
-    zero<kC>(acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, kC, tT, SharedPlanes<false>{Zs, kC, kC * kC}, acc);
     for_each_out<kC>(acc, [&](int r, int c, float x) { dA[r * kC + c] = c < r ? -x : 0.0f; });
   }
 }
