@@ -45,25 +45,6 @@ __device__ __forceinline__ float warp_inv_norm(const float (&x)[C]) {
   return l2_inv_norm(group_sum<32>(s2), m, true);
 }
 
-// warp_inv_norm of N rows at once: their N butterflies interleaved, so the shuffles' latency is paid once rather than
-// N times (chunk_grad_tc.cu's staging, session 35); the same sums in the same order, the same bits as N calls.
-template <int C, int N>
-__device__ __forceinline__ void warp_inv_norms(const float (&x)[N][C], float (&inv)[N]) {
-  float ss[N];
-#pragma unroll
-  for (int n = 0; n < N; ++n) {
-    ss[n] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < C; ++c) ss[n] = fmaf(x[n][c], x[n][c], ss[n]);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2)
-#pragma unroll
-    for (int n = 0; n < N; ++n) ss[n] += __shfl_xor_sync(0xffffffffu, ss[n], off);
-#pragma unroll
-  for (int n = 0; n < N; ++n) inv[n] = isfinite(ss[n]) ? l2_inv_norm(ss[n], 0.0f, false) : warp_inv_norm<C>(x[n]);
-}
-
 // The L2 norm's backward over a row spread across a warp (C values a lane): d <- (d - x_hat (x_hat . d)) / |x|, from
 // the normalized row x_hat and inv = 1 / |x| (warp_inv_norm's). Called by all 32 lanes.
 template <int C>

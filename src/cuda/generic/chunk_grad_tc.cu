@@ -97,12 +97,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
     bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
                                                                (32 * j + lane) * p.dt_bias.stride[1]]
                     : 0.0f;
-  // The bounded gate's log2 decay is lb2 / (1 + u), u >= 0, never below lb2 (rcp's error is 2^-22 of it, inside the
-  // margin): with lb2 above -kTameBits every chunk is tame, and a CTA converts only its own half's gates.
-  const bool test_all = !(bounded && lb2 > -kTameBits * (1.0f - 0x1p-10f));
   bool steep = false;
-  // RW rows a warp, kRB rows' loads issued together (all 8 at once, no spill, measured +0.2 ms: session 34), their
-  // conversions and L2 norms without a branch (rows past L are zeros: inverse norm 1 / sqrt(eps), rows stay zero).
+  // RW rows a warp, kRB rows' loads issued together: all 8 at once (no spill) measured +0.2 ms (session 34).
   constexpr int RW = kC / (kThreads / 32), kRB = 4;
 #pragma unroll 1
   for (int i0 = 0; i0 < RW; i0 += kRB) {
@@ -112,52 +108,48 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
       const int r = warp + (kThreads / 32) * (i0 + i);
       if (r < L) load_row_bits<Spec>(p, b, t0 + r, h, hv, lane, qr[i], kr[i], gr[i], br[i]);
     }
-    float qk[2 * kRB][CK];  // q of row i at qk[i], k at qk[kRB + i]
 #pragma unroll
     for (int i = 0; i < kRB; ++i) {
       const int r = warp + (kThreads / 32) * (i0 + i);
-      const bool in = r < L;
+      float q[CK], k[CK], gl[CK];
 #pragma unroll
-      for (int j = 0; j < CK; ++j) {
-        qk[i][j] = in ? bits_to_float(qr[i][j], Spec::dt(p.q.dtype)) : 0.0f;
-        qk[kRB + i][j] = in ? bits_to_float(kr[i][j], Spec::dt(p.k.dtype)) : 0.0f;
-        float gl = 0.0f;
-        if (in && (test_all || j / 2 == half)) {
+      for (int j = 0; j < CK; ++j) q[j] = k[j] = gl[j] = 0.0f;
+      if (r < L) {
+#pragma unroll
+        for (int j = 0; j < CK; ++j) {
+          q[j] = bits_to_float(qr[i][j], Spec::dt(p.q.dtype));
+          k[j] = bits_to_float(kr[i][j], Spec::dt(p.k.dtype));
           const float graw = bits_to_float(gr[i][j], Spec::dt(p.g.dtype));
-          gl = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
-                       : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
-          steep |= !(gl >= -kTameBits);
+          gl[j] = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
+                          : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
+          steep |= !(gl[j] >= -kTameBits);
         }
-        if (j / 2 == half) Gc[Ly::at(r, 32 * (j & 1) + lane)] = gl;
+        if (p.use_qk_l2norm) {
+          const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
+#pragma unroll
+          for (int j = 0; j < CK; ++j) {
+            q[j] *= iq;
+            k[j] *= ik;
+          }
+        }
       }
-      if (lane == 0)
-        beta_s[r] = in ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
-                                                p.allow_neg_eigval)
-                       : 0.0f;
-    }
-    if (p.use_qk_l2norm) {
-      float inv[2 * kRB];
-      warp_inv_norms<CK>(qk, inv);
-#pragma unroll
-      for (int i = 0; i < 2 * kRB; ++i)
-#pragma unroll
-        for (int j = 0; j < CK; ++j) qk[i][j] *= inv[i];
-    }
-#pragma unroll
-    for (int i = 0; i < kRB; ++i) {
-      const int r = warp + (kThreads / 32) * (i0 + i);
 #pragma unroll
       for (int j = 0; j < CK; ++j)
         if (j / 2 == half) {
           const int o = Ly::at(r, 32 * (j & 1) + lane);
-          Qs[o] = qk[i][j];
-          Ks[o] = qk[kRB + i][j];
+          Qs[o] = q[j];
+          Ks[o] = k[j];
+          Gc[o] = gl[j];
         }
+      if (lane == 0)
+        beta_s[r] = r < L ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
+                                                   p.allow_neg_eigval)
+                          : 0.0f;
     }
   }
   cp_async_wait<0>();
-  // Every half tests the whole chunk (the same loads and arithmetic: the same answer; or none can be steep), so a
-  // steep chunk's tiles stay whole for chunk_grad.cu's spanning sums.
+  // Every half tests the whole chunk (the same loads and arithmetic: the same answer), so a steep chunk's tiles stay
+  // whole for chunk_grad.cu's spanning sums.
   const bool tame = !__syncthreads_or(steep);
   if (half == 0 && tid == 0) reinterpret_cast<int*>(prod)[pl.Tame()] = tame ? 1 : 0;
   if (!tame) return;
