@@ -247,13 +247,13 @@ __device__ __forceinline__ void for_each_out2(const float (&acc)[4][N / 16], Epi
     epi(m0 + grp + 8, c, acc[2][nt], acc[3][nt]);
   }
 }
-// Calls epi(row, col, value) for each of this thread's block_gemm outputs.
-template <int N, class Epi>
-__device__ __forceinline__ void for_each_out(const float (&acc)[4][N / 16], Epi epi) {
-  for_each_out2<N>(acc, [&](int r, int c, float x, float y) {
-    epi(r, c, x);
-    epi(r, c + 1, y);
-  });
+
+// An output pair (row, col), (row, col + 1) of a tile only a later launch reads (dM, QS, KD, dA): one 8-byte store,
+// cache-streaming (st.global.cs, evict first in L2) so these 96 KB a task do not push out the operands this kernel's
+// own GEMMs read again (S0 three times, V_new, dS_end, -dU twice: the re-reads that miss L2 make the kernel's DRAM
+// traffic ~1.4x its unique bytes, ncu session 35). BV and BK, which P3 reads back, keep the default policy.
+__device__ __forceinline__ void store_pair(float* p, float x, float y) {
+  __stcs(reinterpret_cast<float2*>(p), make_float2(x, y));
 }
 
 // 256 threads at 128 registers (ptxas, sm_90a: no spills at K = 128, 40-84 bytes of spill loads at K = 64; a 32-step
@@ -375,16 +375,18 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     float acc[4][kC / 16];
     zero<kC>(acc);
     block_gemm<kC>(As, Bs, ring_a, ring_b, V, dOp, vn, acc);
-    for_each_out<kC>(acc, [&](int r, int c, float x) { dM[r * kC + c] = c <= r ? x : 0.0f; });
+    for_each_out2<kC>(acc, [&](int r, int c, float x, float y) {
+      store_pair(dM + r * kC + c, c <= r ? x : 0.0f, c + 1 <= r ? y : 0.0f);
+    });
   }
   {
     float acc[4][K / 16];
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, dOp, s0, acc);
-    for_each_out<K>(acc, [&](int r, int c, float x) { QS[r * K + c] = x; });
+    for_each_out2<K>(acc, [&](int r, int c, float x, float y) { store_pair(QS + r * K + c, x, y); });
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, vn, GlobalPlanes<K, false>{dSe, K, int64_t{V} * K}, acc);
-    for_each_out<K>(acc, [&](int r, int c, float x) { KD[r * K + c] = x; });
+    for_each_out2<K>(acc, [&](int r, int c, float x, float y) { store_pair(KD + r * K + c, x, y); });
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, nu_a, s0, acc);  // dW = (-dU) S0
     for_each_out2<K>(acc, [&](int r, int c, float x0, float x1) {
@@ -399,13 +401,17 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     float acc[4][V / 16];
     zero<V>(acc);
     block_gemm<V>(As, Bs, ring_a, ring_b, kC, tT, GlobalPlanes<V, false>{nU, V, int64_t{kC} * V}, acc);
-    for_each_out<V>(acc, [&](int r, int c, float x) { BV[r * V + c] = -x; });  // T^T dU = -(T^T (-dU))
+    for_each_out2<V>(acc, [&](int r, int c, float x, float y) {  // T^T dU = -(T^T (-dU))
+      *reinterpret_cast<float2*>(BV + r * V + c) = make_float2(-x, -y);
+    });
   }
   {
     float acc[4][K / 16];
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, kC, tT, SharedPlanes<false>{dWs, K, kC * K}, acc);
-    for_each_out<K>(acc, [&](int r, int c, float x) { BK[r * K + c] = x; });
+    for_each_out2<K>(acc, [&](int r, int c, float x, float y) {
+      *reinterpret_cast<float2*>(BK + r * K + c) = make_float2(x, y);
+    });
   }
   // BV and BK (global, this CTA's own writes) are P3's operands, read back by cp.async.cg from L2: the fence makes
   // the writes visible there, not only in this SM's L1.
@@ -419,7 +425,9 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V}, GlobalF32<kC, true>{U0, V}, acc);
     block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K},
                    GlobalPlanes<kC, true>{Wp, K, int64_t{kC} * K}, acc);
-    for_each_out<kC>(acc, [&](int r, int c, float x) { dA[r * kC + c] = c < r ? -x : 0.0f; });
+    for_each_out2<kC>(acc, [&](int r, int c, float x, float y) {
+      store_pair(dA + r * kC + c, c < r ? -x : 0.0f, c + 1 < r ? -y : 0.0f);
+    });
   }
 }
 
