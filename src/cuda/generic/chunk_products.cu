@@ -69,6 +69,7 @@ struct GlobalF32 {
   static constexpr bool kKC = KC, kPlanes = false;
   const float* p;
   int ld;
+  uint64_t policy;  // the copies' L2 cache policy (evict_first() at the operand's last read), 0: the default
   __device__ __forceinline__ void issue(float* slot, int k0) const {
     constexpr int kChunks = n * kKS / 4, kPer = kChunks / kThreads;  // 16-byte copies, per thread
     static_assert(kPer * kThreads == kChunks, "products ring: copies must tile the CTA");
@@ -76,7 +77,7 @@ struct GlobalF32 {
     for (int j = 0; j < kPer; ++j) {
       const int c = static_cast<int>(threadIdx.x) + j * kThreads;
       const RingCopy rc = ring_copy(c, n, kKS, KC);
-      cp_async16(slot + rc.dst, KC ? p + rc.i * ld + k0 + rc.k : p + (k0 + rc.k) * ld + rc.i);
+      cp_async16(slot + rc.dst, KC ? p + rc.i * ld + k0 + rc.k : p + (k0 + rc.k) * ld + rc.i, policy);
     }
   }
   __device__ __forceinline__ float at(const float* slot, int i, int kk) const {
@@ -94,6 +95,7 @@ struct GlobalPlanes {
   const __nv_bfloat16* p;
   int ld;
   int64_t plane;
+  uint64_t policy;  // as GlobalF32's
   __device__ __forceinline__ void issue(float* slot, int k0) const {
     constexpr int kCopies = 4 * n, kPer = kCopies / kThreads;  // 16-byte copies of 8 bf16, both planes
     static_assert(kPer * kThreads == kCopies, "products ring: plane copies must tile the CTA");
@@ -102,7 +104,7 @@ struct GlobalPlanes {
     for (int j = 0; j < kPer; ++j) {
       const PlaneCopy pc = plane_copy(static_cast<int>(threadIdx.x) + j * kThreads, n, KC);
       const int64_t src = pc.pl * plane + (KC ? int64_t{pc.i} * ld + k0 + pc.kk : int64_t{k0 + pc.kk} * ld + pc.i);
-      cp_async16(s + pc.pl * kPlane + plane_slot_at(pc.i, pc.kk, n, KC), p + src);
+      cp_async16(s + pc.pl * kPlane + plane_slot_at(pc.i, pc.kk, n, KC), p + src, policy);
     }
   }
   __device__ __forceinline__ const __nv_bfloat16* hi(const float* slot) const {
@@ -250,14 +252,15 @@ __device__ __forceinline__ void for_each_out2(const float (&acc)[4][N / 16], Epi
 
 // An output pair (row, col), (row, col + 1) of a tile only a later launch reads (dM, QS, KD, dA): one 8-byte store,
 // cache-streaming (st.global.cs, evict first in L2) so these 96 KB a task do not push out the operands this kernel's
-// own GEMMs read again (S0 three times, V_new, dS_end, -dU twice: the re-reads that miss L2 make the kernel's DRAM
-// traffic ~1.4x its unique bytes, ncu session 35). BV and BK, which P3 reads back, keep the default policy.
+// own GEMMs read again (S0 three times, V_new, dS_end, -dU twice, BV and BK, which keep the default policy). With the
+// scalar stores of before, L2 was 88% busy and the kernel moved ~630 KB of DRAM traffic a task against ~450 KB of
+// unique bytes (ncu, session 35); these stores alone took it from 2.11 to 1.79 ms at train-h64-fixed.
 __device__ __forceinline__ void store_pair(float* p, float x, float y) {
   __stcs(reinterpret_cast<float2*>(p), make_float2(x, y));
 }
 
-// 256 threads at 128 registers (ptxas, sm_90a: no spills at K = 128, 40-84 bytes of spill loads at K = 64; a 32-step
-// k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all of them but where
+// 256 threads at 128 registers (ptxas, sm_90a: 8 bytes of spill at K = V = 128, 52 at K = V = 64, 184-236 where
+// K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all of them but where
 // backward_chunked.cu overlaps a partial last wave of the reverse pass with the other heads' products), CTA x taking
 // chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of them.
 template <int K, int V>
@@ -368,9 +371,13 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const ring_a = smem + Ly::kRingA;
   float* const ring_b = smem + Ly::kRingB;
   const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)
-  const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K};      // S0 (v, d) as B: column d, k = v
-  const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V};     // V_new (t, v): A with row t, B with column t; k = v
-  const GlobalPlanes<kC, true> nu_a{nU, V, int64_t{kC} * V};  // -dU (t, v) as A: row t, k = v
+  // Every operand's last read is copied evict-first (and the tiles only later launches read are stored streaming,
+  // store_pair): what stays in L2 is what this CTA reads again (session 35: products 2.11 -> 1.64 ms, its L2 88% -> 66%
+  // busy, DRAM 5.2 -> 4.2 GB at train-h64-fixed).
+  const uint64_t last = evict_first();
+  const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K, 0};      // S0 (v, d) as B: column d, k = v
+  const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V, 0};     // V_new (t, v): A with row t, B with column t; k = v
+  const GlobalPlanes<kC, true> nu_a{nU, V, int64_t{kC} * V, 0};  // -dU (t, v) as A: row t, k = v
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
@@ -385,10 +392,12 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     block_gemm<K>(As, Bs, ring_a, ring_b, V, dOp, s0, acc);
     for_each_out2<K>(acc, [&](int r, int c, float x, float y) { store_pair(QS + r * K + c, x, y); });
     zero<K>(acc);
-    block_gemm<K>(As, Bs, ring_a, ring_b, V, vn, GlobalPlanes<K, false>{dSe, K, int64_t{V} * K}, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalPlanes<kC, true>{Vn, V, int64_t{kC} * V, last},
+                  GlobalPlanes<K, false>{dSe, K, int64_t{V} * K, last}, acc);
     for_each_out2<K>(acc, [&](int r, int c, float x, float y) { store_pair(KD + r * K + c, x, y); });
     zero<K>(acc);
-    block_gemm<K>(As, Bs, ring_a, ring_b, V, nu_a, s0, acc);  // dW = (-dU) S0
+    block_gemm<K>(As, Bs, ring_a, ring_b, V, nu_a, GlobalPlanes<K, false>{S0, K, int64_t{V} * K, last},
+                  acc);  // dW = (-dU) S0
     for_each_out2<K>(acc, [&](int r, int c, float x0, float x1) {
       store_split2(dWs, kC * K, swizzled(r, c, K), x0, x1);
     });
@@ -396,11 +405,11 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   __syncthreads();
 
   // ---- P2: BV = T^T dU, BK = T^T dW (A (t, r) = T[r][t]; phase 1 stored T's planes with zeros above the diagonal).
-  const GlobalPlanes<kC, false> tT{Tp, kC, int64_t{kC} * kC};  // T^T: A (t, r) = T[r][t]
+  const GlobalPlanes<kC, false> tT{Tp, kC, int64_t{kC} * kC, 0};  // T^T: A (t, r) = T[r][t]
   {
     float acc[4][V / 16];
     zero<V>(acc);
-    block_gemm<V>(As, Bs, ring_a, ring_b, kC, tT, GlobalPlanes<V, false>{nU, V, int64_t{kC} * V}, acc);
+    block_gemm<V>(As, Bs, ring_a, ring_b, kC, tT, GlobalPlanes<V, false>{nU, V, int64_t{kC} * V, last}, acc);
     for_each_out2<V>(acc, [&](int r, int c, float x, float y) {  // T^T dU = -(T^T (-dU))
       *reinterpret_cast<float2*>(BV + r * V + c) = make_float2(-x, -y);
     });
@@ -408,7 +417,8 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   {
     float acc[4][K / 16];
     zero<K>(acc);
-    block_gemm<K>(As, Bs, ring_a, ring_b, kC, tT, SharedPlanes<false>{dWs, K, kC * K}, acc);
+    block_gemm<K>(As, Bs, ring_a, ring_b, kC, GlobalPlanes<kC, false>{Tp, kC, int64_t{kC} * kC, last},
+                  SharedPlanes<false>{dWs, K, kC * K}, acc);
     for_each_out2<K>(acc, [&](int r, int c, float x, float y) {
       *reinterpret_cast<float2*>(BK + r * K + c) = make_float2(x, y);
     });
@@ -422,9 +432,9 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V}, GlobalF32<kC, true>{U0, V}, acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K},
-                   GlobalPlanes<kC, true>{Wp, K, int64_t{kC} * K}, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V, last}, GlobalF32<kC, true>{U0, V, last}, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K, last},
+                   GlobalPlanes<kC, true>{Wp, K, int64_t{kC} * K, last}, acc);
     for_each_out2<kC>(acc, [&](int r, int c, float x, float y) {
       store_pair(dA + r * kC + c, c < r ? -x : 0.0f, c + 1 < r ? -y : 0.0f);
     });
