@@ -260,9 +260,9 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
 }
 
 // 256 threads at 128 registers (ptxas, sm_90a: 8 bytes of spill at K = V = 128, 52 at K = V = 64, 184-236 where
-// K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all of them but where
-// backward_chunked.cu overlaps a partial last wave of the reverse pass with the other heads' products), CTA x taking
-// chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of them.
+// K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all
+// of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other heads'
+// products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of them.
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
@@ -372,11 +372,11 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const ring_b = smem + Ly::kRingB;
   const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)
   // Every operand's last read is copied evict-first (and the tiles only later launches read are stored streaming,
-  // store_pair): what stays in L2 is what this CTA reads again (session 35: products 2.11 -> 1.64 ms, its L2 88% -> 66%
+  // store_pair): what stays in L2 is what this CTA reads again (session 35: products 2.11 -> 1.64 ms, L2 88% -> 72%
   // busy, DRAM 5.2 -> 4.2 GB at train-h64-fixed).
   const uint64_t last = evict_first();
-  const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K, 0};      // S0 (v, d) as B: column d, k = v
-  const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V, 0};     // V_new (t, v): A with row t, B with column t; k = v
+  const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K, 0};     // S0 (v, d) as B: column d, k = v
+  const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V, 0};    // V_new (t, v): A with row t, B with column t; k = v
   const GlobalPlanes<kC, true> nu_a{nU, V, int64_t{kC} * V, 0};  // -dU (t, v) as A: row t, k = v
   {
     float acc[4][kC / 16];
@@ -432,7 +432,8 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   {
     float acc[4][kC / 16];
     zero<kC>(acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V, last}, GlobalF32<kC, true>{U0, V, last}, acc);
+    block_gemm<kC>(As, Bs, ring_a, ring_b, V, GlobalF32<kC, true>{BV, V, last}, GlobalF32<kC, true>{U0, V, last},
+                   acc);
     block_gemm<kC>(As, Bs, ring_a, ring_b, K, GlobalF32<kC, true>{BK, K, last},
                    GlobalPlanes<kC, true>{Wp, K, int64_t{kC} * K, last}, acc);
     for_each_out2<kC>(acc, [&](int r, int c, float x, float y) {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepared in session 34 for the next session's first device call (~480 s: run with timeout_s 600). First main34
+# (a5b8502, session 34's last code: its shared row-load / L2-norm-backward helpers were checked on the development
+# machine by SASS only, the device time having run out) through the backward / stress GPU tests and backward-quick;
+# then issue #9's training step through the torch op beside FLA with session 34's gradient launches (kda-bench
+# backward 7.10-7.12 ms at train-h64-fixed), train-h64-fixed alone with the room FLA's Triton compile needs on a fresh
+# machine (session 34's call 3 ran out at 300 s in it).
+# Run as: OUT=$OUT bash .carry/lease/s35_l1_prepared.sh
+#   carry [".carry/lease", ".carry/ab/main34.tar.xz", ".carry/ab/main34.COMMIT", ".whl"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lease_lib.sh
+lease_begin l1
+lease_unpack main34
+lease_run tests main34 4 120 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & p1=$!
+lease_run bq main34 4 120 ./kda-verify --impl cuda-generic --suite backward-quick & p2=$!
+wait $p1 $p2
+grep -hE "^bwd_|kda-verify:" "$W/bq.log" | cut -c1-200
+grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/tests.log" | head -20
+lease_checks_done
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+commit=$(cut -c1-7 .carry/ab/main34.COMMIT)
+export LD_LIBRARY_PATH=/tmp/ab/main34 KDA_TORCH_LIBRARY=/tmp/ab/main34/libkda_torch.so PYTHONPATH="/tmp/site:$PWD/python"
+for x in h64-fixed:430; do
+  wl=${x%%:*} lim=${x##*:}
+  timeout $lim python3 scripts/bench_torch.py --part train --workload train-$wl --impl fla --impl kda --impl kda-saved \
+    --iters 20 --commit "$commit" --json "$OUT/peers_train_$wl.json" > "$OUT/peers_train_$wl.log" 2>&1
+  echo "bench_torch train-$wl rc=$?"
+  grep -hE "^train|median|WRONG|FAILED|Error|/ fla" "$OUT/peers_train_$wl.log" | head -12
+  date -u
+done
