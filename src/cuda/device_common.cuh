@@ -1,6 +1,6 @@
 // device_common.cuh: device helpers every CUDA kernel of kda shares: raw-bit loads of float32 / float16 /
-// bfloat16 inputs (issued early, converted when staged), one-rounding output stores, cu_seqlens reads, and lane-
-// group reductions.
+// bfloat16 inputs (issued early, converted when staged), one-rounding output stores, cu_seqlens reads, lane-group
+// reductions, and the cp.async copies with their L2 policies.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -101,5 +101,34 @@ __device__ __forceinline__ float group_max(float x) {
   for (int off = kLanes / 2; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
   return x;
 }
+
+// Asynchronous global -> shared copies (sm_80+): a tile goes in flight without holding registers. .cg (16 bytes)
+// bypasses L1; .ca (4 bytes) is the only form of the small copy.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+// The same under an L2 cache policy (evict_first()'s), or the default where policy is 0.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, uint64_t policy) {
+  if (policy == 0) return cp_async16(smem, gmem);
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "l"(policy));
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
+}
+// An L2 policy under which the lines a copy brings are the first evicted: for an operand's last read.
+__device__ __forceinline__ uint64_t evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 }  // namespace kda::cuda

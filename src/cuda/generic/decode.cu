@@ -114,18 +114,6 @@ struct Tile {
   static_assert(kCols * kLanes == K && kLanes <= 32 && kUnit % kStageLanes == 0, "tile does not fit a warp");
 };
 
-// Asynchronous global -> shared copies (sm80+): the state tile goes in flight without holding registers while
-// the preprocessing runs. .cg: 16-byte copies bypass L1 (the state is read once).
-__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src));
-}
-__device__ __forceinline__ void cp_async4(void* smem_dst, const void* gmem_src) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem_dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem_src));
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // x, but only once dep is computed: shared-memory reads addressed through it cannot be hoisted above dep's
 // producers (bounds how many of them the compiler keeps in flight, i.e. the registers they hold).
 __device__ __forceinline__ int after(int x, float dep) {
