@@ -1,8 +1,8 @@
 # lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
 # bench/results): start a call's log, unpack build archives, run checks in parallel each under its own timeout, archive
-# their logs, compare builds' verifier figures at one seed, and print an ncu summary of one kernel launch or the
-# duration of every launch of a step. Source it from the repository root; lease_begin sets W, the scratch folder for the
-# logs (a script that does not call it sets W itself).
+# their logs, compare builds' verifier figures at one seed, print an ncu summary of one kernel launch or the
+# duration of every launch of a step, and time the training step through the torch op beside FLA. Source it from the
+# repository root; lease_begin sets W, the scratch folder for the logs (a script that does not call it sets W itself).
 
 # lease_begin NAME: everything the script prints from here on also to $OUT/NAME.log; the time; W a fresh folder.
 # (Never a bare `wait` after it: it would wait for the tee too.)
@@ -128,4 +128,20 @@ for line in open(sys.argv[1]):
         print(name, *line.split()[1:])
         name = None
 PY
+}
+
+# lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
+# (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
+# and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile needs ~300 s of a fresh machine).
+# The call carries .whl (fla-core and its pure-Python dependencies) and .carry/ab/BUILD.COMMIT.
+lease_torch_train() {
+  local b=$1 wl=$2 lim=$3 commit
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+  commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
+  LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+    timeout "$lim" python3 scripts/bench_torch.py --part train --workload "train-$wl" --impl fla --impl kda \
+    --impl kda-saved --iters 20 --commit "$commit" --json "$OUT/peers_train_$wl.json" > "$OUT/peers_train_$wl.log" 2>&1
+  echo "bench_torch train-$wl rc=$?"
+  grep -hE "^train|median|WRONG|FAILED|Error|/ fla" "$OUT/peers_train_$wl.log" | head -12
+  date -u
 }

@@ -18,14 +18,4 @@ wait $p1 $p2
 grep -hE "^bwd_|kda-verify:" "$W/bq.log" | cut -c1-200
 grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/tests.log" | head -20
 lease_checks_done
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-commit=$(cut -c1-7 .carry/ab/main35.COMMIT)
-export LD_LIBRARY_PATH=/tmp/ab/main35 KDA_TORCH_LIBRARY=/tmp/ab/main35/libkda_torch.so PYTHONPATH="/tmp/site:$PWD/python"
-for x in h64-fixed:430; do
-  wl=${x%%:*} lim=${x##*:}
-  timeout $lim python3 scripts/bench_torch.py --part train --workload train-$wl --impl fla --impl kda --impl kda-saved \
-    --iters 20 --commit "$commit" --json "$OUT/peers_train_$wl.json" > "$OUT/peers_train_$wl.log" 2>&1
-  echo "bench_torch train-$wl rc=$?"
-  grep -hE "^train|median|WRONG|FAILED|Error|/ fla" "$OUT/peers_train_$wl.log" | head -12
-  date -u
-done
+lease_torch_train main35 h64-fixed 430
