@@ -130,6 +130,18 @@ for line in open(sys.argv[1]):
 PY
 }
 
+# lease_bwd_quick BUILD: BUILD's backward / stress GPU tests beside backward-quick (both ~60 s), their verdicts, and
+# the logs archived (lease_checks_done): the first check of a build a call then times.
+lease_bwd_quick() {
+  local b=$1 p1 p2
+  lease_run tests "$b" 4 120 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & p1=$!
+  lease_run bq "$b" 4 120 ./kda-verify --impl cuda-generic --suite backward-quick & p2=$!
+  wait $p1 $p2
+  grep -hE "^bwd_|kda-verify:" "$W/bq.log" | cut -c1-200
+  grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/tests.log" | head -20
+  lease_checks_done
+}
+
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
 # and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile needs ~300 s of a fresh machine).
