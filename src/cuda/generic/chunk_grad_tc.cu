@@ -366,7 +366,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
 #pragma unroll
   for (int j = 0; j < CK; ++j) red[warp * K + 32 * j + lane] = acc_bias[j];
   red[kWarps * K + warp * 32 + lane] = acc_a;
-  __syncthreads();
+  __syncthreads();  // every row read: the task's dq_hat, d g_log, dk_hat (QS, KD, BK: 3 C K floats) are dead
+  for (int i = tid; i < 3 * kC * K / 32; i += kThreads) discard_l2(prod + pl.QS() + 32 * int64_t{i});
   double* const part = reinterpret_cast<double*>(ws + bl.gate) + task * (K + 1);
   for (int d = tid; d < K; d += kThreads) {
     double sb = 0.0;
