@@ -106,6 +106,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
       }
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
       if ((e = chunk::launch_grad_tc(bp, ws, s)) != cudaSuccess) return e;
+      if ((e = chunk::launch_grad_rows(bp, ws, s)) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, sms, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }

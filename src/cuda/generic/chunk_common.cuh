@@ -179,11 +179,6 @@ __device__ __forceinline__ void mma_bf16x3(float (&c)[4], const uint32_t (&ah)[4
 __device__ __forceinline__ uint4 ldg16(const void* p) { return __ldg(static_cast<const uint4*>(p)); }
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-// Drops the 128-byte line at p (128-byte aligned) from L2 without writing it back to DRAM; its contents become
-// undefined: for scratch that nothing reads again.
-__device__ __forceinline__ void discard_l2(void* p) {
-  asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory");
-}
 
 // Asks L2 for share `part` of `parts` of the `bytes` (a multiple of 16) at `base` (16-byte aligned), split at 16-byte
 // boundaries: on sm_90 one bulk prefetch by thread 0 (one instruction for the share), elsewhere one 128-byte line a

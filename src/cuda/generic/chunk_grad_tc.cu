@@ -22,7 +22,6 @@
 #include "cuda/device_common.cuh"
 #include "cuda/generic/backward_common.cuh"
 #include "cuda/generic/chunk_common.cuh"
-#include "cuda/generic/chunk_grad_rows.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
 
@@ -337,49 +336,6 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
       *reinterpret_cast<float2*>(gKD + int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig) = dg_out[hh];
-  }
-
-  // ---- The task's rows (chunk_grad_rows.cuh), by the half that finishes last: the threadFenceReduction pattern (this
-  // half's writes, a fence, the count; the last half's fence after it) makes the other half's tiles visible to it, and
-  // both halves' tiles and rows are fresh in L2. No half waits for the other. Then the chunk's gate partials: per
-  // channel, the warps' sums in warp order; dA_log's, every lane's in a fixed order (shared memory holds the sums).
-  if constexpr (H > 1) {
-    __shared__ int last;
-    __syncthreads();
-    if (tid == 0) {
-      __threadfence();
-      last = atomicAdd(reinterpret_cast<int*>(prod) + pl.Arrived(), 1) == H - 1;
-      __threadfence();
-    }
-    __syncthreads();
-    if (!last) return;
-  } else {
-    __syncthreads();
-  }
-  constexpr int kWarps = kThreads / 32;
-  double acc_bias[CK], acc_a = 0.0;
-#pragma unroll
-  for (int j = 0; j < CK; ++j) acc_bias[j] = 0.0;
-  finish_tame_rows<K, V, Spec, kWarps>(bp, ws, task, warp, lane, acc_bias, acc_a);
-  double* const red = reinterpret_cast<double*>(smem);  // [kWarps][K] ddt_bias, then [kWarps][32] dA_log
-  static_assert(sizeof(double) * kWarps * (K + 32) <= Ly::kBytes, "grad_tc_kernel: the gate sums exceed its smem");
-#pragma unroll
-  for (int j = 0; j < CK; ++j) red[warp * K + 32 * j + lane] = acc_bias[j];
-  red[kWarps * K + warp * 32 + lane] = acc_a;
-  __syncthreads();  // every row read: the task's dq_hat, d g_log, dk_hat (QS, KD, BK: 3 C K floats) are dead
-  for (int i = tid; i < 3 * kC * K / 32; i += kThreads) discard_l2(prod + pl.QS() + 32 * int64_t{i});
-  double* const part = reinterpret_cast<double*>(ws + bl.gate) + task * (K + 1);
-  for (int d = tid; d < K; d += kThreads) {
-    double sb = 0.0;
-    for (int w = 0; w < kWarps; ++w) sb += red[w * K + d];
-    part[d] = sb;
-  }
-  if (warp == kWarps - 1) {
-    double sa = 0.0;
-    for (int w = 0; w < kWarps; ++w) sa += red[kWarps * K + w * 32 + lane];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
-    if (lane == 0) part[K] = sa;
   }
 }
 

@@ -156,6 +156,11 @@ constexpr float kTameBits = 8.0f;
 size_t grad_tc_smem_bytes();
 cudaError_t launch_grad_tc(const BackwardParams& bp, char* workspace, cudaStream_t s);
 
+// The tame chunks' per-row finishing (chunk_grad_rows.cu), after chunk_grad_tc.cu: per (chunk, value head), dq and dk
+// through the L2 norms (or dq_hat, dk_hat per value head into BackwardLayout dqk), dv, dg, dbeta, the gate parameters'
+// partial sums.
+cudaError_t launch_grad_rows(const BackwardParams& bp, char* workspace, cudaStream_t s);
+
 // The backward's per-channel gradient pass (chunk_grad.cu) for the steep chunks (chunk_grad_tc.cu's flag): per (chunk,
 // value head), from the products, every gradient of the chunk's tokens, as chunk_grad_rows.cu writes them.
 size_t grad_smem_bytes(int K, int V);

@@ -351,8 +351,7 @@ constexpr int kGradScratch = 2;  // [C][max(K, V)] arrays per gradient-pass CTA:
 //   KD [C][K] = V_new dS_end, BK [C][K] = T^T dW, BV [C][V] = T^T dU, CS [K] = colsum(S0 . dS_end); then what
 //   chunk_grad_tc.cu adds: TBrow [K / 32][C], rowsum(BK . K . E) per 32 channels (read by chunk_grad_rows.cu), and
 //   Tame, the chunk's flag (int: 1 where that pass replaced QS, BK, KD by dq_hat, dk_hat, d g_log; chunk_grad.cu skips
-//   those), and Arrived (int: that pass's halves done with the task; the products kernel zeroes it); padded to 64
-//   floats so every tile starts 256-byte aligned.
+//   those); padded to 64 floats so every tile starts 256-byte aligned.
 struct ProdLayout {
   int K, V;
   KDA_HOST_DEVICE int64_t dM() const { return 0; }
@@ -364,8 +363,7 @@ struct ProdLayout {
   KDA_HOST_DEVICE int64_t CS() const { return BV() + int64_t{kChunk} * V; }
   KDA_HOST_DEVICE int64_t TBrow() const { return CS() + K; }
   KDA_HOST_DEVICE int64_t Tame() const { return TBrow() + int64_t{K / 32} * kChunk; }
-  KDA_HOST_DEVICE int64_t Arrived() const { return Tame() + 1; }
-  KDA_HOST_DEVICE int64_t floats() const { return (Arrived() + 1 + 63) / 64 * 64; }
+  KDA_HOST_DEVICE int64_t floats() const { return (Tame() + 1 + 63) / 64 * 64; }
 };
 
 struct BackwardLayout {

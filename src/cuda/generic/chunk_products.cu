@@ -368,7 +368,6 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     for (int r = 0; r < R; ++r) cs += cs_part[r * K + tid];
     out[pl.CS() + tid] = cs;
   }
-  if (tid == 0) reinterpret_cast<int*>(out)[pl.Arrived()] = 0;  // chunk_grad_tc.cu counts its halves there
   float* const ring_a = smem + Ly::kRingA;
   float* const ring_b = smem + Ly::kRingB;
   const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)

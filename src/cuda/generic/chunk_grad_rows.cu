@@ -1,34 +1,48 @@
-// chunk_grad_rows.cuh: the chunked backward's per-row finishing of a tame chunk (docs/backward.md), the last phase of
-// chunk_grad_tc.cu's kernel, after its tensor-core phase has put dq_hat, dk_hat and d g_log where the task's QS, BK and
-// KD tiles were (ProdLayout) and dbeta's third term's row sums in TBrow. A warp a row, everything a row at a time:
+// chunk_grad_rows.cu: the chunked backward's per-row finishing of a tame chunk (docs/backward.md, launch 6), after
+// chunk_grad_tc.cu has put dq_hat, dk_hat and d g_log where the task's QS, BK and KD tiles were (ProdLayout) and
+// dbeta's third term's row sums in TBrow. Per (chunk, value head), a warp a row, everything a row at a time:
 //   dq, dk   through the L2 norm's backward (1 / |x| and x_hat . dx_hat over the row), straight into the gradients
 //            for a group of one value head, else dq_hat / dk_hat into the workspace's dqk for finalize_qk_kernel
-//   dg       through the gate activation's backward; the warp's partial sums of ddt_bias (per channel) and dA_log
+//   dg       through the gate activation's backward; the chunk's partial sums of ddt_bias (per channel) and dA_log
 //   dbeta    rowsum(dA . A') + rowsum(dBV . V) + rowsum(BK . K . E), through the sigmoid;  dv = beta dBV
-// the operations and their order those of chunk_grad.cu's P5-P7, which does the same for steep chunks. The same CTA
-// wrote the task's tiles just before and read its q, k, g rows: those loads hit L2.
-#pragma once
-
+// the operations and their order those of chunk_grad.cu's P5-P7, which does the same for steep chunks. Nothing is
+// staged in shared memory but the gate partials' per-warp sums (deterministic: added in warp order, no atomics), so
+// several CTAs share an SM and hide each other's loads, where chunk_grad.cu's one 230 KB CTA an SM could not.
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
 #include "cuda/generic/backward_common.cuh"
 #include "cuda/generic/chunk_common.cuh"
+#include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
 
 namespace kda::cuda::chunk {
+namespace {
 
-// Rows warp, warp + kWarps, ... of a tame task, adding the gate parameters' terms to acc_bias (channel 32 j + lane)
-// and acc_a (this lane's).
-template <int K, int V, class Spec, int kWarps>
-__device__ __forceinline__ void finish_tame_rows(const BackwardParams& bp, char* ws, int64_t task, int warp, int lane,
-                                                 double (&acc_bias)[K / 32], double& acc_a) {
-  constexpr int CK = K / 32, CV = V / 32, kC = kChunk, CA = kC / 32;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kC = kChunk;
+
+template <int K>
+struct RowsLayout {  // bytes of shared memory: per-warp partial sums of ddt_bias [kWarps][K] and dA_log [kWarps][32]
+  static constexpr size_t kBytes = sizeof(double) * kWarps * (K + 32);
+};
+
+template <int K, int V, class Spec>
+__global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardParams bp, char* ws) {
+  constexpr int CK = K / 32, CV = V / 32, CA = kC / 32;
   const ForwardParams& p = bp.f;
+  extern __shared__ __align__(16) double red[];  // [kWarps][K] ddt_bias, then [kWarps][32] dA_log
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
+  const int64_t count = *reinterpret_cast<const int64_t*>(ws);
+  const int64_t task = blockIdx.x, ci = task / p.HV;
+  if (ci >= count) return;  // chunk_grad.cu writes past-the-list tasks' zero partials
   const ProdLayout pl{K, V};
   const float* const prod = reinterpret_cast<const float*>(ws + bl.prod) + task * pl.floats();
-  const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + bl.fwd.list)[task / p.HV];
+  if (reinterpret_cast<const int*>(prod)[pl.Tame()] == 0) return;  // steep: chunk_grad.cu's
+  const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + bl.fwd.list)[ci];
   const int hv = static_cast<int>(task % p.HV), h = hv / p.group, L = rec.len;
   const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
   const float* const DQ = prod + pl.QS();  // chunk_grad_tc.cu's dq_hat [C][K]
@@ -48,6 +62,10 @@ __device__ __forceinline__ void finish_tame_rows(const BackwardParams& bp, char*
                                                                (32 * j + lane) * p.dt_bias.stride[1]]
                     : 0.0f;
   float* const dqk = reinterpret_cast<float*>(ws + bl.dqk);  // [2][B T][HV][K]
+
+  double acc_bias[CK], acc_a = 0.0;
+#pragma unroll
+  for (int j = 0; j < CK; ++j) acc_bias[j] = 0.0;
 #pragma unroll 1
   for (int r = warp; r < L; r += kWarps) {
     const int64_t t = t0 + r, bt = b * p.T + t;
@@ -147,6 +165,44 @@ __device__ __forceinline__ void finish_tame_rows(const BackwardParams& bp, char*
       for (int j = 0; j < CK; ++j) store_out(gv.data, Spec::dt(gv.dtype), base + (32 * j + lane) * gv.stride[3], d[j]);
     }
   }
+  // The chunk's gate partials: per channel, the warps' sums in warp order; dA_log's, every lane's in a fixed order.
+#pragma unroll
+  for (int j = 0; j < CK; ++j) red[warp * K + 32 * j + lane] = acc_bias[j];
+  red[kWarps * K + warp * 32 + lane] = acc_a;
+  __syncthreads();
+  double* const part = reinterpret_cast<double*>(ws + bl.gate) + task * (K + 1);
+  for (int d = tid; d < K; d += kThreads) {
+    double sb = 0.0;
+    for (int w = 0; w < kWarps; ++w) sb += red[w * K + d];
+    part[d] = sb;
+  }
+  if (warp == kWarps - 1) {
+    double sa = 0.0;
+    for (int w = 0; w < kWarps; ++w) sa += red[kWarps * K + w * 32 + lane];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sa += __shfl_xor_sync(0xffffffffu, sa, o);
+    if (lane == 0) part[K] = sa;
+  }
+}
+
+template <int K, int V, class Spec>
+cudaError_t launch_spec(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const size_t bytes = RowsLayout<K>::kBytes;
+  const ForwardParams& p = bp.f;
+  const int64_t tasks = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group).fwd.cap * p.HV;
+  grad_rows_kernel<K, V, Spec><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t launch_grad_rows(const BackwardParams& bp, char* ws, cudaStream_t s) {
+  const ForwardParams& p = bp.f;
+  return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
+    constexpr int K = decltype(k)::value, V = decltype(v)::value;
+    return with_io_spec(grad_all_bf16(bp), p.gate_mode,
+                        [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, s); });
+  });
 }
 
 }  // namespace kda::cuda::chunk
