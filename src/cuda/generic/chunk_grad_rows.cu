@@ -22,7 +22,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kC = kChunk;
-constexpr int kAhead = 1;  // rows a warp asks L2 for ahead of the one it works on
+constexpr int kAhead = 2;  // rows a warp asks L2 for ahead of the one it works on
 
 template <int K>
 struct RowsLayout {  // bytes of shared memory: per-warp partial sums of ddt_bias [kWarps][K] and dA_log [kWarps][32]
