@@ -22,7 +22,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kC = kChunk;
-constexpr int kAhead = 2;  // rows a warp asks L2 for ahead of the one it works on
 
 template <int K>
 struct RowsLayout {  // bytes of shared memory: per-warp partial sums of ddt_bias [kWarps][K] and dA_log [kWarps][32]
@@ -70,22 +69,6 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
 #pragma unroll 1
   for (int r = warp; r < L; r += kWarps) {
     const int64_t t = t0 + r, bt = b * p.T + t;
-    // The warp's next rows to L2, a lane a 128-byte line (q, k, g, v, then dq_hat, d g_log, dk_hat, dBV, A', dA), before
-    // this row's loads while few registers are live: a row's loads are one round trip, mostly DRAM's latency (the
-    // products kernel and chunk_grad_tc.cu wrote the tiles long before). A hint: it changes no result.
-    static_assert(4 + 3 * CK + CV + 2 * CA <= 32, "grad_rows_kernel: a row's lines must fit a warp");
-#pragma unroll
-    for (int d = 1; d <= kAhead; ++d) {
-      const int rn = r + d * kWarps;
-      if (rn >= L) break;
-      int i = lane - 4;
-      const float* line = nullptr;
-      if (lane < 4) prefetch_input_row<K, V>(p, rec, hv, rn, lane);
-      else if (i < 3 * CK) line = prod + pl.QS() + (i / CK) * int64_t{kC} * K + rn * K + 32 * (i % CK);  // QS KD BK
-      else if ((i -= 3 * CK) < CV) line = prod + pl.BV() + rn * V + 32 * i;
-      else if ((i -= CV) < 2 * CA) line = (i < CA ? Ap : prod + pl.dA()) + rn * kC + 32 * (i % CA);
-      if (line) prefetch_l2(line);
-    }
     // Every load of the row first (one round trip a row), then its arithmetic.
     uint32_t qr[CK], kr[CK], gr[CK], vr[CV], braw_bits;
     float dq[CK], dk[CK], dg[CK], bv[CV], ap[CA], da[CA];
