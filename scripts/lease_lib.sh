@@ -1,7 +1,7 @@
 # lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
 # bench/results): start a call's log, unpack build archives, run checks in parallel each under its own timeout, archive
-# their logs, compare builds' verifier figures at one seed, print an ncu summary of one kernel launch or the
-# duration of every launch of a step, and time the training step through the torch op beside FLA. Source it from the
+# their logs, compare builds' verifier figures at one seed, A/B builds with gpu_ab.sh, print an ncu summary of one
+# kernel launch or the duration of every launch of a step, and time the training step through the torch op beside FLA. Source it from the
 # repository root; lease_begin sets W, the scratch folder for the logs (a script that does not call it sets W itself).
 
 # lease_begin NAME: everything the script prints from here on also to $OUT/NAME.log; the time; W a fresh folder.
@@ -155,5 +155,30 @@ lease_torch_train() {
     --impl kda-saved --iters 20 --commit "$commit" --json "$OUT/peers_train_$wl.json" > "$OUT/peers_train_$wl.log" 2>&1
   echo "bench_torch train-$wl rc=$?"
   grep -hE "^train|median|WRONG|FAILED|Error|/ fla" "$OUT/peers_train_$wl.log" | head -12
+  date -u
+}
+
+# lease_ab BUILDS LIMIT WORKLOAD...: scripts/gpu_ab.sh on the comma-separated BUILDS (cuda-generic, 2 rounds) over the
+# workloads under LIMIT seconds, its logs and JSON in $OUT/ab/results.tar; prints its rc and the time.
+lease_ab() {
+  local builds=$1 lim=$2 wl=() w
+  shift 2
+  for w in "$@"; do wl+=(--workload "$w"); done
+  mkdir -p "$OUT/ab"
+  OUT=$OUT/ab timeout "$lim" bash scripts/gpu_ab.sh --builds "$builds" --impl cuda-generic --rounds 2 "${wl[@]}"
+  echo "gpu_ab rc=$?"
+  date -u
+}
+
+# lease_bwd_same TESTED BUILD...: the backward / stress GPU tests of build TESTED beside backward-quick on every BUILD
+# at one seed (lease_same_figures, the first BUILD the baseline): the first check of variants meant to keep every
+# operation in its order.
+lease_bwd_same() {
+  local t=$1 pt
+  shift
+  lease_run tests "$t" 2 200 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pt=$!
+  lease_same_figures backward-quick "$@"
+  wait $pt
+  grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/tests.log" | head -20
   date -u
 }

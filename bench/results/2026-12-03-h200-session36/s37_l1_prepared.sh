@@ -15,13 +15,11 @@ cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh
 lease_begin l1
 lease_unpack main35 rsq
-mkdir -p "$OUT/rows" "$OUT/ab"
+mkdir -p "$OUT/rows"
 OUT=$OUT/rows timeout 150 bash scripts/gpu_ab.sh --builds main35 --impl cuda-generic --rounds 0 \
   --ncu grad_rows_kernel --ncu-count 1 --workload train-h64-fixed
 echo "ncu grad_rows_kernel rc=$?"; date -u
-OUT=$OUT/ab timeout 320 bash scripts/gpu_ab.sh --builds main35,rsq --impl cuda-generic --rounds 2 \
-  --workload train-h64-fixed --workload h64-fixed
-echo "gpu_ab rc=$?"; date -u
+lease_ab main35,rsq 320 train-h64-fixed h64-fixed
 lease_run tests rsq 2 120 ./kda_gpu_tests & p1=$!
 lease_run quick rsq 2 120 ./kda-verify --impl cuda-generic --suite quick & p2=$!
 lease_run bq rsq 2 120 ./kda-verify --impl cuda-generic --suite backward-quick & p3=$!
