@@ -1,8 +1,9 @@
 # lease_lib.sh: helpers for the device-call scripts (.carry/lease/*.sh; copies of the ones that ran sit in
 # bench/results): start a call's log, unpack build archives, run checks in parallel each under its own timeout, archive
 # their logs, compare builds' verifier figures at one seed, A/B builds with gpu_ab.sh, print an ncu summary of one
-# kernel launch or the duration of every launch of a step, and time the training step through the torch op beside FLA. Source it from the
-# repository root; lease_begin sets W, the scratch folder for the logs (a script that does not call it sets W itself).
+# kernel launch or the duration of every launch of a step, and time the training step through the torch op beside FLA.
+# Source it from the repository root; lease_begin sets W, the scratch folder for the logs (a script that does not call
+# it sets W itself).
 
 # lease_begin NAME: everything the script prints from here on also to $OUT/NAME.log; the time; W a fresh folder.
 # (Never a bare `wait` after it: it would wait for the tee too.)
