@@ -170,16 +170,3 @@ lease_ab() {
   echo "gpu_ab rc=$?"
   date -u
 }
-
-# lease_bwd_same TESTED BUILD...: the backward / stress GPU tests of build TESTED beside backward-quick on every BUILD
-# at one seed (lease_same_figures, the first BUILD the baseline): the first check of variants meant to keep every
-# operation in its order.
-lease_bwd_same() {
-  local t=$1 pt
-  shift
-  lease_run tests "$t" 2 200 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pt=$!
-  lease_same_figures backward-quick "$@"
-  wait $pt
-  grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/tests.log" | head -20
-  date -u
-}
