@@ -547,7 +547,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
                                ? gate_log_decay<float>(gate_mode, g, has_a, a_log, bias, p.lower_bound)
                                : 0.0f;
         float dx, dA;
-        gate_grad(p, gate_mode, g + bias, a_log, has_a, glog, dgl, &dx, &dA,
+        gate_grad(p, gate_mode, g + bias, ea, has_a, glog, dgl, &dx, &dA,
                   [](float z) { return sigmoid_grad_fast(z); });
         if (bp.dg.data)
           store_out(bp.dg.data, Spec::dt(bp.dg.dtype),

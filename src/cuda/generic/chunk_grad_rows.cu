@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
   const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
   const bool gated = gate_mode != KDA_GATE_LOG_DECAY;
   const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+  const float ea = has_a ? expf(a_log) : 1.0f;  // gate_grad's exp(A_log), once
   float bias[CK];
 #pragma unroll
   for (int j = 0; j < CK; ++j)
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
                              ? gate_log_decay<float>(gate_mode, g, has_a, a_log, bias[j], p.lower_bound)
                              : 0.0f;
       float dx, dAl;
-      gate_grad(p, gate_mode, g + bias[j], a_log, has_a, glog, dg[j], &dx, &dAl,
+      gate_grad(p, gate_mode, g + bias[j], ea, has_a, glog, dg[j], &dx, &dAl,
                 [](float z) { return sigmoid_grad_fast(z); });
       if (bp.dg.data)
         store_out(bp.dg.data, Spec::dt(bp.dg.dtype),
