@@ -5,7 +5,8 @@
 // heads, both state layouts, the three gates (incl. the unbounded softplus with huge single-token decays), beta as
 // logits (with negative eigenvalues) and as probabilities, with and without the L2 norm, h0 and dS_final, K and V in
 // {64, 128}, fp32 and rounded gradient tensors, one 8192-token case; plus NaN-poisoned outputs (every element
-// written), bitwise determinism across calls, and the NOT_SUPPORTED answer outside K, V in {64, 128}.
+// written), bitwise determinism across calls, gradients through channel-strided views, and the NOT_SUPPORTED answer
+// outside K, V in {64, 128}.
 // Skips itself where no GPU is present.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,8 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/cases.h"
 #include "common/backward_cases.h"
@@ -310,6 +313,54 @@ TEST_F(CudaBackwardBehaviour, HopperSavedEqualsRecomputed) {
   if (cuda_device_cc_major() != 9) GTEST_SKIP() << "HOPPER runs on sm_90 only";
   BitsCase b("hopper_saved_equals_recomputed", 128);  // HOPPER's head size
   expect_same_bits(b.run(KDA_BACKEND_CUDA_HOPPER), b.run(KDA_BACKEND_CUDA_HOPPER, true));
+}
+
+// The gradients written through views with channel stride 2 (x[..., ::2] of a buffer twice the size; the chunked path
+// takes only contiguous-channel inputs, but any gradient view): the generic kernel instances write them by stride
+// (the fast ones are built for contiguous bf16 channels, chunk_common.cuh io_fast), every value where the contiguous
+// run puts it, and the slots between them keep their poison.
+TEST_F(CudaBackwardBehaviour, ChannelStridedGradientsMatchContiguous) {
+  CaseSpec s = base("channel_strided_gradients");
+  s.K = s.V = 128;
+  s.seqlens = {100, 37};
+  s.gate = KDA_GATE_SOFTPLUS;
+  Case c = make_case(s, run_seed());
+  const Upstream up = make_upstream(c, true, 5);
+  Grads a, b;
+  ASSERT_EQ(run_device(c, up.dout, up.dfinal, KDA_BACKEND_CUDA_GENERIC, true, &a), KDA_STATUS_SUCCESS)
+      << kda_last_error();
+  b = make_grads(c, true);
+  DeviceBackwardProblem p(c, up, KDA_BACKEND_CUDA_GENERIC, b);
+  struct Spread {
+    kda_tensor_t* view;
+    HostTensor* host;
+    void* wide;
+  };
+  using Pair = std::pair<kda_tensor_t*, HostTensor*>;
+  std::vector<Spread> spread;
+  for (auto [view, host] : {Pair{&p.args.dq, &b.dq}, Pair{&p.args.dk, &b.dk}, Pair{&p.args.dv, &b.dv},
+                            Pair{&p.args.dg, &b.dg}}) {
+    void* wide = nullptr;
+    ASSERT_EQ(cudaMalloc(&wide, 2 * host->bytes.size()), cudaSuccess);
+    ASSERT_EQ(cudaMemset(wide, 0xFF, 2 * host->bytes.size()), cudaSuccess);
+    view->data = wide;
+    for (int i = 0; i < view->ndim; ++i) view->strides[i] *= 2;
+    spread.push_back({view, host, wide});
+  }
+  ASSERT_EQ(p.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+  p.download(&b);  // dbeta, dA_log, ddt_bias, dh0 (contiguous); the four spread ones are read back below
+  for (const Spread& x : spread) {
+    const size_t es = x.host->bytes.size() / static_cast<size_t>(x.host->numel());
+    std::vector<uint8_t> wide(2 * x.host->bytes.size());
+    ASSERT_EQ(cudaMemcpy(wide.data(), x.wide, wide.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    cudaFree(x.wide);
+    for (size_t i = 0; i < x.host->bytes.size() / es; ++i)
+      for (size_t j = 0; j < es; ++j) {
+        x.host->bytes[i * es + j] = wide[2 * i * es + j];
+        EXPECT_EQ(wide[(2 * i + 1) * es + j], 0xFF) << "a gradient write between the view's elements";
+      }
+  }
+  expect_same_bits(a, b);
 }
 
 TEST_F(CudaBackwardBehaviour, AutoDispatchesToCuda) {

@@ -444,7 +444,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int r = rb + kWarps * i;
           if (r < L) {
             const int64_t vb = b * p.v.stride[0] + (t0 + r) * p.v.stride[1] + hv * p.v.stride[2];
-            load_bits_strided(vraw[i], p.v.data, Spec::dt(p.v.dtype), vb + lane * p.v.stride[3], 32 * p.v.stride[3]);
+            load_bits_strided(vraw[i], p.v.data, Spec::dt(p.v.dtype), vb + lane * Spec::cs(p.v.stride[3]),
+                              32 * Spec::cs(p.v.stride[3]));
 #pragma unroll
             for (int j = 0; j < CV; ++j) x[i][j] = BV[r * V + 32 * j + lane];
 #pragma unroll
@@ -475,7 +476,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
             if (bp.dv.data) {
 #pragma unroll
               for (int j = 0; j < CV; ++j)
-                store_out(bp.dv.data, Spec::dt(bp.dv.dtype), dvb + (32 * j + lane) * bp.dv.stride[3],
+                store_out(bp.dv.data, Spec::dt(bp.dv.dtype), dvb + (32 * j + lane) * Spec::cs(bp.dv.stride[3]),
                           beta_s[r] * x[i][j]);
             }
           }
@@ -526,7 +527,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
         uint32_t graw[kRows];
         const int nr = (L - r0 + R - 1) / R;  // rows r0 + R i < L (L - r0 + R - 1 >= 0: r0 < R)
         load_bits_strided(graw, p.g.data, Spec::dt(p.g.dtype),
-                          b * p.g.stride[0] + (t0 + r0) * p.g.stride[1] + hv * p.g.stride[2] + d * p.g.stride[3],
+                          b * p.g.stride[0] + (t0 + r0) * p.g.stride[1] + hv * p.g.stride[2] +
+                              d * Spec::cs(p.g.stride[3]),
                           R * p.g.stride[1], nr);
 #pragma unroll
         for (int i = 0; i < kRows; ++i)
@@ -545,11 +547,12 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
                                ? gate_log_decay<float>(gate_mode, g, has_a, a_log, bias, p.lower_bound)
                                : 0.0f;
         float dx, dA;
-        gate_grad(p, gate_mode, g + bias, a_log, has_a, glog, dgl, &dx, &dA,
+        gate_grad(p, gate_mode, g + bias, ea, has_a, glog, dgl, &dx, &dA,
                   [](float z) { return sigmoid_grad_fast(z); });
         if (bp.dg.data)
           store_out(bp.dg.data, Spec::dt(bp.dg.dtype),
-                    b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * bp.dg.stride[3], dx);
+                    b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + d * Spec::cs(bp.dg.stride[3]),
+                    dx);
         acc_bias += dx;
         acc_a += dA;
       }
@@ -597,7 +600,7 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
           const int64_t base = b * gv.stride[0] + t * gv.stride[1] + h * gv.stride[2];
 #pragma unroll
           for (int j = 0; j < CK; ++j)
-            store_out(gv.data, Spec::dt(gv.dtype), base + (32 * j + lane) * gv.stride[3], d[j]);
+            store_out(gv.data, Spec::dt(gv.dtype), base + (32 * j + lane) * Spec::cs(gv.stride[3]), d[j]);
         }
       }
     }
@@ -621,18 +624,21 @@ cudaError_t launch_spec(const BackwardParams& bp, char* ws, int sms, cudaStream_
 
 template <int K, int V>
 cudaError_t launch(const BackwardParams& bp, char* ws, int sms, cudaStream_t s) {
-  return with_io_spec(grad_all_bf16(bp), bp.f.gate_mode,
+  return with_io_spec(grad_io_fast(bp), bp.f.gate_mode,
                       [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, sms, s); });
 }
 
 }  // namespace
 
-bool grad_all_bf16(const BackwardParams& bp) {
+bool grad_io_fast(const BackwardParams& bp) {
   const ForwardParams& p = bp.f;
-  const auto in = [](const TensorView& t) { return t.dtype == KDA_DTYPE_BFLOAT16; };
-  const auto out = [](const GradView& g) { return g.data == nullptr || g.dtype == KDA_DTYPE_BFLOAT16; };
-  return in(p.q) && in(p.k) && in(p.v) && in(p.g) && in(p.beta) && out(bp.dq) && out(bp.dk) && out(bp.dv) &&
-         out(bp.dg) && out(bp.dbeta);
+  const auto out = [](const GradView& g) {
+    return g.data == nullptr || (g.dtype == KDA_DTYPE_BFLOAT16 && g.stride[3] == 1);
+  };
+  const bool beta = p.beta.dtype == KDA_DTYPE_BFLOAT16 &&
+                    (bp.dbeta.data == nullptr || bp.dbeta.dtype == KDA_DTYPE_BFLOAT16);
+  return io_fast(p.q) && io_fast(p.k) && io_fast(p.v) && io_fast(p.g) && beta && out(bp.dq) && out(bp.dk) &&
+         out(bp.dv) && out(bp.dg);
 }
 
 size_t grad_smem_bytes(int K, int V) {

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
   const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
   const bool gated = gate_mode != KDA_GATE_LOG_DECAY;
   const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+  const float ea = has_a ? expf(a_log) : 1.0f;  // gate_grad's exp(A_log), once
   float bias[CK];
 #pragma unroll
   for (int j = 0; j < CK; ++j)
@@ -74,8 +75,8 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
     float dq[CK], dk[CK], dg[CK], bv[CV], ap[CA], da[CA];
     load_row_bits<Spec>(p, b, t, h, hv, lane, qr, kr, gr, braw_bits);
     load_bits_strided(vr, p.v.data, Spec::dt(p.v.dtype),
-                      b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] + lane * p.v.stride[3],
-                      32 * p.v.stride[3]);
+                      b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] + lane * Spec::cs(p.v.stride[3]),
+                      32 * Spec::cs(p.v.stride[3]));
 #pragma unroll
     for (int j = 0; j < CK; ++j) {
       dq[j] = DQ[r * K + 32 * j + lane];
@@ -115,7 +116,8 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
         const int64_t dvb = b * bp.dv.stride[0] + t * bp.dv.stride[1] + hv * bp.dv.stride[2];
 #pragma unroll
         for (int j = 0; j < CV; ++j)
-          store_out(bp.dv.data, Spec::dt(bp.dv.dtype), dvb + (32 * j + lane) * bp.dv.stride[3], beta * bv[j]);
+          store_out(bp.dv.data, Spec::dt(bp.dv.dtype), dvb + (32 * j + lane) * Spec::cs(bp.dv.stride[3]),
+                    beta * bv[j]);
       }
     }
     // dg through the gate activation, and the gate parameters' partial sums (chunk_grad.cu P6).
@@ -126,11 +128,12 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
                              ? gate_log_decay<float>(gate_mode, g, has_a, a_log, bias[j], p.lower_bound)
                              : 0.0f;
       float dx, dAl;
-      gate_grad(p, gate_mode, g + bias[j], a_log, has_a, glog, dg[j], &dx, &dAl,
+      gate_grad(p, gate_mode, g + bias[j], ea, has_a, glog, dg[j], &dx, &dAl,
                 [](float z) { return sigmoid_grad_fast(z); });
       if (bp.dg.data)
         store_out(bp.dg.data, Spec::dt(bp.dg.dtype),
-                  b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] + (32 * j + lane) * bp.dg.stride[3],
+                  b * bp.dg.stride[0] + t * bp.dg.stride[1] + hv * bp.dg.stride[2] +
+                      (32 * j + lane) * Spec::cs(bp.dg.stride[3]),
                   dx);
       acc_bias[j] += dx;
       acc_a += dAl;
@@ -162,7 +165,8 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       const GradView& gv = which == 0 ? bp.dq : bp.dk;
       const int64_t base = b * gv.stride[0] + t * gv.stride[1] + h * gv.stride[2];
 #pragma unroll
-      for (int j = 0; j < CK; ++j) store_out(gv.data, Spec::dt(gv.dtype), base + (32 * j + lane) * gv.stride[3], d[j]);
+      for (int j = 0; j < CK; ++j)
+        store_out(gv.data, Spec::dt(gv.dtype), base + (32 * j + lane) * Spec::cs(gv.stride[3]), d[j]);
     }
   }
   // The chunk's gate partials: per channel, the warps' sums in warp order; dA_log's, every lane's in a fixed order.
@@ -200,7 +204,7 @@ cudaError_t launch_grad_rows(const BackwardParams& bp, char* ws, cudaStream_t s)
   const ForwardParams& p = bp.f;
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
-    return with_io_spec(grad_all_bf16(bp), p.gate_mode,
+    return with_io_spec(grad_io_fast(bp), p.gate_mode,
                         [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, s); });
   });
 }

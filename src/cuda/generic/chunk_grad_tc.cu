@@ -360,7 +360,7 @@ cudaError_t launch_grad_tc(const BackwardParams& bp, char* ws, cudaStream_t s) {
   const ForwardParams& p = bp.f;
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
-    return with_io_spec(grad_all_bf16(bp), p.gate_mode,
+    return with_io_spec(grad_io_fast(bp), p.gate_mode,
                         [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, s); });
   });
 }

@@ -166,7 +166,7 @@ cudaError_t launch_grad_rows(const BackwardParams& bp, char* workspace, cudaStre
 size_t grad_smem_bytes(int K, int V);
 cudaError_t launch_grad(const BackwardParams& bp, char* workspace, int sms, cudaStream_t s);
 // Every input (q, k, v, g, beta) and every gradient the passes write (dq, dk, dv, dg, dbeta; an absent one counts) in
-// bf16: the three gradient launches take the instance built for that.
-bool grad_all_bf16(const BackwardParams& bp);
+// bf16, those with channels contiguous (io_fast): the three gradient launches take the instance built for that.
+bool grad_io_fast(const BackwardParams& bp);
 
 }  // namespace kda::cuda::chunk

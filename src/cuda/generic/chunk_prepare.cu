@@ -977,13 +977,13 @@ cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_
   return launch_maybe_beside(cfg, heads.beside_previous, kernel, p, ws, keep, sms, heads.first);
 }
 
-// The instance for all-bf16 inputs (q, k, v, g, beta) with the launch's gate mode, else the generic one (IoSpec).
+// The instance for bf16 inputs (q, k, v, g with contiguous channels, beta) with the launch's gate mode, else the
+// generic one (IoSpec).
 template <int K, int V>
 cudaError_t launch(const ForwardParams& p, char* ws, int64_t cap, cudaStream_t s, const BackwardSaves& keep,
                    const HeadRange& heads) {
-  const auto bf16 = [](const TensorView& t) { return t.dtype == KDA_DTYPE_BFLOAT16; };
-  const bool all_bf16 = bf16(p.q) && bf16(p.k) && bf16(p.v) && bf16(p.g) && bf16(p.beta);
-  return with_io_spec(all_bf16, p.gate_mode, [&](auto spec) {
+  const bool fast = io_fast(p.q) && io_fast(p.k) && io_fast(p.v) && io_fast(p.g) && p.beta.dtype == KDA_DTYPE_BFLOAT16;
+  return with_io_spec(fast, p.gate_mode, [&](auto spec) {
     using Spec = decltype(spec);
     return keep.tinv ? launch_as<K, V, true, Spec>(p, ws, cap, s, keep, heads)
                      : launch_as<K, V, false, Spec>(p, ws, cap, s, keep, heads);
