@@ -266,12 +266,12 @@ __device__ __forceinline__ void prefetch_input_row(const ForwardParams& p, const
 
 // What one instance of a kernel is built for: the dtype and channel stride of every input it reads and gradient it
 // writes (bf16 with contiguous channels, or each its own at run time) and the gate mode (one of the three, or the
-// run-time one). Why: the run-time branches carry every
-// dtype's conversions and every gate's activation (and gradient) into the one instance that runs, and the gradient
-// pass is bound by instruction fetch as much as by latency (session 29: its all-bf16 instances with a known gate, 18%
-// less code, ran 8% faster; session 28: builds that grew its code by 6-12% lost 0.2-1.6 ms). Phase 1, 16 warps in
-// lockstep stages, gained ~1% from 11% less code. A known channel stride of 1 turns a row's per-channel addresses
-// into immediate offsets of one base (~15 integer instructions a tensor row fewer in the gradient rows' loop).
+// run-time one). Why: the run-time branches carry every dtype's conversions and every gate's activation (and
+// gradient) into the one instance that runs, and the gradient pass is bound by instruction fetch as much as by
+// latency (session 29: its all-bf16 instances with a known gate, 18% less code, ran 8% faster; session 28: builds
+// that grew its code by 6-12% lost 0.2-1.6 ms). Phase 1, 16 warps in lockstep stages, gained ~1% from 11% less code.
+// A known channel stride of 1 turns a row's per-channel addresses into immediate offsets of one base (the gradient
+// rows' loop 8% fewer instructions; session 37).
 template <bool kBf16, int kGate>
 struct IoSpec {
   static __device__ __forceinline__ kda_dtype_t dt(kda_dtype_t d) { return kBf16 ? KDA_DTYPE_BFLOAT16 : d; }
