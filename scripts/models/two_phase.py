@@ -24,6 +24,9 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
   phase 1:  akk  off-diagonal blocks of A_kk        (default 3xtf32)
             aqk  off-diagonal blocks of A_qk        (default tf32)
             wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default bf16x3 as a plain forward's S5)
+            u    U alone: wu (default: U as wu says), or betaT = (T diag(beta)) V in bf16x3, V the input as it is
+                 (for bf16 inputs its lo part is zero: two bf16 products), the form that lets phase 1 keep v as
+                 bf16 rows (docs/hopper.md, two CTAs an SM)
             diag diagonal 16 x 16 blocks (fp32 FMA pairwise: fp32 or fp64; or factored: any product mode,
                  e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
                  g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
@@ -55,7 +58,7 @@ from kda_protocol import read_case, write_output  # noqa: E402
 F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
-DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "diag": "s3", "tinv": "fp32",
+DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "u": "wu", "diag": "s3", "tinv": "fp32",
             "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
@@ -185,7 +188,9 @@ def parse_precision(spec):
         name, mode = item.split("=")
         blocked = name == "tinv" and mode.split("-", 1)[0] in ("blocked", "stages") and mode.split("-", 1)[-1] in MODES
         s3 = name == "diag" and (mode == "s3" or (mode[:3] == "s3-" and all(x in MODES for x in mode[3:].split("+"))))
-        if name not in p or (mode not in MODES and not blocked and not s3):
+        if name == "u" and mode not in ("wu", "betaT"):
+            raise SystemExit(f"two_phase.py: u is wu or betaT, not {mode!r}")
+        if name not in p or (mode not in MODES and not blocked and not s3 and name != "u"):
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
         if name == "tinv" and mode not in ("fp32", "fp64") and not blocked:
             raise SystemExit(f"two_phase.py: {name} is fp32, fp64, blocked-MODE or stages-MODE")
@@ -226,9 +231,9 @@ def l2norm(x):
     return (x * (F32(1) / np.sqrt(ss + F32(1e-6)))[..., None]).astype(F32)
 
 
-def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True):
+def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     """One batch of chunks. q, k, g: [N, C, K] (g in log2 units, rows past the chunk's length zero), beta [N, C],
-    vb = beta v [N, C, V]. Returns the workspace tiles Qg, Kd [N, C, K], decay [N, K], Aqk [N, C, C], W, U; with
+    vb = beta v [N, C, V] (and v itself for u=betaT). Returns the workspace tiles Qg, Kd [N, C, K], decay [N, K], Aqk [N, C, C], W, U; with
     keep, also what the chunked backward keeps (BackwardSaves): A' (not scaled by beta) and T [N, C, C]. normalized:
     q and k are L2-normalized rows (diag=s3 factors only then)."""
     N, _, K = q.shape
@@ -398,7 +403,10 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True):
         sl = slice(16 * b, 16 * b + 16)
         X[:, sl] = (Kr[:, sl] * pre[b][:, None, :]) * beta[:, sl, None]
     W = prod(Tm, X, prec["wu"])
-    U = prod(Tm, vb, prec["wu"])
+    if prec["u"] == "betaT":  # bf16x3 of (T diag(beta)) and v: v's lo part is zero for bf16 inputs (two products)
+        U = prod((Tm * beta[:, None, :]).astype(F32), v, "bf16x3")
+    else:
+        U = prod(Tm, vb, prec["wu"])
     if keep:
         return Qg, Kd, decay, Aqk, W, U, Ap, Tm
     return Qg, Kd, decay, Aqk, W, U
@@ -446,7 +454,8 @@ def run(m, t, prec):
 
         qc, kc, gc, vbc = gather(q, K), gather(k, K), gather(g, K), gather(vb, V)
         bc = gather(beta[..., None], 1)[..., 0]
-        Qg, Kd, dec, Aqk, W, U = phase1(qc, kc, gc, bc, vbc, prec, normalized=bool(m["use_qk_l2norm"]))
+        Qg, Kd, dec, Aqk, W, U = phase1(qc, kc, gc, bc, vbc, prec, normalized=bool(m["use_qk_l2norm"]),
+                                        v=gather(v, V))
         shp = lambda x: x.reshape((M, HV) + x.shape[1:])  # noqa: E731
         Qg, Kd, dec, Aqk, W, U = map(shp, (Qg, Kd, dec, Aqk, W, U))
         # Phase 2, in chunk order (the chunks of one sequence are consecutive in the list).
