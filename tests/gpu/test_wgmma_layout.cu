@@ -20,6 +20,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "common/cases.h"  // run_seed
+#include "cuda/hopper/products_wgmma.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 #include "cuda/hopper/wgmma_bf16x3.cuh"
 #include "gpu/gpu_test.h"
@@ -192,6 +193,46 @@ TEST_F(WgmmaLayout, ReversePassAqkTTimesDo) {
 }
 TEST_F(WgmmaLayout, ReversePassKdTimesDsT) {
   check<Probe<32, 128, ReverseTypes::LayK128, ReverseTypes::LayK32, ReverseTypes::MmaUk>>("Kd dS^T");
+}
+// The products kernel's P1 (src/cuda/hopper/products_wgmma.cuh): a V_new / -dU slice (K-major, 64-byte swizzle) times
+// a state slice's key half (MN-major), and dO' times a V_new slice's 32 rows (both K-major, B 32 wide).
+using ProdTypes = kda::cuda::sm90::ProductsWgmma;
+TEST_F(WgmmaLayout, ProductsSliceTimesStateHalf) {
+  check<Probe<64, 32, ProdTypes::LaySlice, ProdTypes::LayState, ProdTypes::MmaKS>>("V_new dS, -dU S0 slices");
+}
+TEST_F(WgmmaLayout, ProductsDoTimesSliceRows) {
+  check<Probe<32, 32, ProdTypes::LaySlice, ProdTypes::LaySliceHalf, ProdTypes::MmaM>>("dO' V_new^T slices");
+}
+
+// products_p1's slice copies (products_slice_copy) against the views it reads: A (t, k) of each plane, rows 32 w ..
+// of it (dM's B), and B's key halves (d - 64 h, k), every element written once by one 16-byte piece. No GPU needed.
+TEST(WgmmaStateLayout, ProductsSliceCopiesFillTheViews) {
+  using W = kda::cuda::sm90::ProductsWgmma;
+  constexpr int kA = 1 << 20;  // the operands' element numbers: A's from kA, B's from 0
+  for (int v0 = 0; v0 < W::kV; v0 += W::kSliceV) {
+    std::vector<long> slot(W::kSlot, -1);
+    for (int c = 0; c < 1536; ++c) {
+      const kda::cuda::sm90::SliceCopy sc = kda::cuda::sm90::products_slice_copy(c);
+      const long src = c < 512 ? kA + sc.src + v0 : sc.src + long{v0} * W::kK;
+      ASSERT_EQ(sc.dst % 8, 0) << c;
+      for (int e = 0; e < 8; ++e) {
+        ASSERT_EQ(slot[sc.dst + e], -1) << c;
+        slot[sc.dst + e] = src + e;
+      }
+    }
+    for (int pl = 0; pl < 2; ++pl)
+      for (int k = 0; k < W::kSliceV; ++k) {
+        for (int t = 0; t < W::kC; ++t) {
+          const long a = kA + long{pl} * W::kOPlane + t * W::kV + v0 + k;
+          ASSERT_EQ(slot[pl * W::kSlicePlane + W::LaySlice{}(t, k)], a) << pl << " " << t << " " << k;
+          ASSERT_EQ(slot[pl * W::kSlicePlane + W::kHalfOff * (t / 32) + W::LaySliceHalf{}(t % 32, k)], a);
+        }
+        for (int d = 0; d < W::kK; ++d)
+          ASSERT_EQ(slot[(2 + 2 * pl + d / 64) * W::kSlicePlane + W::LayState{}(d % 64, k)],
+                    long{pl} * W::kK * W::kV + long{v0 + k} * W::kK + d)
+              << pl << " " << d << " " << k;
+      }
+  }
 }
 
 // What the sm_90a state pass (src/cuda/hopper/state_wgmma.cu) assumes of its CuTe layouts, checked on the host
