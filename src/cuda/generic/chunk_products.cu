@@ -285,7 +285,7 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
-  constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && K == 128 && V == 128;  // P1 on wgmma (products_wgmma.cuh)
+  [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && K == 128 && V == 128;  // P1 on wgmma (products_wgmma.cuh)
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(1024) float smem[];  // 1 KB: the wgmma P1's swizzled planes
   float* const As = smem + Ly::kAs;
@@ -379,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
       const int t = r0 + R * i;
       int e = swizzled(t, v, V);  // the planes block_gemm's ldmatrix reads, or wgmma's (LayO)
 #if KDA_PRODUCTS_WGMMA
-      if constexpr (kWgmma) e = sm90::ProductsWgmma::LayO{}(t, v);
+      if constexpr (kWgmma) e = static_cast<int>(sm90::plane_at<sm90::ProductsWgmma::LayO>(dOs, t, v) - dOs);
 #endif
       store_split1(dOs, kC * V, e, t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f);
     }

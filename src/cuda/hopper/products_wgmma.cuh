@@ -46,22 +46,38 @@ struct ProductsWgmma {
   static constexpr size_t kOBytes = 2 * kOPlane * sizeof(TB), kRingBytes = 2 * kSlot * sizeof(TB);
 };
 
+// Element (r, c) of a plane that starts at base (1 KB aligned) in GMMA layout Lay, through a CuTe tensor: the layouts'
+// swizzles act on the address bits of the smem pointer (16-byte units), which evaluating Lay{}(r, c) alone would not
+// apply.
+template <class Lay>
+__host__ __device__ __forceinline__ __nv_bfloat16* plane_at(__nv_bfloat16* base, int r, int c) {
+  auto t = cute::make_tensor(cute::make_smem_ptr(reinterpret_cast<ProductsWgmma::TB*>(base)), Lay{});
+  return reinterpret_cast<__nv_bfloat16*>(cute::raw_pointer_cast(&t(r, c)));
+}
+
 // Copy c of a slice (16 bytes: 8 elements along the stored row): c < 512 of A, (t, v) from a plane pair [64][128] (lo
-// plane 64 x 128 elements on), the rest of B, (v, d) from a plane pair [128][128] (lo 128 x 128 on) into its two key
-// halves. dst: the element offset in the slot; src: in the operand, less the slice's first value (v0 for A, v0 128 for
-// B). tests/gpu/test_wgmma_layout.cu (host) checks that they fill the views products_p1 reads.
+// plane 64 x 128 elements on) into slot planes 0 (hi) and 1 (lo) viewed LaySlice (t, v - v0); the rest of B, (v, d)
+// from a plane pair [128][128] (lo 128 x 128 on) into slot planes 2 + 2 lo + d / 64 viewed LayState (d % 64, v - v0).
+// plane, row, col: where its first element goes; src: its element offset in the operand, less the slice's first value
+// (v0 for A, v0 128 for B). tests/gpu/test_wgmma_layout.cu (host) checks that they fill the views products_p1 reads.
 struct SliceCopy {
-  int dst, src;
+  int plane, row, col, src;
 };
 __host__ __device__ __forceinline__ SliceCopy products_slice_copy(int c) {
   using W = ProductsWgmma;
   if (c < 512) {  // 2 planes x 64 rows x 4 pieces
     const int pl = c >> 8, t = (c & 255) >> 2, q = c & 3;
-    return {pl * W::kSlicePlane + W::LaySlice{}(t, 8 * q), pl * W::kOPlane + t * W::kV + 8 * q};
+    return {pl, t, 8 * q, pl * W::kOPlane + t * W::kV + 8 * q};
   }
   c -= 512;  // 2 planes x 32 rows x 16 pieces
-  const int pl = c >> 9, r = (c & 511) >> 4, q = c & 15, h = q >> 3;
-  return {(2 + 2 * pl + h) * W::kSlicePlane + W::LayState{}(8 * (q & 7), r), pl * W::kK * W::kV + r * W::kK + 8 * q};
+  const int pl = c >> 9, r = (c & 511) >> 4, q = c & 15;
+  return {2 + 2 * pl + (q >> 3), 8 * (q & 7), r, pl * W::kK * W::kV + r * W::kK + 8 * q};
+}
+// Where copy sc lands in a slot at base.
+__host__ __device__ __forceinline__ __nv_bfloat16* products_slice_dst(__nv_bfloat16* slot, const SliceCopy& sc) {
+  using W = ProductsWgmma;
+  __nv_bfloat16* const p = slot + sc.plane * W::kSlicePlane;
+  return sc.plane < 2 ? plane_at<W::LaySlice>(p, sc.row, sc.col) : plane_at<W::LayState>(p, sc.row, sc.col);
 }
 
 // Copies of the slice of values v0 .. v0 + 31 into a ring slot, by all 256 threads, as one cp.async group.
@@ -72,12 +88,12 @@ __device__ __forceinline__ void products_issue_slice(__nv_bfloat16* slot, const 
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     const SliceCopy sc = products_slice_copy(tid + 256 * j);
-    cp_async16(slot + sc.dst, A + sc.src + v0, pa);
+    cp_async16(products_slice_dst(slot, sc), A + sc.src + v0, pa);
   }
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const SliceCopy sc = products_slice_copy(512 + tid + 256 * j);
-    cp_async16(slot + sc.dst, B + sc.src + v0 * W::kK, pb);
+    cp_async16(products_slice_dst(slot, sc), B + sc.src + v0 * W::kK, pb);
   }
   cp_async_commit();
 }
