@@ -8,7 +8,9 @@
 //   CS  colsum(S0 . dS): the coefficient of the whole chunk's decay in dg
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
 // of shared memory), where their operand loads were exposed; here a CTA needs ~100 KB and 128 registers per thread,
-// so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below).
+// so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below;
+// P1 on wgmma where built for sm_90a with CuTe at K = V = 128, hopper/products_wgmma.cuh: products 1.64 -> 1.55 ms at
+// train-h64-fixed, session 38).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
 // Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded), dW as planes [C][K]
@@ -278,14 +280,15 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
   __stcs(reinterpret_cast<float2*>(p), make_float2(x, y));
 }
 
-// 256 threads at 128 registers (ptxas, sm_90a: 8 bytes of spill at K = V = 128, 52 at K = V = 64, 184-236 where
-// K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all
-// of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other heads'
-// products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of them.
+// 256 threads at 128 registers (ptxas, sm_90a: 4 bytes of spill at K = V = 128 with the wgmma P1, 52 at K = V = 64,
+// 184-236 where K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 +
+// heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other
+// heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of
+// them.
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
-  [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && K == 128 && V == 128;  // P1 on wgmma (products_wgmma.cuh)
+  [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && K == 128 && V == 128;  // P1: products_wgmma.cuh
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(1024) float smem[];  // 1 KB: the wgmma P1's swizzled planes
   float* const As = smem + Ly::kAs;

@@ -8,7 +8,10 @@
 // Why: the mma.sync form issues 0.27 instructions a cycle a scheduler at 0.46 eligible warps (ncu, session 37), every
 // warp ldmatrix-ing both planes of its A and B fragments each k-step; a wgmma reads each tile once per warpgroup.
 // Budget: dO' planes 32 KB + a ring of two 24 KB slices = 80 KB of the kernel's 98 KB (two CTAs an SM kept);
-// accumulators 64 floats a thread in pass S, 48 in pass V (the kernel's 128-register cap).
+// accumulators 64 floats a thread in pass S, 48 in pass V (the kernel's 128-register cap; with the slice loops unrolled
+// the copies' addresses of every slice stayed live and ptxas spilled 340 bytes, rolled 4).
+// Measured (session 38, train-h64-fixed): products kernel 1.64 -> 1.55 ms, backward 6479 -> 6403 us. The kernel stays
+// near its DRAM floor (~0.9 ms for ~450 KB of unique bytes a task), so the gain is issue slots, not bytes.
 // Needs CuTe (the nvidia-cutlass headers); device code runs on sm_90a only (the caller's #if).
 #pragma once
 
