@@ -20,6 +20,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "common/cases.h"  // run_seed
+#include "cuda/hopper/products_wgmma.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 #include "cuda/hopper/wgmma_bf16x3.cuh"
 #include "gpu/gpu_test.h"
@@ -192,6 +193,141 @@ TEST_F(WgmmaLayout, ReversePassAqkTTimesDo) {
 }
 TEST_F(WgmmaLayout, ReversePassKdTimesDsT) {
   check<Probe<32, 128, ReverseTypes::LayK128, ReverseTypes::LayK32, ReverseTypes::MmaUk>>("Kd dS^T");
+}
+// The products kernel's P1 (src/cuda/hopper/products_wgmma.cuh): a V_new / -dU slice (K-major, 64-byte swizzle) times
+// a state slice's key half (MN-major), and dO' times a V_new slice's 32 rows (both K-major, B 32 wide).
+using ProdTypes = kda::cuda::sm90::ProductsWgmma;
+TEST_F(WgmmaLayout, ProductsSliceTimesStateHalf) {
+  check<Probe<64, 32, ProdTypes::LaySlice, ProdTypes::LayState, ProdTypes::MmaKS>>("V_new dS, -dU S0 slices");
+}
+TEST_F(WgmmaLayout, ProductsDoTimesSliceRows) {
+  check<Probe<32, 32, ProdTypes::LaySlice, ProdTypes::LaySliceHalf, ProdTypes::MmaM>>("dO' V_new^T slices");
+}
+
+// products_p1 whole (src/cuda/hopper/products_wgmma.cuh), one task: dO' (fp32 [64][128], split here into LayO's
+// planes as the products kernel stages it), V_new / -dU ([64][128]) and dS_end / S0 ([128][128]) as bf16 plane pairs
+// in global memory; out: dM [64][64] (unmasked), KD, QS, dW [64][128], one after another.
+__global__ void __launch_bounds__(256) products_p1_probe(const float* dO, const __nv_bfloat16* Vn,
+                                                         const __nv_bfloat16* dS, const __nv_bfloat16* nU,
+                                                         const __nv_bfloat16* S0, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using W = kda::cuda::sm90::ProductsWgmma;
+  extern __shared__ __align__(1024) unsigned char smem_p1[];
+  __nv_bfloat16* const o = reinterpret_cast<__nv_bfloat16*>(smem_p1);
+  for (int i = threadIdx.x; i < W::kOPlane; i += blockDim.x) {
+    const int e = static_cast<int>(kda::cuda::sm90::plane_at<W::LayO>(o, i / W::kV, i % W::kV) - o);
+    const __nv_bfloat16 h = __float2bfloat16_rn(dO[i]);
+    o[e] = h;
+    o[W::kOPlane + e] = __float2bfloat16_rn(dO[i] - __bfloat162float(h));
+  }
+  auto to = [&](int base, int cols) {
+    return [=](int r, int c, float x, float y) {
+      out[base + r * cols + c] = x;
+      out[base + r * cols + c + 1] = y;
+    };
+  };
+  constexpr int kT = 64 * 128;
+  kda::cuda::sm90::products_p1(smem_p1, smem_p1 + W::kOBytes, Vn, dS, nU, S0, 0, to(0, 64), to(64 * 64, 128),
+                               to(64 * 64 + kT, 128), to(64 * 64 + 2 * kT, 128));
+#endif
+}
+
+// The four products against fp64 sums of the fp32 operands (bound as check()'s bf16x3 one): a misplaced element, a
+// slice in the wrong slot or a race between the ring's copies and the products is off by O(1).
+TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
+  using W = kda::cuda::sm90::ProductsWgmma;
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  constexpr int kT = 64 * 128, kS = 128 * 128;
+  std::vector<float> o(kT), vn(kT), nu(kT), ds(kS), s0(kS);
+  for (auto* m : {&o, &vn, &nu, &ds, &s0})
+    for (float& x : *m) x = nd(rng);
+  const std::vector<uint16_t> pvn = split_planes(vn), pnu = split_planes(nu), pds = split_planes(ds),
+                              ps0 = split_planes(s0);
+  float *d_o, *d_out;
+  void *d_vn, *d_nu, *d_ds, *d_s0;
+  const int n_out = 64 * 64 + 3 * kT;
+  ASSERT_EQ(cudaMalloc(&d_o, kT * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d_out, n_out * 4), cudaSuccess);
+  for (auto [d, h] : {std::pair{&d_vn, &pvn}, {&d_nu, &pnu}, {&d_ds, &pds}, {&d_s0, &ps0}}) {
+    ASSERT_EQ(cudaMalloc(d, h->size() * 2), cudaSuccess);
+    cudaMemcpy(*d, h->data(), h->size() * 2, cudaMemcpyHostToDevice);
+  }
+  cudaMemcpy(d_o, o.data(), kT * 4, cudaMemcpyHostToDevice);
+  const int bytes = static_cast<int>(W::kOBytes + W::kRingBytes);
+  ASSERT_EQ(cudaFuncSetAttribute(products_p1_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), cudaSuccess);
+  using B = const __nv_bfloat16*;
+  products_p1_probe<<<1, 256, bytes>>>(d_o, static_cast<B>(d_vn), static_cast<B>(d_ds), static_cast<B>(d_nu),
+                                       static_cast<B>(d_s0), d_out);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<float> out(n_out);
+  cudaMemcpy(out.data(), d_out, n_out * 4, cudaMemcpyDeviceToHost);
+  // An output [64][cols] at base against sum_v a(r, v) b(c, v).
+  auto worst = [&](int base, int cols, auto a, auto b) {
+    double w = 0;
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < cols; ++c) {
+        double exact = 0, mag = 0;
+        for (int v = 0; v < 128; ++v) {
+          exact += double{a(r, v)} * b(c, v);
+          mag += std::fabs(double{a(r, v)} * b(c, v));
+        }
+        w = std::max(w, std::fabs(out[base + r * cols + c] - exact) / (std::ldexp(1.0, -14) * mag));
+      }
+    return w;
+  };
+  auto rows = [](const std::vector<float>& m) { return [&m](int r, int v) { return m[r * 128 + v]; }; };
+  auto cols = [](const std::vector<float>& m) { return [&m](int c, int v) { return m[v * 128 + c]; }; };
+  const double w_m = worst(0, 64, rows(o), rows(vn)), w_k = worst(64 * 64, 128, rows(vn), cols(ds));
+  const double w_q = worst(64 * 64 + kT, 128, rows(o), cols(s0));
+  const double w_w = worst(64 * 64 + 2 * kT, 128, rows(nu), cols(s0));
+  std::printf("  products P1: worst error / bound dM %.3f KD %.3f QS %.3f dW %.3f\n", w_m, w_k, w_q, w_w);
+  EXPECT_LE(w_m, 1.0) << "dM";
+  EXPECT_LE(w_k, 1.0) << "KD";
+  EXPECT_LE(w_q, 1.0) << "QS";
+  EXPECT_LE(w_w, 1.0) << "dW";
+  for (void* d : {static_cast<void*>(d_o), static_cast<void*>(d_out), d_vn, d_nu, d_ds, d_s0}) cudaFree(d);
+}
+
+// products_p1's slice copies (products_slice_copy) against the views it reads: A (t, k) of each plane, rows 32 w ..
+// of it (dM's B), and B's key halves (d - 64 h, k), every element written once by one 16-byte piece. No GPU needed.
+TEST(WgmmaStateLayout, ProductsSliceCopiesFillTheViews) {
+  using W = kda::cuda::sm90::ProductsWgmma;
+  using kda::cuda::sm90::plane_at;
+  constexpr long kA = 1 << 20;  // the operands' element numbers: A's from kA, B's from 0
+  alignas(1024) static __nv_bfloat16 slot[W::kSlot];
+  for (int v0 = 0; v0 < W::kV; v0 += W::kSliceV) {
+    std::vector<long> got(W::kSlot, -1);  // by element offset in the slot
+    for (int c = 0; c < 1536; ++c) {
+      const kda::cuda::sm90::SliceCopy sc = kda::cuda::sm90::products_slice_copy(c);
+      const long dst = kda::cuda::sm90::products_slice_dst(slot, sc) - slot;
+      const long src = c < 512 ? kA + sc.src + v0 : sc.src + long{v0} * W::kK;
+      ASSERT_EQ(dst % 8, 0) << c;
+      for (int e = 0; e < 8; ++e) {
+        ASSERT_EQ(got[dst + e], -1) << c;
+        got[dst + e] = src + e;
+      }
+    }
+    auto at = [&](auto lay, int plane, int r, int c) {
+      return got[plane_at<decltype(lay)>(slot + plane * W::kSlicePlane, r, c) - slot];
+    };
+    for (int pl = 0; pl < 2; ++pl)
+      for (int k = 0; k < W::kSliceV; ++k) {
+        for (int t = 0; t < W::kC; ++t) {
+          const long a = kA + long{pl} * W::kOPlane + t * W::kV + v0 + k;
+          ASSERT_EQ(at(W::LaySlice{}, pl, t, k), a) << pl << " " << t << " " << k;
+          ASSERT_EQ(got[plane_at<W::LaySliceHalf>(slot + pl * W::kSlicePlane + W::kHalfOff * (t / 32), t % 32, k) -
+                        slot],
+                    a);
+        }
+        for (int d = 0; d < W::kK; ++d)
+          ASSERT_EQ(at(W::LayState{}, 2 + 2 * pl + d / 64, d % 64, k),
+                    long{pl} * W::kK * W::kV + long{v0 + k} * W::kK + d)
+              << pl << " " << d << " " << k;
+      }
+  }
 }
 
 // What the sm_90a state pass (src/cuda/hopper/state_wgmma.cu) assumes of its CuTe layouts, checked on the host

@@ -8,7 +8,9 @@
 //   CS  colsum(S0 . dS): the coefficient of the whole chunk's decay in dg
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
 // of shared memory), where their operand loads were exposed; here a CTA needs ~100 KB and 128 registers per thread,
-// so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below).
+// so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below;
+// P1 on wgmma where built for sm_90a with CuTe at K = V = 128, hopper/products_wgmma.cuh: products 1.64 -> 1.55 ms at
+// train-h64-fixed, session 38).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
 // Shared memory: the GEMM staging (a 16-step k-slice of A and B as bf16 hi / lo planes, padded), dW as planes [C][K]
@@ -22,6 +24,16 @@
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
 #include "cuda/generic/mma_layout.h"
+
+#if defined(KDA_HAS_CUTE)
+#include "cuda/hopper/products_wgmma.cuh"
+#endif
+// P1 on wgmma (hopper/products_wgmma.cuh) where it is compiled: sm_90a with CuTe, K = V = 128; mma.sync elsewhere.
+#if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define KDA_PRODUCTS_WGMMA 1
+#else
+#define KDA_PRODUCTS_WGMMA 0
+#endif
 
 namespace kda::cuda::chunk {
 namespace {
@@ -52,6 +64,15 @@ struct ProdSmem {  // float offsets into shared memory
   static constexpr int kTail = K > V ? K : V;
   static constexpr int kRingA = kDW + kC * kTail, kRingB = kRingA + kDepth * kSlotA;
   static constexpr size_t kBytes = sizeof(float) * (kRingB + kDepth * kSlotB);
+#if defined(KDA_HAS_CUTE)
+  // The wgmma P1 (K = V = 128): dO's planes in LayO over dW's space, its slice ring over the operand rings; both 1 KB
+  // aligned for the swizzles.
+  static_assert(K != 128 || V != 128 ||
+                    (kDW * 4 % 1024 == 0 && kRingA * 4 % 1024 == 0 &&
+                     sm90::ProductsWgmma::kOBytes <= 4 * size_t{kRingA - kDW} &&
+                     sm90::ProductsWgmma::kRingBytes <= kBytes - 4 * size_t{kRingA}),
+                "products: the wgmma P1's planes and ring fit the mma.sync layout's regions");
+#endif
 };
 
 // block_gemm's operands: element (i, k) of an [n][kin] operand (i: A's row or B's column), n = 64 for A, N for B.
@@ -259,15 +280,17 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
   __stcs(reinterpret_cast<float2*>(p), make_float2(x, y));
 }
 
-// 256 threads at 128 registers (ptxas, sm_90a: 8 bytes of spill at K = V = 128, 52 at K = V = 64, 184-236 where
-// K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 + heads - 1 (all
-// of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other heads'
-// products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of them.
+// 256 threads at 128 registers (ptxas, sm_90a: 4 bytes of spill at K = V = 128 with the wgmma P1, 52 at K = V = 64,
+// 184-236 where K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 +
+// heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other
+// heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of
+// them.
 template <int K, int V>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
+  [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && K == 128 && V == 128;  // P1: products_wgmma.cuh
   const ForwardParams& p = bp.f;
-  extern __shared__ __align__(16) float smem[];
+  extern __shared__ __align__(1024) float smem[];  // 1 KB: the wgmma P1's swizzled planes
   float* const As = smem + Ly::kAs;
   float* const Bs = smem + Ly::kBs;
   // -dU S0 as planes [C][K] (P2's operand); until it is written, dO' as planes [C][V] (P1's).
@@ -357,7 +380,11 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
 #pragma unroll
     for (int i = 0; i < kE; ++i) {
       const int t = r0 + R * i;
-      store_split1(dOs, kC * V, swizzled(t, v, V), t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f);
+      int e = swizzled(t, v, V);  // the planes block_gemm's ldmatrix reads, or wgmma's (LayO)
+#if KDA_PRODUCTS_WGMMA
+      if constexpr (kWgmma) e = static_cast<int>(sm90::plane_at<sm90::ProductsWgmma::LayO>(dOs, t, v) - dOs);
+#endif
+      store_split1(dOs, kC * V, e, t < L ? p.scale * bits_to_float(raw[i], dO.dtype) : 0.0f);
     }
   }
   __syncthreads();  // dO' staged, CS's partials written
@@ -370,37 +397,46 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   }
   float* const ring_a = smem + Ly::kRingA;
   float* const ring_b = smem + Ly::kRingB;
-  const SharedPlanes<true> dOp{dOs, V, kC * V};  // dO' (t, v)
   // Every operand's last read is copied evict-first (and the tiles only later launches read are stored streaming,
   // store_pair): what stays in L2 is what this CTA reads again (session 35: products 2.11 -> 1.64 ms, L2 88% -> 72%
   // busy, DRAM 5.2 -> 4.2 GB at train-h64-fixed).
   const uint64_t last = evict_first();
-  const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K, 0};     // S0 (v, d) as B: column d, k = v
-  const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V, 0};    // V_new (t, v): A with row t, B with column t; k = v
-  const GlobalPlanes<kC, true> nu_a{nU, V, int64_t{kC} * V, 0};  // -dU (t, v) as A: row t, k = v
+  auto epi_m = [&](int r, int c, float x, float y) {
+    store_pair(dM + r * kC + c, c <= r ? x : 0.0f, c + 1 <= r ? y : 0.0f);
+  };
+  auto epi_q = [&](int r, int c, float x, float y) { store_pair(QS + r * K + c, x, y); };
+  auto epi_k = [&](int r, int c, float x, float y) { store_pair(KD + r * K + c, x, y); };
+  auto epi_w = [&](int r, int c, float x, float y) { store_split2(dWs, kC * K, swizzled(r, c, K), x, y); };
+#if KDA_PRODUCTS_WGMMA
+  if constexpr (kWgmma) {
+    sm90::require_1k_aligned(reinterpret_cast<unsigned char*>(smem));
+    sm90::products_p1(reinterpret_cast<unsigned char*>(dOs), reinterpret_cast<unsigned char*>(ring_a), Vn, dSe, nU, S0,
+                      last, epi_m, epi_k, epi_q, epi_w);
+  } else
+#endif
   {
-    float acc[4][kC / 16];
-    zero<kC>(acc);
-    block_gemm<kC>(As, Bs, ring_a, ring_b, V, dOp, vn, acc);
-    for_each_out2<kC>(acc, [&](int r, int c, float x, float y) {
-      store_pair(dM + r * kC + c, c <= r ? x : 0.0f, c + 1 <= r ? y : 0.0f);
-    });
-  }
-  {
+    const SharedPlanes<true> dOp{dOs, V, kC * V};                  // dO' (t, v)
+    const GlobalPlanes<K, false> s0{S0, K, int64_t{V} * K, 0};     // S0 (v, d) as B: column d, k = v
+    const GlobalPlanes<kC, true> vn{Vn, V, int64_t{kC} * V, 0};    // V_new (t, v): A with row t, B with column t; k = v
+    const GlobalPlanes<kC, true> nu_a{nU, V, int64_t{kC} * V, 0};  // -dU (t, v) as A: row t, k = v
+    {
+      float acc[4][kC / 16];
+      zero<kC>(acc);
+      block_gemm<kC>(As, Bs, ring_a, ring_b, V, dOp, vn, acc);
+      for_each_out2<kC>(acc, epi_m);
+    }
     float acc[4][K / 16];
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, dOp, s0, acc);
-    for_each_out2<K>(acc, [&](int r, int c, float x, float y) { store_pair(QS + r * K + c, x, y); });
+    for_each_out2<K>(acc, epi_q);
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, GlobalPlanes<kC, true>{Vn, V, int64_t{kC} * V, last},
                   GlobalPlanes<K, false>{dSe, K, int64_t{V} * K, last}, acc);
-    for_each_out2<K>(acc, [&](int r, int c, float x, float y) { store_pair(KD + r * K + c, x, y); });
+    for_each_out2<K>(acc, epi_k);
     zero<K>(acc);
     block_gemm<K>(As, Bs, ring_a, ring_b, V, nu_a, GlobalPlanes<K, false>{S0, K, int64_t{V} * K, last},
                   acc);  // dW = (-dU) S0
-    for_each_out2<K>(acc, [&](int r, int c, float x0, float x1) {
-      store_split2(dWs, kC * K, swizzled(r, c, K), x0, x1);
-    });
+    for_each_out2<K>(acc, epi_w);
   }
   __syncthreads();
 

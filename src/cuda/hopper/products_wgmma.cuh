@@ -1,0 +1,228 @@
+// products_wgmma.cuh: P1 of the backward's products kernel (chunk_products.cu) on sm_90a wgmma, K = V = 128: the four
+// products with inner dimension V, dM = lower(dO' V_new^T), KD = V_new dS, QS = dO' S0, dW = -dU S0, each bf16x3
+// (lo hi, hi lo, hi hi; fp32 accumulation) as the mma.sync form, in two passes over V of 32-value slices:
+//   pass V: slices of V_new [t][v] and dS_end [v][d]  -> dM (N = t': warpgroup w its 32 columns), KD (N = d: 64 each)
+//   pass S: slices of -dU [t][v] and S0 [v][d]        -> QS, dW (N = d: 64 each)
+// so each operand is read from global memory once here (the mma.sync form reads S0 and V_new twice), and dO' (staged by
+// the kernel in LayO) is the A of dM and QS.
+// Why: the mma.sync form issues 0.27 instructions a cycle a scheduler at 0.46 eligible warps (ncu, session 37), every
+// warp ldmatrix-ing both planes of its A and B fragments each k-step; a wgmma reads each tile once per warpgroup.
+// Budget: dO' planes 32 KB + a ring of two 24 KB slices = 80 KB of the kernel's 98 KB (two CTAs an SM kept);
+// accumulators 64 floats a thread in pass S, 48 in pass V (the kernel's 128-register cap; with the slice loops unrolled
+// the copies' addresses of every slice stayed live and ptxas spilled 340 bytes, rolled 4).
+// Measured (session 38, train-h64-fixed): products kernel 1.64 -> 1.55 ms, backward 6479 -> 6403 us. The kernel stays
+// near its DRAM floor (~0.9 ms for ~450 KB of unique bytes a task), so the gain is issue slots, not bytes.
+// Needs CuTe (the nvidia-cutlass headers); device code runs on sm_90a only (the caller's #if).
+#pragma once
+
+#include <cute/atom/mma_atom.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/numeric_types.h>
+
+#include "cuda/device_common.cuh"
+#include "cuda/hopper/state_wgmma.cuh"
+
+namespace kda::cuda::sm90 {
+
+struct ProductsWgmma {
+  using TB = cutlass::bfloat16_t;
+  static constexpr int kC = 64, kK = 128, kV = 128, kSliceV = 32, kSlices = kV / kSliceV;
+  // dO' [t][v] (M = t, K = v): K-major, 128-byte swizzle; the A of dM and QS, read a slice's two k-blocks at a time.
+  using LayO = StateWgmmaTypes::LayK128;
+  // A 32-value slice of V_new or -dU [t][v] (M or N = t, K = v): K-major, 64-byte swizzle (32 values: 64-byte rows).
+  using LaySlice =
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW64_Atom<TB>{}, cute::Shape<cute::_64, cute::_32>{}));
+  // Rows 32 w .. 32 w + 31 of a LaySlice (the B of dM for warpgroup w): the same layout kHalfOff w elements on.
+  using LaySliceHalf =
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_K_SW64_Atom<TB>{}, cute::Shape<cute::_32, cute::_32>{}));
+  // A 32-value slice of S0 or dS_end [v][d], one 64-key half (N = d - 64 h, K = v): MN-major, 128-byte swizzle.
+  using LayState =
+      decltype(cute::tile_to_shape(cute::GMMA::Layout_MN_SW128_Atom<TB>{}, cute::Shape<cute::_64, cute::_32>{}));
+  using MmaKS = decltype(cute::make_tiled_mma(
+      cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::MN>{}));  // KD, QS, dW
+  using MmaM = decltype(cute::make_tiled_mma(
+      cute::SM90_64x32x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{}));  // dM
+  // Elements: a slice plane (64 x 32 = 32 x 64), dO's plane; a ring slot holds A hi, A lo, then B's planes (hi: half
+  // 0, half 1; lo: half 0, half 1), each 1 KB aligned.
+  static constexpr int kSlicePlane = kC * kSliceV, kOPlane = kC * kV, kSlot = 6 * kSlicePlane, kHalfOff = 32 * kSliceV;
+  static constexpr size_t kOBytes = 2 * kOPlane * sizeof(TB), kRingBytes = 2 * kSlot * sizeof(TB);
+};
+
+// Element (r, c) of a plane that starts at base (1 KB aligned) in GMMA layout Lay, through a CuTe tensor: the layouts'
+// swizzles act on the address bits of the smem pointer (16-byte units), which evaluating Lay{}(r, c) alone would not
+// apply.
+template <class Lay>
+__host__ __device__ __forceinline__ __nv_bfloat16* plane_at(__nv_bfloat16* base, int r, int c) {
+  auto t = cute::make_tensor(cute::make_smem_ptr(reinterpret_cast<ProductsWgmma::TB*>(base)), Lay{});
+  return reinterpret_cast<__nv_bfloat16*>(cute::raw_pointer_cast(&t(r, c)));
+}
+
+// Copy c of a slice (16 bytes: 8 elements along the stored row): c < 512 of A, (t, v) from a plane pair [64][128] (lo
+// plane 64 x 128 elements on) into slot planes 0 (hi) and 1 (lo) viewed LaySlice (t, v - v0); the rest of B, (v, d)
+// from a plane pair [128][128] (lo 128 x 128 on) into slot planes 2 + 2 lo + d / 64 viewed LayState (d % 64, v - v0).
+// plane, row, col: where its first element goes; src: its element offset in the operand, less the slice's first value
+// (v0 for A, v0 128 for B). tests/gpu/test_wgmma_layout.cu (host) checks that they fill the views products_p1 reads.
+struct SliceCopy {
+  int plane, row, col, src;
+};
+__host__ __device__ __forceinline__ SliceCopy products_slice_copy(int c) {
+  using W = ProductsWgmma;
+  if (c < 512) {  // 2 planes x 64 rows x 4 pieces
+    const int pl = c >> 8, t = (c & 255) >> 2, q = c & 3;
+    return {pl, t, 8 * q, pl * W::kOPlane + t * W::kV + 8 * q};
+  }
+  c -= 512;  // 2 planes x 32 rows x 16 pieces
+  const int pl = c >> 9, r = (c & 511) >> 4, q = c & 15;
+  return {2 + 2 * pl + (q >> 3), 8 * (q & 7), r, pl * W::kK * W::kV + r * W::kK + 8 * q};
+}
+// Where copy sc lands in a slot at base.
+__host__ __device__ __forceinline__ __nv_bfloat16* products_slice_dst(__nv_bfloat16* slot, const SliceCopy& sc) {
+  using W = ProductsWgmma;
+  __nv_bfloat16* const p = slot + sc.plane * W::kSlicePlane;
+  return sc.plane < 2 ? plane_at<W::LaySlice>(p, sc.row, sc.col) : plane_at<W::LayState>(p, sc.row, sc.col);
+}
+
+// Copies of the slice of values v0 .. v0 + 31 into a ring slot, by all 256 threads, as one cp.async group.
+__device__ __forceinline__ void products_issue_slice(__nv_bfloat16* slot, const __nv_bfloat16* A, uint64_t pa,
+                                                     const __nv_bfloat16* B, uint64_t pb, int v0) {
+  using W = ProductsWgmma;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const SliceCopy sc = products_slice_copy(tid + 256 * j);
+    cp_async16(products_slice_dst(slot, sc), A + sc.src + v0, pa);
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const SliceCopy sc = products_slice_copy(512 + tid + 256 * j);
+    cp_async16(products_slice_dst(slot, sc), B + sc.src + v0 * W::kK, pb);
+  }
+  cp_async_commit();
+}
+
+// The two passes. o: dO's planes (hi, lo kOPlane on) in LayO; ring: two slots; Vn, dS, nU, S0: the workspace's plane
+// pairs; pv / ps: the L2 policies of pass V's and pass S's copies (B's and A's: pass S's A, -dU, is read again after).
+// epi_m(r, c, x, y) .. for each accumulator pair (r, c), (r, c + 1), after its pass; epi_w after the barrier that
+// frees dO's planes (dW may be written over them). Starts with a barrier (the caller's dO' stores and anything before).
+template <class EpiM, class EpiK, class EpiQ, class EpiW>
+__device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* ring, const __nv_bfloat16* Vn,
+                                            const __nv_bfloat16* dS, const __nv_bfloat16* nU,
+                                            const __nv_bfloat16* S0, uint64_t last, EpiM epi_m, EpiK epi_k,
+                                            EpiQ epi_q, EpiW epi_w) {
+  using namespace cute;
+  using W = ProductsWgmma;
+  using TB = W::TB;
+  const int tid = static_cast<int>(threadIdx.x), wtid = tid % 128, wg = tid / 128;
+  __nv_bfloat16* const slots = reinterpret_cast<__nv_bfloat16*>(ring);
+  auto view = [](void* p, auto lay) { return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(p)), lay); };
+  TB* const ob = reinterpret_cast<TB*>(o);
+  W::MmaKS mma_ks;
+  W::MmaM mma_m;
+  mma_ks.accumulate_ = GMMA::ScaleOut::One;
+  mma_m.accumulate_ = GMMA::ScaleOut::One;
+  auto thr_ks = mma_ks.get_thread_slice(wtid);
+  auto thr_m = mma_m.get_thread_slice(wtid);
+  Tensor fOh = thr_m.make_fragment_A(thr_m.partition_A(view(ob, W::LayO{})));
+  Tensor fOl = thr_m.make_fragment_A(thr_m.partition_A(view(ob + W::kOPlane, W::LayO{})));
+  Tensor gOh = thr_ks.make_fragment_A(thr_ks.partition_A(view(ob, W::LayO{})));
+  Tensor gOl = thr_ks.make_fragment_A(thr_ks.partition_A(view(ob + W::kOPlane, W::LayO{})));
+  // Slice s: this thread's copies landed and published to the async proxy, then everyone's (and every warpgroup is
+  // past slice s - 1's products, so its slot may be refilled with slice s + 1).
+  auto land = [&]() {
+    cp_async_wait<0>();
+    cutlass::arch::fence_view_async_shared();
+    __syncthreads();
+  };
+  // Each accumulator pair of a [64][N] tile: (row, column) from CuTe's own partition of the identity.
+  auto for_pairs = [&](auto& thr, auto& acc, auto shape, int col0, auto epi) {
+    Tensor cC = thr.partition_C(make_identity_tensor(shape));
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc); i += 2) epi(get<0>(cC(i)), col0 + get<1>(cC(i)), acc(i), acc(i + 1));
+  };
+
+  // ---- pass V: dM (this warpgroup's 32 columns t'), KD (its 64 keys).
+  {
+    Tensor accM = partition_fragment_C(mma_m, Shape<_64, _32>{});
+    Tensor accK = partition_fragment_C(mma_ks, Shape<_64, _64>{});
+    clear(accM);
+    clear(accK);
+    products_issue_slice(slots, Vn, last, dS, last, 0);
+#pragma unroll 1
+    for (int s = 0; s < W::kSlices; ++s) {
+      land();
+      if (s + 1 < W::kSlices)
+        products_issue_slice(slots + ((s + 1) & 1) * W::kSlot, Vn, last, dS, last, W::kSliceV * (s + 1));
+      TB* const sl = reinterpret_cast<TB*>(slots + (s & 1) * W::kSlot);
+      Tensor aVh = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl, W::LaySlice{})));
+      Tensor aVl = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl + W::kSlicePlane, W::LaySlice{})));
+      Tensor bVh = thr_m.make_fragment_B(thr_m.partition_B(view(sl + W::kHalfOff * wg, W::LaySliceHalf{})));
+      Tensor bVl =
+          thr_m.make_fragment_B(thr_m.partition_B(view(sl + W::kSlicePlane + W::kHalfOff * wg, W::LaySliceHalf{})));
+      Tensor bDh = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (2 + wg) * W::kSlicePlane, W::LayState{})));
+      Tensor bDl = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (4 + wg) * W::kSlicePlane, W::LayState{})));
+      warpgroup_fence_operand(accM);
+      warpgroup_fence_operand(accK);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        const int kb = 2 * s + j;  // dO's k-block
+        gemm(mma_m, fOl(_, _, kb), bVh(_, _, j), accM);
+        gemm(mma_m, fOh(_, _, kb), bVl(_, _, j), accM);
+        gemm(mma_m, fOh(_, _, kb), bVh(_, _, j), accM);
+        gemm(mma_ks, aVl(_, _, j), bDh(_, _, j), accK);
+        gemm(mma_ks, aVh(_, _, j), bDl(_, _, j), accK);
+        gemm(mma_ks, aVh(_, _, j), bDh(_, _, j), accK);
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accM);
+      warpgroup_fence_operand(accK);
+    }
+    for_pairs(thr_m, accM, Shape<_64, _32>{}, 32 * wg, epi_m);
+    for_pairs(thr_ks, accK, Shape<_64, _64>{}, 64 * wg, epi_k);
+  }
+
+  // ---- pass S: QS and dW (this warpgroup's 64 keys). Slot 0 was last read by slice 2 of pass V, which every
+  // warpgroup finished before the barrier of its slice 3.
+  {
+    Tensor accQ = partition_fragment_C(mma_ks, Shape<_64, _64>{});
+    Tensor accW = partition_fragment_C(mma_ks, Shape<_64, _64>{});
+    clear(accQ);
+    clear(accW);
+    products_issue_slice(slots, nU, 0, S0, last, 0);
+#pragma unroll 1
+    for (int s = 0; s < W::kSlices; ++s) {
+      land();
+      if (s + 1 < W::kSlices)
+        products_issue_slice(slots + ((s + 1) & 1) * W::kSlot, nU, 0, S0, last, W::kSliceV * (s + 1));
+      TB* const sl = reinterpret_cast<TB*>(slots + (s & 1) * W::kSlot);
+      Tensor aUh = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl, W::LaySlice{})));
+      Tensor aUl = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl + W::kSlicePlane, W::LaySlice{})));
+      Tensor bSh = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (2 + wg) * W::kSlicePlane, W::LayState{})));
+      Tensor bSl = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (4 + wg) * W::kSlicePlane, W::LayState{})));
+      warpgroup_fence_operand(accQ);
+      warpgroup_fence_operand(accW);
+      warpgroup_arrive();
+      CUTE_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        const int kb = 2 * s + j;
+        gemm(mma_ks, gOl(_, _, kb), bSh(_, _, j), accQ);
+        gemm(mma_ks, gOh(_, _, kb), bSl(_, _, j), accQ);
+        gemm(mma_ks, gOh(_, _, kb), bSh(_, _, j), accQ);
+        gemm(mma_ks, aUl(_, _, j), bSh(_, _, j), accW);
+        gemm(mma_ks, aUh(_, _, j), bSl(_, _, j), accW);
+        gemm(mma_ks, aUh(_, _, j), bSh(_, _, j), accW);
+      }
+      warpgroup_commit_batch();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(accQ);
+      warpgroup_fence_operand(accW);
+    }
+    for_pairs(thr_ks, accQ, Shape<_64, _64>{}, 64 * wg, epi_q);
+    __syncthreads();  // every warpgroup's reads of dO's planes done: dW may overwrite them
+    for_pairs(thr_ks, accW, Shape<_64, _64>{}, 64 * wg, epi_w);
+  }
+}
+
+}  // namespace kda::cuda::sm90
