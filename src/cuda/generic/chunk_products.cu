@@ -285,10 +285,13 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
 // heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other
 // heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of
 // them.
-template <int K, int V>
+// kHopper: P1 on wgmma (products_wgmma.cuh; K = V = 128, launched only where the Hopper path runs, launch below); the
+// instance's sm_80 code is the mma.sync form.
+template <int K, int V, bool kHopper>
 __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
   using Ly = ProdSmem<K, V>;
-  [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && K == 128 && V == 128;  // P1: products_wgmma.cuh
+  static_assert(!kHopper || (K == 128 && V == 128), "products: the wgmma P1 is built for K = V = 128");
+  [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && kHopper;
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(1024) float smem[];  // 1 KB: the wgmma P1's swizzled planes
   float* const As = smem + Ly::kAs;
@@ -478,11 +481,11 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   }
 }
 
-template <int K, int V>
+template <int K, int V, bool kHopper>
 cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s, const HeadRange& heads) {
+  const auto kernel = products_kernel<K, V, kHopper>;
   const size_t bytes = ProdSmem<K, V>::kBytes;
-  cudaError_t e = cudaFuncSetAttribute(products_kernel<K, V>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes));
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
@@ -494,7 +497,7 @@ cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s, const Hea
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = bytes;
   cfg.stream = s;
-  return launch_maybe_beside(cfg, heads.beside_previous, products_kernel<K, V>, bp, ws, heads.first, n);
+  return launch_maybe_beside(cfg, heads.beside_previous, kernel, bp, ws, heads.first, n);
 }
 
 }  // namespace
@@ -507,8 +510,12 @@ size_t products_smem_bytes(int K, int V) {
 
 cudaError_t launch_products(const BackwardParams& bp, char* ws, cudaStream_t s, const HeadRange& heads) {
   const ForwardParams& p = bp.f;
+  // The Hopper path (KDA_BACKEND_CUDA_HOPPER, which GENERIC and AUTO resolve to on sm_90) takes the wgmma P1 where
+  // the state pass's wgmma is available (sm_90, CuTe built in); KDA_BACKEND_CUDA_CHUNKED keeps mma.sync everywhere.
+  if (p.K == 128 && p.V == 128 && p.backend == KDA_BACKEND_CUDA_HOPPER && state_wgmma_available(p))
+    return launch<128, 128, true>(bp, ws, s, heads);
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
-    return launch<decltype(k)::value, decltype(v)::value>(bp, ws, s, heads);
+    return launch<decltype(k)::value, decltype(v)::value, false>(bp, ws, s, heads);
   });
 }
 
