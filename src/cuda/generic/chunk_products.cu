@@ -9,7 +9,7 @@
 // Why a kernel of its own: inside the per-channel pass these products ran at one 8-warp CTA per SM (that pass's 210 KB
 // of shared memory), where their operand loads were exposed; here a CTA needs ~100 KB and 128 registers per thread,
 // so two CTAs share an SM and hide each other's loads. The products run on tensor cores in bf16x3 (block_gemm below;
-// P1 on wgmma where built for sm_90a with CuTe at K = V = 128, hopper/products_wgmma.cuh: products 1.64 -> 1.55 ms at
+// P1 on wgmma on the Hopper path at K = V = 128, hopper/products_wgmma.cuh: products 1.64 -> 1.55 ms at
 // train-h64-fixed, session 38).
 //
 // Grid: one CTA of 256 threads per (chunk list entry, value head); entries past the list's length return at once.
@@ -28,7 +28,8 @@
 #if defined(KDA_HAS_CUTE)
 #include "cuda/hopper/products_wgmma.cuh"
 #endif
-// P1 on wgmma (hopper/products_wgmma.cuh) where it is compiled: sm_90a with CuTe, K = V = 128; mma.sync elsewhere.
+// Whether this compilation pass can build the wgmma P1 (hopper/products_wgmma.cuh): sm_90a with CuTe. The kHopper
+// instance takes it there; every other instance and pass runs P1 on mma.sync.
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define KDA_PRODUCTS_WGMMA 1
 #else
@@ -280,11 +281,11 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
   __stcs(reinterpret_cast<float2*>(p), make_float2(x, y));
 }
 
-// 256 threads at 128 registers (ptxas, sm_90a: 4 bytes of spill at K = V = 128 with the wgmma P1, 52 at K = V = 64,
-// 184-236 where K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads hv0 .. hv0 +
-// heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass with the other
-// heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by side, as with all of
-// them.
+// 256 threads at 128 registers (ptxas, sm_90a: 4 / 8 bytes of spill at K = V = 128 with / without the wgmma P1, 52 at
+// K = V = 64, 184-236 where K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads
+// hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass
+// with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by
+// side, as with all of them.
 // kHopper: P1 on wgmma (products_wgmma.cuh; K = V = 128, launched only where the Hopper path runs, launch below); the
 // instance's sm_80 code is the mma.sync form.
 template <int K, int V, bool kHopper>

@@ -102,9 +102,10 @@ __device__ __forceinline__ void products_issue_slice(__nv_bfloat16* slot, const 
 }
 
 // The two passes. o: dO's planes (hi, lo kOPlane on) in LayO; ring: two slots; Vn, dS, nU, S0: the workspace's plane
-// pairs; pv / ps: the L2 policies of pass V's and pass S's copies (B's and A's: pass S's A, -dU, is read again after).
-// epi_m(r, c, x, y) .. for each accumulator pair (r, c), (r, c + 1), after its pass; epi_w after the barrier that
-// frees dO's planes (dW may be written over them). Starts with a barrier (the caller's dO' stores and anything before).
+// pairs; last: the L2 policy of the copies of V_new, dS_end and S0 (their last reads; -dU's keep the default, P2 reads
+// it again). epi_m(r, c, x, y) .. for each accumulator pair (r, c), (r, c + 1), after its pass; epi_w after the
+// barrier that frees dO's planes (dW may be written over them). The ring's space must be free at the call; the first
+// barrier (before any product) also publishes the caller's dO' stores to the async proxy.
 template <class EpiM, class EpiK, class EpiQ, class EpiW>
 __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* ring, const __nv_bfloat16* Vn,
                                             const __nv_bfloat16* dS, const __nv_bfloat16* nU,
