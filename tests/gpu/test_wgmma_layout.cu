@@ -206,7 +206,7 @@ TEST_F(WgmmaLayout, ProductsDoTimesSliceRows) {
 
 // products_p1 whole (src/cuda/hopper/products_wgmma.cuh), one task: dO' (fp32 [64][128], split here into LayO's
 // planes as the products kernel stages it), V_new / -dU ([64][128]) and dS_end / S0 ([128][128]) as bf16 plane pairs
-// in global memory; out: dM [64][64] (unmasked), KD, QS, dW [64][128], one after another.
+// in global memory; out: dM [64][64] (unmasked), KD, QS, dW [64][128], then CS [128], one after another.
 __global__ void __launch_bounds__(256) products_p1_probe(const float* dO, const __nv_bfloat16* Vn,
                                                          const __nv_bfloat16* dS, const __nv_bfloat16* nU,
                                                          const __nv_bfloat16* S0, float* out) {
@@ -227,13 +227,16 @@ __global__ void __launch_bounds__(256) products_p1_probe(const float* dO, const 
     };
   };
   constexpr int kT = 64 * 128;
-  kda::cuda::sm90::products_p1(smem_p1, smem_p1 + W::kOBytes, Vn, dS, nU, S0, 0, to(0, 64), to(64 * 64, 128),
-                               to(64 * 64 + kT, 128), to(64 * 64 + 2 * kT, 128));
+  unsigned char* const ring = smem_p1 + W::kOBytes;
+  float* const cs_part = reinterpret_cast<float*>(ring + W::kRingBytes);  // 16 x 128 floats
+  kda::cuda::sm90::products_p1_begin(ring, Vn, dS, 0);
+  kda::cuda::sm90::products_p1(smem_p1, ring, Vn, dS, nU, S0, 0, cs_part, out + 64 * 64 + 3 * kT, to(0, 64),
+                               to(64 * 64, 128), to(64 * 64 + kT, 128), to(64 * 64 + 2 * kT, 128));
 #endif
 }
 
-// The four products against fp64 sums of the fp32 operands (bound as check()'s bf16x3 one): a misplaced element, a
-// slice in the wrong slot or a race between the ring's copies and the products is off by O(1).
+// The four products and CS against fp64 sums of the fp32 operands (bound as check()'s bf16x3 one): a misplaced
+// element, a slice in the wrong slot or a race between the ring's copies and the products is off by O(1).
 TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
   using W = kda::cuda::sm90::ProductsWgmma;
   const uint64_t seed = run_seed();
@@ -248,7 +251,7 @@ TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
                               ps0 = split_planes(s0);
   float *d_o, *d_out;
   void *d_vn, *d_nu, *d_ds, *d_s0;
-  const int n_out = 64 * 64 + 3 * kT;
+  const int n_out = 64 * 64 + 3 * kT + 128;
   ASSERT_EQ(cudaMalloc(&d_o, kT * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&d_out, n_out * 4), cudaSuccess);
   for (auto [d, h] : {std::pair{&d_vn, &pvn}, {&d_nu, &pnu}, {&d_ds, &pds}, {&d_s0, &ps0}}) {
@@ -256,7 +259,7 @@ TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
     cudaMemcpy(*d, h->data(), h->size() * 2, cudaMemcpyHostToDevice);
   }
   cudaMemcpy(d_o, o.data(), kT * 4, cudaMemcpyHostToDevice);
-  const int bytes = static_cast<int>(W::kOBytes + W::kRingBytes);
+  const int bytes = static_cast<int>(W::kOBytes + W::kRingBytes + 16 * 128 * 4);
   ASSERT_EQ(cudaFuncSetAttribute(products_p1_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), cudaSuccess);
   using B = const __nv_bfloat16*;
   products_p1_probe<<<1, 256, bytes>>>(d_o, static_cast<B>(d_vn), static_cast<B>(d_ds), static_cast<B>(d_nu),
@@ -283,16 +286,28 @@ TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
   const double w_m = worst(0, 64, rows(o), rows(vn)), w_k = worst(64 * 64, 128, rows(vn), cols(ds));
   const double w_q = worst(64 * 64 + kT, 128, rows(o), cols(s0));
   const double w_w = worst(64 * 64 + 2 * kT, 128, rows(nu), cols(s0));
-  std::printf("  products P1: worst error / bound dM %.3f KD %.3f QS %.3f dW %.3f\n", w_m, w_k, w_q, w_w);
+  double w_c = 0;  // CS [d] = sum_v S0[v][d] dS[v][d], hi + lo factors: the same bound
+  for (int d = 0; d < 128; ++d) {
+    double exact = 0, mag = 0;
+    for (int v = 0; v < 128; ++v) {
+      exact += double{s0[v * 128 + d]} * ds[v * 128 + d];
+      mag += std::fabs(double{s0[v * 128 + d]} * ds[v * 128 + d]);
+    }
+    w_c = std::max(w_c, std::fabs(out[64 * 64 + 3 * kT + d] - exact) / (std::ldexp(1.0, -14) * mag));
+  }
+  std::printf("  products P1: worst error / bound dM %.3f KD %.3f QS %.3f dW %.3f CS %.3f\n", w_m, w_k, w_q, w_w,
+              w_c);
   EXPECT_LE(w_m, 1.0) << "dM";
   EXPECT_LE(w_k, 1.0) << "KD";
   EXPECT_LE(w_q, 1.0) << "QS";
   EXPECT_LE(w_w, 1.0) << "dW";
+  EXPECT_LE(w_c, 1.0) << "CS";
   for (void* d : {static_cast<void*>(d_o), static_cast<void*>(d_out), d_vn, d_nu, d_ds, d_s0}) cudaFree(d);
 }
 
 // products_p1's slice copies (products_slice_copy) against the views it reads: A (t, k) of each plane, rows 32 w ..
-// of it (dM's B), and B's key halves (d - 64 h, k), every element written once by one 16-byte piece. No GPU needed.
+// of it (dM's B), and B's key halves (d - 64 h, k), every element written once by one 16-byte piece; and CS's reads
+// of the slot. No GPU needed.
 TEST(WgmmaStateLayout, ProductsSliceCopiesFillTheViews) {
   using W = kda::cuda::sm90::ProductsWgmma;
   using kda::cuda::sm90::plane_at;
@@ -327,6 +342,18 @@ TEST(WgmmaStateLayout, ProductsSliceCopiesFillTheViews) {
                     long{pl} * W::kK * W::kV + long{v0 + k} * W::kK + d)
               << pl << " " << d << " " << k;
       }
+    // CS's dS_end pieces (ProductsCs: one offset a thread, the rows and the lo plane at fixed steps) hold the
+    // elements its S0 loads read: source element l kK kV + (v0 + tid / 16 + 16 i) kK + 8 (tid % 16) + e.
+    using Cs = kda::cuda::sm90::ProductsCs;
+    for (int tid = 0; tid < 256; ++tid) {
+      const long off = Cs::piece(slot, tid) - slot;
+      for (int i = 0; i < 2; ++i)
+        for (int l = 0; l < 2; ++l)
+          for (int e = 0; e < 8; ++e)
+            ASSERT_EQ(got[off + Cs::kRowStep * i + Cs::kLoStep * l + e],
+                      long{l} * W::kK * W::kV + long{v0 + tid / 16 + Cs::kRows * i} * W::kK + 8 * (tid % 16) + e)
+                << tid << " " << i << " " << l << " " << e;
+    }
   }
 }
 

@@ -339,14 +339,25 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   float* const BV = out + pl.BV();
   const TensorView& dO = bp.dout;
 
-  // ---- CS: colsum(S0 . dS) per channel, each factor hi + lo (its planes' value: within 2^-16 relative of the fp32
-  // value, as in the bf16x3 products). Every thread takes 8 consecutive channels of rows r, r + R, ... (R = 256 * 8 /
-  // K rows a pass; 16-byte loads of both planes of both factors), its partial sums go to the staging (free until P3's
-  // first split, barriers away) and thread d < K adds channel d's R partials in row order. Why all 256 threads: on
-  // 128 (a channel a thread, 2-byte loads), CS was ~45 M of the kernel's 459 M instructions on 4 warps while the
-  // other 4 waited at P1's first barrier (ncu, session 27).
-  float* const cs_part = As;  // [R][K] partial sums: 2048 floats, in the A and B staging (>= 3072)
-  {
+  float* const ring_a = smem + Ly::kRingA;
+  float* const ring_b = smem + Ly::kRingB;
+  // Every operand's last read is copied evict-first (and the tiles only later launches read are stored streaming,
+  // store_pair): what stays in L2 is what this CTA reads again (session 35: products 2.11 -> 1.64 ms, L2 88% -> 72%
+  // busy, DRAM 5.2 -> 4.2 GB at train-h64-fixed).
+  const uint64_t last = evict_first();
+  float* const cs_part = As;  // CS's partial sums, [R][K]: 2048 floats, in the A and B staging (>= 3072)
+#if KDA_PRODUCTS_WGMMA
+  // The wgmma P1 forms CS inside its first pass (products_wgmma.cuh ProductsCs), and its first slice's copies land
+  // while dO' is staged below.
+  if constexpr (kWgmma) sm90::products_p1_begin(reinterpret_cast<unsigned char*>(ring_a), Vn, dSe, last);
+#endif
+  // ---- CS (the mma.sync P1): colsum(S0 . dS) per channel, each factor hi + lo (its planes' value: within 2^-16
+  // relative of the fp32 value, as in the bf16x3 products). Every thread takes 8 consecutive channels of rows r,
+  // r + R, ... (R = 256 * 8 / K rows a pass; 16-byte loads of both planes of both factors), its partial sums go to the
+  // staging (free until P3's first split, barriers away) and thread d < K adds channel d's R partials in row order.
+  // Why all 256 threads: on 128 (a channel a thread, 2-byte loads), CS was ~45 M of the kernel's 459 M instructions on
+  // 4 warps while the other 4 waited at P1's first barrier (ncu, session 27).
+  if constexpr (!kWgmma) {
     constexpr int P = V * K, G = K / 8, R = kThreads / G;
     static_assert(R * G == kThreads && V % R == 0 && R * K <= Ly::kDW - Ly::kAs, "products: CS must tile");
     const int d0 = 8 * (tid % G), r0 = tid / G;
@@ -392,19 +403,13 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
     }
   }
   __syncthreads();  // dO' staged, CS's partials written
-  if (tid < K) {
+  if (!kWgmma && tid < K) {
     constexpr int R = kThreads / (K / 8);
     float cs = 0.0f;
 #pragma unroll
     for (int r = 0; r < R; ++r) cs += cs_part[r * K + tid];
     out[pl.CS() + tid] = cs;
   }
-  float* const ring_a = smem + Ly::kRingA;
-  float* const ring_b = smem + Ly::kRingB;
-  // Every operand's last read is copied evict-first (and the tiles only later launches read are stored streaming,
-  // store_pair): what stays in L2 is what this CTA reads again (session 35: products 2.11 -> 1.64 ms, L2 88% -> 72%
-  // busy, DRAM 5.2 -> 4.2 GB at train-h64-fixed).
-  const uint64_t last = evict_first();
   auto epi_m = [&](int r, int c, float x, float y) {
     store_pair(dM + r * kC + c, c <= r ? x : 0.0f, c + 1 <= r ? y : 0.0f);
   };
@@ -415,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   if constexpr (kWgmma) {
     sm90::require_1k_aligned(reinterpret_cast<unsigned char*>(smem));
     sm90::products_p1(reinterpret_cast<unsigned char*>(dOs), reinterpret_cast<unsigned char*>(ring_a), Vn, dSe, nU, S0,
-                      last, epi_m, epi_k, epi_q, epi_w);
+                      last, cs_part, out + pl.CS(), epi_m, epi_k, epi_q, epi_w);
   } else
 #endif
   {

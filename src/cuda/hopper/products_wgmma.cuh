@@ -21,6 +21,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "cuda/device_common.cuh"
+#include "cuda/generic/chunk_common.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 
 namespace kda::cuda::sm90 {
@@ -101,16 +102,77 @@ __device__ __forceinline__ void products_issue_slice(__nv_bfloat16* slot, const 
   cp_async_commit();
 }
 
-// The two passes. o: dO's planes (hi, lo kOPlane on) in LayO; ring: two slots; Vn, dS, nU, S0: the workspace's plane
-// pairs; last: the L2 policy of the copies of V_new, dS_end and S0 (their last reads; -dU's keep the default, P2 reads
-// it again). epi_m(r, c, x, y) .. for each accumulator pair (r, c), (r, c + 1), after its pass; epi_w after the
-// barrier that frees dO's planes (dW may be written over them). The ring's space must be free at the call; the first
-// barrier (before any product) also publishes the caller's dO' stores to the async proxy.
+// Pass V's first slice (V_new and dS_end, values 0 .. 31) into ring slot 0: the kernel issues it first, so that its
+// copies land while the kernel stages dO' (one DRAM latency of a CTA's start instead of two).
+__device__ __forceinline__ void products_p1_begin(unsigned char* ring, const __nv_bfloat16* Vn,
+                                                  const __nv_bfloat16* dS, uint64_t last) {
+  products_issue_slice(reinterpret_cast<__nv_bfloat16*>(ring), Vn, last, dS, last, 0);
+}
+
+// CS = colsum(S0 . dS_end) inside pass V, while each slice's products run: thread tid takes the 8 keys d0 = 8 (tid %
+// 16) .. d0 + 7 of the slice's values tid / 16 and tid / 16 + 16, dS_end from the slot (one 16-byte piece of each plane
+// and value: LayState keeps 8 keys of a value whole) and S0 from global memory (its first read, default policy: pass S
+// copies it again), loaded as the slice lands and used once its products are issued (loaded a slice ahead, its 16
+// registers live across the products, ptxas spilled 164 bytes). Each factor is hi + lo (within 2^-16 relative of its
+// fp32 value, as in the bf16x3 products). Why here: as a stage of its own before P1 (128 KB a task loaded and reduced
+// with every warp waiting on it) it put a DRAM round trip in front of every task and read dS_end twice.
+struct ProductsCs {
+  static constexpr int kRows = 256 / 16;  // values a slice takes per thread pass: rows tid / 16, + 16
+  // dS_end's pieces in a slot: value row i and plane l (0 hi) at piece() + i kRowStep + l kLoStep (LayState: 16 values are
+  // 16 rows of 64 keys, two whole 1 KB swizzle atoms; a lo plane two planes after its hi plane; checked on the host in
+  // tests/gpu/test_wgmma_layout.cu).
+  static constexpr int kRowStep = kRows * 64, kLoStep = 2 * ProductsWgmma::kSlicePlane;
+  uint4 s[2][2];  // S0 [value row][plane]
+  float cs[8] = {};
+  // Where thread tid's first dS_end piece (value row 0, hi plane) lies in a slot.
+  __host__ __device__ static __nv_bfloat16* piece(__nv_bfloat16* slot, int tid) {
+    using W = ProductsWgmma;
+    const int d0 = 8 * (tid % 16);
+    return plane_at<W::LayState>(slot + (2 + d0 / 64) * W::kSlicePlane, d0 % 64, tid / 16);
+  }
+  // Values v0 + tid / 16 (+ 16) of S0's plane pair (the address formed here: kept across the pass, ptxas spilled it).
+  __device__ __forceinline__ void load(const __nv_bfloat16* S0, int v0) {
+    using W = ProductsWgmma;
+    int tid = static_cast<int>(threadIdx.x);
+    asm volatile("" : "+r"(tid));
+    const __nv_bfloat16* const p = S0 + (v0 + tid / 16) * W::kK + 8 * (tid % 16);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int l = 0; l < 2; ++l) s[i][l] = chunk::ldg16(p + l * W::kK * W::kV + kRows * i * W::kK);
+  }
+  // The slice in slot sl (1 KB aligned, as every slot): the loaded S0 times its dS_end pieces (their address formed
+  // here, as S0's: kept across the pass, ptxas spilled it).
+  __device__ __forceinline__ void add(__nv_bfloat16* sl) {
+    int tid = static_cast<int>(threadIdx.x);
+    asm volatile("" : "+r"(tid));  // opaque: the address is not hoisted out of the pass's loop
+    const __nv_bfloat16* const piece0 = piece(sl, tid);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float sh[8], sl8[8], dh[8], dl[8];
+      chunk::cvt8(s[i][0], KDA_DTYPE_BFLOAT16, sh);
+      chunk::cvt8(s[i][1], KDA_DTYPE_BFLOAT16, sl8);
+      chunk::cvt8(*reinterpret_cast<const uint4*>(piece0 + kRowStep * i), KDA_DTYPE_BFLOAT16, dh);
+      chunk::cvt8(*reinterpret_cast<const uint4*>(piece0 + kRowStep * i + kLoStep), KDA_DTYPE_BFLOAT16, dl);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) cs[j] = fmaf(sh[j] + sl8[j], dh[j] + dl[j], cs[j]);
+    }
+  }
+};
+
+// The two passes. o: dO's planes (hi, lo kOPlane on) in LayO; ring: two slots, slot 0 holding pass V's first slice
+// as products_p1_begin issued it; Vn, dS, nU, S0: the workspace's plane pairs; last: the L2 policy of the copies of
+// V_new, dS_end and S0 (their last reads; -dU's keep the default, P2 reads it again). epi_m(r, c, x, y) .. for each
+// accumulator pair (r, c), (r, c + 1), after its pass; epi_w after the barrier that frees dO's planes (dW may be
+// written over them). cs_part: 16 x 128 floats of shared memory free during P1, where pass V leaves CS's partial sums
+// (ProductsCs); cs_out: CS [K], written by threads 0 .. 127 at the end, each key's 16 partials added in order (the
+// caller's barrier after this call must precede any other use of cs_part's space). The first barrier (before any
+// product) also publishes the caller's dO' stores to the async proxy.
 template <class EpiM, class EpiK, class EpiQ, class EpiW>
 __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* ring, const __nv_bfloat16* Vn,
                                             const __nv_bfloat16* dS, const __nv_bfloat16* nU,
-                                            const __nv_bfloat16* S0, uint64_t last, EpiM epi_m, EpiK epi_k,
-                                            EpiQ epi_q, EpiW epi_w) {
+                                            const __nv_bfloat16* S0, uint64_t last, float* cs_part, float* cs_out,
+                                            EpiM epi_m, EpiK epi_k, EpiQ epi_q, EpiW epi_w) {
   using namespace cute;
   using W = ProductsWgmma;
   using TB = W::TB;
@@ -148,10 +210,11 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
     Tensor accK = partition_fragment_C(mma_ks, Shape<_64, _64>{});
     clear(accM);
     clear(accK);
-    products_issue_slice(slots, Vn, last, dS, last, 0);
+    ProductsCs cs;
 #pragma unroll 1
     for (int s = 0; s < W::kSlices; ++s) {
       land();
+      cs.load(S0, W::kSliceV * s);
       if (s + 1 < W::kSlices)
         products_issue_slice(slots + ((s + 1) & 1) * W::kSlot, Vn, last, dS, last, W::kSliceV * (s + 1));
       TB* const sl = reinterpret_cast<TB*>(slots + (s & 1) * W::kSlot);
@@ -176,12 +239,16 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
         gemm(mma_ks, aVh(_, _, j), bDh(_, _, j), accK);
       }
       warpgroup_commit_batch();
+      cs.add(reinterpret_cast<__nv_bfloat16*>(sl));  // beside the products (both only read the slot)
       warpgroup_wait<0>();
       warpgroup_fence_operand(accM);
       warpgroup_fence_operand(accK);
     }
     for_pairs(thr_m, accM, Shape<_64, _32>{}, 32 * wg, epi_m);
     for_pairs(thr_ks, accK, Shape<_64, _64>{}, 64 * wg, epi_k);
+    float4* const dst = reinterpret_cast<float4*>(cs_part + (tid / 16) * W::kK + 8 * (tid % 16));
+    dst[0] = make_float4(cs.cs[0], cs.cs[1], cs.cs[2], cs.cs[3]);
+    dst[1] = make_float4(cs.cs[4], cs.cs[5], cs.cs[6], cs.cs[7]);
   }
 
   // ---- pass S: QS and dW (this warpgroup's 64 keys). Slot 0 was last read by slice 2 of pass V, which every
@@ -223,6 +290,12 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
     for_pairs(thr_ks, accQ, Shape<_64, _64>{}, 64 * wg, epi_q);
     __syncthreads();  // every warpgroup's reads of dO's planes done: dW may overwrite them
     for_pairs(thr_ks, accW, Shape<_64, _64>{}, 64 * wg, epi_w);
+  }
+  if (tid < W::kK) {  // CS: pass V's partials, stored before pass S's barriers
+    float c = 0.0f;
+#pragma unroll
+    for (int r = 0; r < ProductsCs::kRows; ++r) c += cs_part[r * W::kK + tid];
+    cs_out[tid] = c;
   }
 }
 
