@@ -118,9 +118,9 @@ __device__ __forceinline__ void products_p1_begin(unsigned char* ring, const __n
 // with every warp waiting on it) it put a DRAM round trip in front of every task and read dS_end twice.
 struct ProductsCs {
   static constexpr int kRows = 256 / 16;  // values a slice takes per thread pass: rows tid / 16, + 16
-  // dS_end's pieces in a slot: value row i and plane l (0 hi) at piece() + i kRowStep + l kLoStep (LayState: 16 values are
-  // 16 rows of 64 keys, two whole 1 KB swizzle atoms; a lo plane two planes after its hi plane; checked on the host in
-  // tests/gpu/test_wgmma_layout.cu).
+  // dS_end's pieces in a slot: value row i and plane l (0 hi) at piece() + i kRowStep + l kLoStep (LayState: 16 values
+  // are 16 rows of 64 keys, two whole 1 KB swizzle atoms; a lo plane two planes after its hi plane; checked on the
+  // host in tests/gpu/test_wgmma_layout.cu).
   static constexpr int kRowStep = kRows * 64, kLoStep = 2 * ProductsWgmma::kSlicePlane;
   uint4 s[2][2];  // S0 [value row][plane]
   float cs[8] = {};
