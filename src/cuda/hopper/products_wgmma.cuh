@@ -217,6 +217,9 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
       cs.load(S0, W::kSliceV * s);
       if (s + 1 < W::kSlices)
         products_issue_slice(slots + ((s + 1) & 1) * W::kSlot, Vn, last, dS, last, W::kSliceV * (s + 1));
+      else  // pass S's first slice into slot 0 (slice 2's, free: every warpgroup is past its products), landing while
+            // this pass's epilogue stores
+        products_issue_slice(slots, nU, 0, S0, last, 0);
       TB* const sl = reinterpret_cast<TB*>(slots + (s & 1) * W::kSlot);
       Tensor aVh = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl, W::LaySlice{})));
       Tensor aVl = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl + W::kSlicePlane, W::LaySlice{})));
@@ -251,14 +254,12 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
     dst[1] = make_float4(cs.cs[4], cs.cs[5], cs.cs[6], cs.cs[7]);
   }
 
-  // ---- pass S: QS and dW (this warpgroup's 64 keys). Slot 0 was last read by slice 2 of pass V, which every
-  // warpgroup finished before the barrier of its slice 3.
+  // ---- pass S: QS and dW (this warpgroup's 64 keys); its first slice was issued in pass V's last step.
   {
     Tensor accQ = partition_fragment_C(mma_ks, Shape<_64, _64>{});
     Tensor accW = partition_fragment_C(mma_ks, Shape<_64, _64>{});
     clear(accQ);
     clear(accW);
-    products_issue_slice(slots, nU, 0, S0, last, 0);
 #pragma unroll 1
     for (int s = 0; s < W::kSlices; ++s) {
       land();
