@@ -11,7 +11,10 @@
 // accumulators 64 floats a thread in pass S, 48 in pass V (the kernel's 128-register cap; with the slice loops unrolled
 // the copies' addresses of every slice stayed live and ptxas spilled 340 bytes, rolled 4).
 // Measured (session 38, train-h64-fixed): products kernel 1.64 -> 1.55 ms, backward 6479 -> 6403 us. The kernel stays
-// near its DRAM floor (~0.9 ms for ~450 KB of unique bytes a task), so the gain is issue slots, not bytes.
+// near its DRAM floor (~0.9 ms for ~450 KB of unique bytes a task), so the gain is issue slots, not bytes. Session 39:
+// the latency between phases (each a DRAM round trip with only the SM's other CTA to cover it): CS inside pass V
+// (ProductsCs), pass V's first slice issued before dO' is staged and pass S's in pass V's last step: backward 6414 ->
+// 6286 us (two A/Bs); P2 / P3's operands prefetched to L2 at P1's start made it slower (+20 us).
 // Needs CuTe (the nvidia-cutlass headers); device code runs on sm_90a only (the caller's #if).
 #pragma once
 
