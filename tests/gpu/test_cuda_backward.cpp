@@ -307,12 +307,52 @@ TEST_F(CudaBackwardBehaviour, ChunkedSavedEqualsRecomputed) {
   expect_same_bits(b.run(KDA_BACKEND_CUDA_CHUNKED), b.run(KDA_BACKEND_CUDA_CHUNKED, true));
 }
 
-// The same on HOPPER, whose state pass saves differently with and without an output (TMA stores from the idle output
-// warpgroup in the recompute, direct stores beside the output in a saving forward): the same planes either way.
+// The same on HOPPER, whose state pass saves with and without an output (TMA stores from the output warpgroup's first
+// thread, idle in the recompute, beside the output in a saving forward): the same planes either way.
 TEST_F(CudaBackwardBehaviour, HopperSavedEqualsRecomputed) {
   if (cuda_device_cc_major() != 9) GTEST_SKIP() << "HOPPER runs on sm_90 only";
   BitsCase b("hopper_saved_equals_recomputed", 128);  // HOPPER's head size
   expect_same_bits(b.run(KDA_BACKEND_CUDA_HOPPER), b.run(KDA_BACKEND_CUDA_HOPPER, true));
+}
+
+// A forward that saves for the backward writes the same outputs as any forward: its out and final state against the
+// float64 reference, on CHUNKED and on HOPPER (whose state pass stores the saves by TMA beside the output there:
+// kTmaOut). The saved-backward tests above read only the gradients.
+void expect_saving_forward_matches_reference(kda_backend_t be, int kv) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  CaseSpec s = base("saving_forward_outputs");
+  s.K = s.V = kv;
+  s.seqlens = {64, 3, 130, 70};
+  s.H = 1;
+  s.HV = 2;
+  s.gate = KDA_GATE_SOFTPLUS;
+  Case c = make_case(s, seed);
+  const Upstream up = make_upstream(c, true, seed);
+  const Oracle o = run_oracle(c);
+  Grads g = make_grads(c, false);
+  DeviceBackwardProblem p(c, up, be, g, true);
+  ASSERT_EQ(p.run(), KDA_STATUS_SUCCESS) << kda_last_error();
+  Outputs outs = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+  ASSERT_EQ(cudaMemcpy(outs.out.data(), p.fwd.out.data, outs.out.bytes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(outs.final_state.data(), p.fwd.final_state.data, outs.final_state.bytes.size(),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  const Tolerance tol = tolerance_for(s.in_dtype, ComputeClass::kTensorCore, longest_sequence(s));
+  const ErrorStats eo = compare_out(outs.out, o, tol);
+  const ErrorStats es = compare_state(outs.final_state, o, tol, int64_t{s.K} * s.V);
+  std::printf("  saving forward: out %s\n  saving forward: state %s\n", eo.summary().c_str(), es.summary().c_str());
+  EXPECT_TRUE(eo.pass) << "out: " << eo.summary() << " [" << tol.describe() << "]";
+  EXPECT_TRUE(es.pass) << "final_state: " << es.summary();
+}
+
+TEST_F(CudaBackwardBehaviour, ChunkedSavingForwardMatchesReference) {
+  expect_saving_forward_matches_reference(KDA_BACKEND_CUDA_CHUNKED, 64);
+}
+
+TEST_F(CudaBackwardBehaviour, HopperSavingForwardMatchesReference) {
+  if (cuda_device_cc_major() != 9) GTEST_SKIP() << "HOPPER runs on sm_90 only";
+  expect_saving_forward_matches_reference(KDA_BACKEND_CUDA_HOPPER, 128);  // HOPPER's head size
 }
 
 // The gradients written through views with channel stride 2 (x[..., ::2] of a buffer twice the size; the chunked path

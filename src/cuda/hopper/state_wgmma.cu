@@ -37,12 +37,13 @@
 // before the CTA barrier that precedes the wgmma reading them, and each warpgroup waits for its own wgmma before the
 // barrier that frees their operands (and so before the next TMA into them).
 // The backward's recompute (no output; BackwardSaves: each chunk's start state and V_new as bf16 hi / lo planes)
-// copies no Qg or A_qk. Its saves are the planes the chain already writes for its own products: the state's [v][d]
-// planes (two 64-column boxes each) and V_new's [t][v], in the 128-byte-swizzled layout a bf16 TMA box of 64 x 64
-// has, so the idle output warpgroup's first thread stores them with TMA straight from there (the state after phase
-// A's barrier, V_new after phase B's), waiting for each store to have read them before the barrier after which the
-// chain rewrites them. The chain's own global stores of 48 KB a chunk had made the recompute's pass 729 us against
-// the forward's 444 (ncu, session 21).
+// copies no Qg or A_qk. Its saves, and those of a forward that saves for the backward, are the planes the chain
+// already writes for its own products: the state's [v][d] planes (two 64-column boxes each) and V_new's [t][v], in
+// the 128-byte-swizzled layout a bf16 TMA box of 64 x 64 has, so the output warpgroup's first thread stores them with
+// TMA straight from there (the state after phase A's barrier, V_new after phase B's), waiting for each store to have
+// read them before the barrier after which the chain rewrites them. The chain's own global stores of 48 KB a chunk
+// had made the recompute's pass 729 us against the forward's 444 (ncu, session 21), and the saving forward's 1.07 ms
+// against 0.45 (session 39).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -81,18 +82,21 @@ struct WgmmaStateLayout {
                 "GMMA planes and TMA boxes with a 128-byte swizzle: 1 KB aligned");
 };
 
-// What an instance does with BackwardSaves: nothing (the forward); TMA stores from the chain's planes by the idle
-// output warpgroup (kTma: the backward's recompute, no output); the chain's own stores (kDirect: a forward with output
-// that saves for the backward, or where the maps cannot be had). A template argument, not a runtime flag: the
-// forward's instance compiles to the loop it had without the saves' branches (a runtime flag cost the forward's pass
-// ~60 us at train-h64-fixed, session 22).
-enum class Saves { kNone, kTma, kDirect };
+// What an instance does with BackwardSaves: nothing (the forward); TMA stores from the chain's planes issued by the
+// output warpgroup's first thread, with no output (kTma: the backward's recompute) or beside it (kTmaOut: a forward
+// that saves for the backward); the chain's own stores (kDirect: where the maps cannot be had). A template argument,
+// not a runtime flag: the forward's instance compiles to the loop it had without the saves' branches (a runtime flag
+// cost the forward's pass ~60 us at train-h64-fixed, session 22). The chain's own stores of 48 KB a chunk are on the
+// serial path: ncu put the saving forward's pass at 1.06-1.08 ms against 0.45 without saves and 0.48 for kTma
+// (session 39).
+enum class Saves { kNone, kTma, kTmaOut, kDirect };
 template <Saves kSaves>
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
                        const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool stage_saves = kSaves == Saves::kTma, direct_saves = kSaves == Saves::kDirect;
+  constexpr bool stage_saves = kSaves == Saves::kTma || kSaves == Saves::kTmaOut;
+  constexpr bool direct_saves = kSaves == Saves::kDirect;
   using namespace cute;
   using Ty = sm90::StateWgmmaTypes;
   using LayK128 = Ty::LayK128;
@@ -148,8 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane, 0, row + kC);
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane + 4 * kC * 32, 64, row + kC);
   };
-  // Staging the saves (no output) Qg and A_qk have no reader: not copied, their buffers free.
-  constexpr bool has_out = !stage_saves;
+  // The backward's recompute (no output): Qg and A_qk have no reader, not copied, their buffers free.
+  constexpr bool has_out = kSaves != Saves::kTma;
   auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tr.per_tile;
@@ -373,14 +377,15 @@ cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t c
   sm90::TileMaps maps;
   cudaError_t e;
   if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * p.HV, p.V, &maps)) != cudaSuccess) return e;
-  // The backward's recompute (no output, both saves): its saves leave from the chain's planes by TMA stores from the
-  // idle output warpgroup, not the chain's own global stores. Where the maps cannot be had, the chain stores them
-  // itself.
+  // Both saves (the backward's recompute, or a forward that saves for it): they leave from the chain's planes by TMA
+  // stores issued by the output warpgroup's first thread, not the chain's own global stores. Where the maps cannot be
+  // had, the chain stores them itself.
   sm90::SaveMaps saves{};
   bool stage_saves = false;
-  if (p.out == nullptr && keep.starts != nullptr && keep.vnew != nullptr && sm90::save_maps_fit(wl.cap * p.HV, p.V))
+  if (keep.starts != nullptr && keep.vnew != nullptr && sm90::save_maps_fit(wl.cap * p.HV, p.V))
     stage_saves = sm90::encode_save_maps(keep.starts, keep.vnew, wl.cap * p.HV, p.V, 64, &saves) == cudaSuccess;
-  auto* const kernel = stage_saves                  ? state_wgmma_kernel<Saves::kTma>
+  auto* const kernel = stage_saves ? (p.out == nullptr ? state_wgmma_kernel<Saves::kTma>
+                                                       : state_wgmma_kernel<Saves::kTmaOut>)
                        : keep.starts || keep.vnew ? state_wgmma_kernel<Saves::kDirect>
                                                   : state_wgmma_kernel<Saves::kNone>;
   if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes))) !=
