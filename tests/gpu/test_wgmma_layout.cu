@@ -206,10 +206,11 @@ TEST_F(WgmmaLayout, ProductsDoTimesSliceRows) {
 
 // products_p1 whole (src/cuda/hopper/products_wgmma.cuh), one task: dO' (fp32 [64][128], split here into LayO's
 // planes as the products kernel stages it), V_new / -dU ([64][128]) and dS_end / S0 ([128][128]) as bf16 plane pairs
-// in global memory; out: dM [64][64] (unmasked), KD, QS, dW [64][128], then CS [128], one after another.
-__global__ void __launch_bounds__(256) products_p1_probe(const float* dO, const __nv_bfloat16* Vn,
-                                                         const __nv_bfloat16* dS, const __nv_bfloat16* nU,
-                                                         const __nv_bfloat16* S0, float* out) {
+// in global memory, reached through maps (tma_map.h) of one task and S0 (CS's loads); out: dM [64][64] (unmasked),
+// KD, QS, dW [64][128], then CS [128], one after another.
+__global__ void __launch_bounds__(256) products_p1_probe(const float* dO, const __nv_bfloat16* S0,
+                                                         const __grid_constant__ kda::cuda::sm90::ProductsMaps maps,
+                                                         float* out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using W = kda::cuda::sm90::ProductsWgmma;
   extern __shared__ __align__(1024) unsigned char smem_p1[];
@@ -229,8 +230,10 @@ __global__ void __launch_bounds__(256) products_p1_probe(const float* dO, const 
   constexpr int kT = 64 * 128;
   unsigned char* const ring = smem_p1 + W::kOBytes;
   float* const cs_part = reinterpret_cast<float*>(ring + W::kRingBytes);  // 16 x 128 floats
-  kda::cuda::sm90::products_p1_begin(ring, Vn, dS, 0);
-  kda::cuda::sm90::products_p1(smem_p1, ring, Vn, dS, nU, S0, 0, cs_part, out + 64 * 64 + 3 * kT, to(0, 64),
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(cs_part + 16 * 128);
+  kda::cuda::sm90::products_p1_begin(ring, bars, maps, 0);
+  __syncthreads();  // the kernel's barrier after staging dO'
+  kda::cuda::sm90::products_p1(smem_p1, ring, bars, maps, 0, S0, cs_part, out + 64 * 64 + 3 * kT, to(0, 64),
                                to(64 * 64, 128), to(64 * 64 + kT, 128), to(64 * 64 + 2 * kT, 128));
 #endif
 }
@@ -259,11 +262,11 @@ TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
     cudaMemcpy(*d, h->data(), h->size() * 2, cudaMemcpyHostToDevice);
   }
   cudaMemcpy(d_o, o.data(), kT * 4, cudaMemcpyHostToDevice);
-  const int bytes = static_cast<int>(W::kOBytes + W::kRingBytes + 16 * 128 * 4);
+  const int bytes = static_cast<int>(W::kOBytes + W::kRingBytes + 16 * 128 * 4 + 16);
   ASSERT_EQ(cudaFuncSetAttribute(products_p1_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), cudaSuccess);
-  using B = const __nv_bfloat16*;
-  products_p1_probe<<<1, 256, bytes>>>(d_o, static_cast<B>(d_vn), static_cast<B>(d_ds), static_cast<B>(d_nu),
-                                       static_cast<B>(d_s0), d_out);
+  kda::cuda::sm90::ProductsMaps maps;
+  ASSERT_EQ(kda::cuda::sm90::encode_products_maps(d_s0, d_ds, d_vn, d_nu, 1, &maps), cudaSuccess);
+  products_p1_probe<<<1, 256, bytes>>>(d_o, static_cast<const __nv_bfloat16*>(d_s0), maps, d_out);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> out(n_out);
   cudaMemcpy(out.data(), d_out, n_out * 4, cudaMemcpyDeviceToHost);
@@ -305,26 +308,38 @@ TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
   for (void* d : {static_cast<void*>(d_o), static_cast<void*>(d_out), d_vn, d_nu, d_ds, d_s0}) cudaFree(d);
 }
 
-// products_p1's slice copies (products_slice_copy) against the views it reads: A (t, k) of each plane, rows 32 w ..
-// of it (dM's B), and B's key halves (d - 64 h, k), every element written once by one 16-byte piece; and CS's reads
-// of the slot. No GPU needed.
-TEST(WgmmaStateLayout, ProductsSliceCopiesFillTheViews) {
+// products_p1's slice boxes (products_issue_slice, maps as tma_map.cu encodes them) against the views it reads: A
+// (t, k) of each plane, rows 32 w .. of it (dM's B), and B's key halves (d - 64 h, k), every element written once;
+// and CS's reads of the slot. The model of a TMA box: its elements stored densely in box order (dimension 0
+// innermost) from its destination, the byte offset's 16-byte unit XORed with bits 7.. of the offset (2 bits for the
+// 64-byte swizzle, 3 for the 128-byte; destinations 1 KB aligned). ProductsP1MatchesFp64 checks the same on the GPU.
+// No GPU needed.
+TEST(WgmmaStateLayout, ProductsSliceBoxesFillTheViews) {
   using W = kda::cuda::sm90::ProductsWgmma;
   using kda::cuda::sm90::plane_at;
   constexpr long kA = 1 << 20;  // the operands' element numbers: A's from kA, B's from 0
   alignas(1024) static __nv_bfloat16 slot[W::kSlot];
   for (int v0 = 0; v0 < W::kV; v0 += W::kSliceV) {
     std::vector<long> got(W::kSlot, -1);  // by element offset in the slot
-    for (int c = 0; c < 1536; ++c) {
-      const kda::cuda::sm90::SliceCopy sc = kda::cuda::sm90::products_slice_copy(c);
-      const long dst = kda::cuda::sm90::products_slice_dst(slot, sc) - slot;
-      const long src = c < 512 ? kA + sc.src + v0 : sc.src + long{v0} * W::kK;
-      ASSERT_EQ(dst % 8, 0) << c;
-      for (int e = 0; e < 8; ++e) {
-        ASSERT_EQ(got[dst + e], -1) << c;
-        got[dst + e] = src + e;
-      }
-    }
+    // A box of n0 x n1 x 2 elements at element dst of the slot, element (i0, i1, i2) from source number src(...).
+    auto box = [&](long dst, int n0, int n1, int swizzle_bits, auto src) {
+      for (int i2 = 0; i2 < 2; ++i2)
+        for (int i1 = 0; i1 < n1; ++i1)
+          for (int i0 = 0; i0 < n0; ++i0) {
+            long byte = 2 * (i0 + long{n0} * (i1 + long{n1} * i2));
+            byte ^= ((byte >> 7) & ((1 << swizzle_bits) - 1)) << 4;
+            const long e = dst + byte / 2;
+            ASSERT_EQ(got[e], -1) << dst << " " << i0 << " " << i1 << " " << i2;
+            got[e] = src(i0, i1, i2);
+          }
+    };
+    // A: V_new / -dU [plane][t][v], box (32 values, 64 rows, 2 planes) at (v0, 0, plane 0).
+    box(0, 32, 64, 2, [&](int i0, int i1, int i2) { return kA + long{i2} * W::kOPlane + i1 * W::kV + v0 + i0; });
+    // B: dS_end / S0 [plane][v][d], boxes (64 keys, 32 values, 2 planes) at (64 h, v0, plane 0).
+    for (int h = 0; h < 2; ++h)
+      box(long{W::b_plane(h, 0)} * W::kSlicePlane, 64, 32, 3, [&](int i0, int i1, int i2) {
+        return long{i2} * W::kK * W::kV + long{v0 + i1} * W::kK + 64 * h + i0;
+      });
     auto at = [&](auto lay, int plane, int r, int c) {
       return got[plane_at<decltype(lay)>(slot + plane * W::kSlicePlane, r, c) - slot];
     };
@@ -338,7 +353,7 @@ TEST(WgmmaStateLayout, ProductsSliceCopiesFillTheViews) {
                     a);
         }
         for (int d = 0; d < W::kK; ++d)
-          ASSERT_EQ(at(W::LayState{}, 2 + 2 * pl + d / 64, d % 64, k),
+          ASSERT_EQ(at(W::LayState{}, W::b_plane(d / 64, pl), d % 64, k),
                     long{pl} * W::kK * W::kV + long{v0 + k} * W::kK + d)
               << pl << " " << d << " " << k;
       }

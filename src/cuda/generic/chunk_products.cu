@@ -24,6 +24,7 @@
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
 #include "cuda/generic/mma_layout.h"
+#include "cuda/hopper/tma_map.h"
 
 #if defined(KDA_HAS_CUTE)
 #include "cuda/hopper/products_wgmma.cuh"
@@ -64,14 +65,15 @@ struct ProdSmem {  // float offsets into shared memory
   // after the fourth); a plane pair takes the floats of the fp32 matrix.
   static constexpr int kTail = K > V ? K : V;
   static constexpr int kRingA = kDW + kC * kTail, kRingB = kRingA + kDepth * kSlotA;
-  static constexpr size_t kBytes = sizeof(float) * (kRingB + kDepth * kSlotB);
+  static constexpr int kBar = kRingB + kDepth * kSlotB;  // the wgmma P1's two mbarriers (its slice ring's)
+  static constexpr size_t kBytes = sizeof(float) * kBar + 2 * sizeof(uint64_t);
 #if defined(KDA_HAS_CUTE)
   // The wgmma P1 (K = V = 128): dO's planes in LayO over dW's space, its slice ring over the operand rings; both 1 KB
   // aligned for the swizzles.
   static_assert(K != 128 || V != 128 ||
                     (kDW * 4 % 1024 == 0 && kRingA * 4 % 1024 == 0 &&
                      sm90::ProductsWgmma::kOBytes <= 4 * size_t{kRingA - kDW} &&
-                     sm90::ProductsWgmma::kRingBytes <= kBytes - 4 * size_t{kRingA}),
+                     sm90::ProductsWgmma::kRingBytes <= 4 * size_t{kBar - kRingA}),
                 "products: the wgmma P1's planes and ring fit the mma.sync layout's regions");
 #endif
 };
@@ -286,10 +288,11 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
 // hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass
 // with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by
 // side, as with all of them.
-// kHopper: P1 on wgmma (products_wgmma.cuh; K = V = 128, launched only where the Hopper path runs, launch below); the
-// instance's sm_80 code is the mma.sync form.
+// kHopper: P1 on wgmma (products_wgmma.cuh; K = V = 128, launched only where the Hopper path runs, launch below), its
+// slices copied through maps (the other instances leave them unused); the instance's sm_80 code is the mma.sync form.
 template <int K, int V, bool kHopper>
-__global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads) {
+__global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardParams bp, char* ws, int hv0, int heads,
+                                                               const __grid_constant__ sm90::ProductsMaps maps) {
   using Ly = ProdSmem<K, V>;
   static_assert(!kHopper || (K == 128 && V == 128), "products: the wgmma P1 is built for K = V = 128");
   [[maybe_unused]] constexpr bool kWgmma = KDA_PRODUCTS_WGMMA && kHopper;
@@ -349,7 +352,9 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
 #if KDA_PRODUCTS_WGMMA
   // The wgmma P1 forms CS inside its first pass (products_wgmma.cuh ProductsCs), and its first slice's copies land
   // while dO' is staged below.
-  if constexpr (kWgmma) sm90::products_p1_begin(reinterpret_cast<unsigned char*>(ring_a), Vn, dSe, last);
+  [[maybe_unused]] uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
+  [[maybe_unused]] const int plane = static_cast<int>(2 * task);  // the task's first plane in the maps (launch: products_maps_fit)
+  if constexpr (kWgmma) sm90::products_p1_begin(reinterpret_cast<unsigned char*>(ring_a), bars, maps, plane);
 #endif
   // ---- CS (the mma.sync P1): colsum(S0 . dS) per channel, each factor hi + lo (its planes' value: within 2^-16
   // relative of the fp32 value, as in the bf16x3 products). Every thread takes 8 consecutive channels of rows r,
@@ -454,8 +459,8 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
 #if KDA_PRODUCTS_WGMMA
   if constexpr (kWgmma) {
     sm90::require_1k_aligned(reinterpret_cast<unsigned char*>(smem));
-    sm90::products_p1(reinterpret_cast<unsigned char*>(dOs), reinterpret_cast<unsigned char*>(ring_a), Vn, dSe, nU, S0,
-                      last, cs_part, out + pl.CS(), epi_m, epi_k, epi_q, epi_w);
+    sm90::products_p1(reinterpret_cast<unsigned char*>(dOs), reinterpret_cast<unsigned char*>(ring_a), bars, maps,
+                      plane, S0, cs_part, out + pl.CS(), epi_m, epi_k, epi_q, epi_w);
   } else
 #endif
   {
@@ -533,12 +538,17 @@ cudaError_t launch(const BackwardParams& bp, char* ws, cudaStream_t s, const Hea
   const int n = heads.count_of(p.HV);
   const int64_t tasks = bl.fwd.cap * n;
   if (tasks > INT_MAX) return cudaErrorInvalidConfiguration;  // chunked_backward_support refuses such sizes first
+  // The wgmma P1's slices: maps over the saves of every task (chunk, value head) of the workspace.
+  sm90::ProductsMaps maps{};
+  if (kHopper && (e = sm90::encode_products_maps(ws + bl.starts, ws + bl.dsend, ws + bl.vnew, ws + bl.du,
+                                                 bl.fwd.cap * p.HV, &maps)) != cudaSuccess)
+    return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(tasks));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = bytes;
   cfg.stream = s;
-  return launch_maybe_beside(cfg, heads.beside_previous, kernel, bp, ws, heads.first, n);
+  return launch_maybe_beside(cfg, heads.beside_previous, kernel, bp, ws, heads.first, n, maps);
 }
 
 }  // namespace
@@ -552,8 +562,10 @@ size_t products_smem_bytes(int K, int V) {
 cudaError_t launch_products(const BackwardParams& bp, char* ws, cudaStream_t s, const HeadRange& heads) {
   const ForwardParams& p = bp.f;
   // The Hopper path (KDA_BACKEND_CUDA_HOPPER, which GENERIC and AUTO resolve to on sm_90) takes the wgmma P1 where
-  // the state pass's wgmma is available (sm_90, CuTe built in); KDA_BACKEND_CUDA_CHUNKED keeps mma.sync everywhere.
-  if (p.K == 128 && p.V == 128 && p.backend == KDA_BACKEND_CUDA_HOPPER && state_wgmma_available(p))
+  // the state pass's wgmma is available (sm_90, CuTe built in) and the slices' maps can address every task;
+  // KDA_BACKEND_CUDA_CHUNKED keeps mma.sync everywhere.
+  if (p.K == 128 && p.V == 128 && p.backend == KDA_BACKEND_CUDA_HOPPER && state_wgmma_available(p) &&
+      sm90::products_maps_fit(backward_layout(p.B, p.T, p.N, p.HV, 128, 128, p.group).fwd.cap * p.HV))
     return launch<128, 128, true>(bp, ws, s, heads);
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
     return launch<decltype(k)::value, decltype(v)::value, false>(bp, ws, s, heads);

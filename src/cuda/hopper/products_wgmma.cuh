@@ -15,9 +15,15 @@
 // the latency between phases (each a DRAM round trip with only the SM's other CTA to cover it): CS inside pass V
 // (ProductsCs), pass V's first slice issued before dO' is staged and pass S's in pass V's last step: backward 6414 ->
 // 6286 us (two A/Bs); P2 / P3's operands prefetched to L2 at P1's start made it slower (+20 us).
+// The slices arrive by TMA (tma_map.h ProductsMaps: three boxes a slice, one thread issuing them, completing on the
+// slot's mbarrier) instead of six 16-byte cp.async copies a thread: those copies' swizzled addresses were about half
+// of P1's instructions, and P1 41% of the kernel's stall samples (ncu, session 39). Measured (session 40,
+// train-h64-fixed): products kernel 1.38 -> 1.32 ms (ncu), backward 6249 -> 6189 us (two rounds).
 // Needs CuTe (the nvidia-cutlass headers); device code runs on sm_90a only (the caller's #if).
 #pragma once
 
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/atom/mma_atom.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
@@ -26,6 +32,7 @@
 #include "cuda/device_common.cuh"
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
+#include "cuda/hopper/tma_map.h"
 
 namespace kda::cuda::sm90 {
 
@@ -47,10 +54,13 @@ struct ProductsWgmma {
       cute::SM90_64x64x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::MN>{}));  // KD, QS, dW
   using MmaM = decltype(cute::make_tiled_mma(
       cute::SM90_64x32x16_F32BF16BF16_SS<cute::GMMA::Major::K, cute::GMMA::Major::K>{}));  // dM
-  // Elements: a slice plane (64 x 32 = 32 x 64), dO's plane; a ring slot holds A hi, A lo, then B's planes (hi: half
-  // 0, half 1; lo: half 0, half 1), each 1 KB aligned.
+  // Elements: a slice plane (64 x 32 = 32 x 64), dO's plane; a ring slot holds A hi, A lo (one TMA box: [plane][t][v]),
+  // then B's planes, half 0 hi, lo, half 1 hi, lo (a box a half: [plane][v][d]), each 1 KB aligned (the swizzles).
   static constexpr int kSlicePlane = kC * kSliceV, kOPlane = kC * kV, kSlot = 6 * kSlicePlane, kHalfOff = 32 * kSliceV;
   static constexpr size_t kOBytes = 2 * kOPlane * sizeof(TB), kRingBytes = 2 * kSlot * sizeof(TB);
+  static constexpr uint32_t kSlotBytes = kSlot * sizeof(TB);  // a slice's TMA bytes
+  // B's plane l (0 hi) of key half h in a slot.
+  static __host__ __device__ constexpr int b_plane(int h, int l) { return 2 + 2 * h + l; }
 };
 
 // Element (r, c) of a plane that starts at base (1 KB aligned) in GMMA layout Lay, through a CuTe tensor: the layouts'
@@ -62,54 +72,35 @@ __host__ __device__ __forceinline__ __nv_bfloat16* plane_at(__nv_bfloat16* base,
   return reinterpret_cast<__nv_bfloat16*>(cute::raw_pointer_cast(&t(r, c)));
 }
 
-// Copy c of a slice (16 bytes: 8 elements along the stored row): c < 512 of A, (t, v) from a plane pair [64][128] (lo
-// plane 64 x 128 elements on) into slot planes 0 (hi) and 1 (lo) viewed LaySlice (t, v - v0); the rest of B, (v, d)
-// from a plane pair [128][128] (lo 128 x 128 on) into slot planes 2 + 2 lo + d / 64 viewed LayState (d % 64, v - v0).
-// plane, row, col: where its first element goes; src: its element offset in the operand, less the slice's first value
-// (v0 for A, v0 128 for B). tests/gpu/test_wgmma_layout.cu (host) checks that they fill the views products_p1 reads.
-struct SliceCopy {
-  int plane, row, col, src;
-};
-__host__ __device__ __forceinline__ SliceCopy products_slice_copy(int c) {
+// The slice of values v0 .. v0 + 31 of a task's operands (plane: the task's first plane, 2 task) into a ring slot,
+// issued by one thread, completing kSlotBytes on the slot's mbarrier: A (V_new or -dU, map a: both planes in one box)
+// and B (dS_end or S0, map b: a box a key half); hint_a, hint_b: the boxes' L2 policies (evict-first for an operand's
+// last read in the kernel).
+__device__ __forceinline__ void products_issue_slice(__nv_bfloat16* slot, uint64_t* bar, const CUtensorMap& a,
+                                                     uint64_t hint_a, const CUtensorMap& b, uint64_t hint_b, int plane,
+                                                     int v0) {
   using W = ProductsWgmma;
-  if (c < 512) {  // 2 planes x 64 rows x 4 pieces
-    const int pl = c >> 8, t = (c & 255) >> 2, q = c & 3;
-    return {pl, t, 8 * q, pl * W::kOPlane + t * W::kV + 8 * q};
-  }
-  c -= 512;  // 2 planes x 32 rows x 16 pieces
-  const int pl = c >> 9, r = (c & 511) >> 4, q = c & 15;
-  return {2 + 2 * pl + (q >> 3), 8 * (q & 7), r, pl * W::kK * W::kV + r * W::kK + 8 * q};
+  cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(bar, W::kSlotBytes);
+  cute::SM90_TMA_LOAD_3D::copy(&a, bar, hint_a, slot, v0, 0, plane);
+  cute::SM90_TMA_LOAD_3D::copy(&b, bar, hint_b, slot + W::b_plane(0, 0) * W::kSlicePlane, 0, v0, plane);
+  cute::SM90_TMA_LOAD_3D::copy(&b, bar, hint_b, slot + W::b_plane(1, 0) * W::kSlicePlane, 64, v0, plane);
 }
-// Where copy sc lands in a slot at base.
-__host__ __device__ __forceinline__ __nv_bfloat16* products_slice_dst(__nv_bfloat16* slot, const SliceCopy& sc) {
-  using W = ProductsWgmma;
-  __nv_bfloat16* const p = slot + sc.plane * W::kSlicePlane;
-  return sc.plane < 2 ? plane_at<W::LaySlice>(p, sc.row, sc.col) : plane_at<W::LayState>(p, sc.row, sc.col);
-}
+constexpr uint64_t kEvictFirst = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_FIRST);
+constexpr uint64_t kEvictNormal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
 
-// Copies of the slice of values v0 .. v0 + 31 into a ring slot, by all 256 threads, as one cp.async group.
-__device__ __forceinline__ void products_issue_slice(__nv_bfloat16* slot, const __nv_bfloat16* A, uint64_t pa,
-                                                     const __nv_bfloat16* B, uint64_t pb, int v0) {
-  using W = ProductsWgmma;
-  const int tid = static_cast<int>(threadIdx.x);
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const SliceCopy sc = products_slice_copy(tid + 256 * j);
-    cp_async16(products_slice_dst(slot, sc), A + sc.src + v0, pa);
+// Thread 0 sets up the ring's mbarriers (bars[2]: one arrival each, its own with a slice's bytes) and issues pass V's
+// first slice (V_new, dS_end: values 0 .. 31) into slot 0, so that it lands while the kernel stages dO' (one DRAM
+// latency of a CTA's start instead of two). The kernel's barrier after the staging precedes any wait on them.
+__device__ __forceinline__ void products_p1_begin(unsigned char* ring, uint64_t* bars, const ProductsMaps& maps,
+                                                  int plane) {
+  if (threadIdx.x == 0) {
+    cutlass::arch::ClusterTransactionBarrier::init(&bars[0], 1);
+    cutlass::arch::ClusterTransactionBarrier::init(&bars[1], 1);
+    cutlass::arch::fence_barrier_init();
+    cutlass::arch::fence_view_async_shared();  // the inits, before this thread's copies complete on them
+    products_issue_slice(reinterpret_cast<__nv_bfloat16*>(ring), &bars[0], maps.vnew, kEvictFirst, maps.dsend,
+                         kEvictFirst, plane, 0);
   }
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const SliceCopy sc = products_slice_copy(512 + tid + 256 * j);
-    cp_async16(products_slice_dst(slot, sc), B + sc.src + v0 * W::kK, pb);
-  }
-  cp_async_commit();
-}
-
-// Pass V's first slice (V_new and dS_end, values 0 .. 31) into ring slot 0: the kernel issues it first, so that its
-// copies land while the kernel stages dO' (one DRAM latency of a CTA's start instead of two).
-__device__ __forceinline__ void products_p1_begin(unsigned char* ring, const __nv_bfloat16* Vn,
-                                                  const __nv_bfloat16* dS, uint64_t last) {
-  products_issue_slice(reinterpret_cast<__nv_bfloat16*>(ring), Vn, last, dS, last, 0);
 }
 
 // CS = colsum(S0 . dS_end) inside pass V, while each slice's products run: thread tid takes the 8 keys d0 = 8 (tid %
@@ -122,16 +113,16 @@ __device__ __forceinline__ void products_p1_begin(unsigned char* ring, const __n
 struct ProductsCs {
   static constexpr int kRows = 256 / 16;  // values a slice takes per thread pass: rows tid / 16, + 16
   // dS_end's pieces in a slot: value row i and plane l (0 hi) at piece() + i kRowStep + l kLoStep (LayState: 16 values
-  // are 16 rows of 64 keys, two whole 1 KB swizzle atoms; a lo plane two planes after its hi plane; checked on the
-  // host in tests/gpu/test_wgmma_layout.cu).
-  static constexpr int kRowStep = kRows * 64, kLoStep = 2 * ProductsWgmma::kSlicePlane;
+  // are 16 rows of 64 keys, two whole 1 KB swizzle atoms; a lo plane right after its hi plane; checked on the host in
+  // tests/gpu/test_wgmma_layout.cu).
+  static constexpr int kRowStep = kRows * 64, kLoStep = ProductsWgmma::kSlicePlane;
   uint4 s[2][2];  // S0 [value row][plane]
   float cs[8] = {};
   // Where thread tid's first dS_end piece (value row 0, hi plane) lies in a slot.
   __host__ __device__ static __nv_bfloat16* piece(__nv_bfloat16* slot, int tid) {
     using W = ProductsWgmma;
     const int d0 = 8 * (tid % 16);
-    return plane_at<W::LayState>(slot + (2 + d0 / 64) * W::kSlicePlane, d0 % 64, tid / 16);
+    return plane_at<W::LayState>(slot + W::b_plane(d0 / 64, 0) * W::kSlicePlane, d0 % 64, tid / 16);
   }
   // Values v0 + tid / 16 (+ 16) of S0's plane pair (the address formed here: kept across the pass, ptxas spilled it).
   __device__ __forceinline__ void load(const __nv_bfloat16* S0, int v0) {
@@ -163,22 +154,24 @@ struct ProductsCs {
   }
 };
 
-// The two passes. o: dO's planes (hi, lo kOPlane on) in LayO; ring: two slots, slot 0 holding pass V's first slice
-// as products_p1_begin issued it; Vn, dS, nU, S0: the workspace's plane pairs; last: the L2 policy of the copies of
-// V_new, dS_end and S0 (their last reads; -dU's keep the default, P2 reads it again). epi_m(r, c, x, y) .. for each
+// The two passes. o: dO's planes (hi, lo kOPlane on) in LayO; ring, bars: two slots and their mbarriers, slot 0
+// receiving pass V's first slice as products_p1_begin issued it; maps, plane: the task's saves (V_new, dS_end and S0
+// copied evict-first, their last reads; -dU with the default policy, P2 reads it again); S0: its plane pair in global
+// memory (ProductsCs's loads). epi_m(r, c, x, y) .. for each
 // accumulator pair (r, c), (r, c + 1), after its pass; epi_w after the barrier that frees dO's planes (dW may be
 // written over them). cs_part: 16 x 128 floats of shared memory free during P1, where pass V leaves CS's partial sums
 // (ProductsCs); cs_out: CS [K], written by threads 0 .. 127 at the end, each key's 16 partials added in order (the
 // caller's barrier after this call must precede any other use of cs_part's space). The first barrier (before any
 // product) also publishes the caller's dO' stores to the async proxy.
 template <class EpiM, class EpiK, class EpiQ, class EpiW>
-__device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* ring, const __nv_bfloat16* Vn,
-                                            const __nv_bfloat16* dS, const __nv_bfloat16* nU,
-                                            const __nv_bfloat16* S0, uint64_t last, float* cs_part, float* cs_out,
-                                            EpiM epi_m, EpiK epi_k, EpiQ epi_q, EpiW epi_w) {
+__device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* ring, uint64_t* bars,
+                                            const ProductsMaps& maps, int plane, const __nv_bfloat16* S0,
+                                            float* cs_part, float* cs_out, EpiM epi_m, EpiK epi_k, EpiQ epi_q,
+                                            EpiW epi_w) {
   using namespace cute;
   using W = ProductsWgmma;
   using TB = W::TB;
+  using LayB = W::LayState;
   const int tid = static_cast<int>(threadIdx.x), wtid = tid % 128, wg = tid / 128;
   __nv_bfloat16* const slots = reinterpret_cast<__nv_bfloat16*>(ring);
   auto view = [](void* p, auto lay) { return make_tensor(make_smem_ptr(reinterpret_cast<TB*>(p)), lay); };
@@ -193,12 +186,16 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
   Tensor fOl = thr_m.make_fragment_A(thr_m.partition_A(view(ob + W::kOPlane, W::LayO{})));
   Tensor gOh = thr_ks.make_fragment_A(thr_ks.partition_A(view(ob, W::LayO{})));
   Tensor gOl = thr_ks.make_fragment_A(thr_ks.partition_A(view(ob + W::kOPlane, W::LayO{})));
-  // Slice s: this thread's copies landed and published to the async proxy, then everyone's (and every warpgroup is
-  // past slice s - 1's products, so its slot may be refilled with slice s + 1).
-  auto land = [&]() {
-    cp_async_wait<0>();
+  // Slice g (pass V's 0 .. 3, then pass S's 4 .. 7; slot g % 2, its mbarrier's (g / 2)-th completion) landed; then
+  // the barrier: every warpgroup past slice g - 1's products and reads, so thread 0 may refill that slot with slice
+  // g + 1. The fence publishes this thread's shared stores (the caller's dO') to the async proxy before the barrier.
+  auto land = [&](int g) {
+    cutlass::arch::ClusterTransactionBarrier::wait(&bars[g & 1], static_cast<uint32_t>((g >> 1) & 1));
     cutlass::arch::fence_view_async_shared();
     __syncthreads();
+  };
+  auto issue = [&](int g, const CUtensorMap& a, uint64_t hint_a, const CUtensorMap& b, int v0) {
+    if (tid == 0) products_issue_slice(slots + (g & 1) * W::kSlot, &bars[g & 1], a, hint_a, b, kEvictFirst, plane, v0);
   };
   // Each accumulator pair of a [64][N] tile: (row, column) from CuTe's own partition of the identity.
   auto for_pairs = [&](auto& thr, auto& acc, auto shape, int col0, auto epi) {
@@ -216,21 +213,21 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
     ProductsCs cs;
 #pragma unroll 1
     for (int s = 0; s < W::kSlices; ++s) {
-      land();
+      land(s);
       cs.load(S0, W::kSliceV * s);
       if (s + 1 < W::kSlices)
-        products_issue_slice(slots + ((s + 1) & 1) * W::kSlot, Vn, last, dS, last, W::kSliceV * (s + 1));
+        issue(s + 1, maps.vnew, kEvictFirst, maps.dsend, W::kSliceV * (s + 1));
       else  // pass S's first slice into slot 0 (slice 2's, free: every warpgroup is past its products), landing while
             // this pass's epilogue stores
-        products_issue_slice(slots, nU, 0, S0, last, 0);
+        issue(W::kSlices, maps.du, kEvictNormal, maps.starts, 0);
       TB* const sl = reinterpret_cast<TB*>(slots + (s & 1) * W::kSlot);
       Tensor aVh = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl, W::LaySlice{})));
       Tensor aVl = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl + W::kSlicePlane, W::LaySlice{})));
       Tensor bVh = thr_m.make_fragment_B(thr_m.partition_B(view(sl + W::kHalfOff * wg, W::LaySliceHalf{})));
       Tensor bVl =
           thr_m.make_fragment_B(thr_m.partition_B(view(sl + W::kSlicePlane + W::kHalfOff * wg, W::LaySliceHalf{})));
-      Tensor bDh = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (2 + wg) * W::kSlicePlane, W::LayState{})));
-      Tensor bDl = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (4 + wg) * W::kSlicePlane, W::LayState{})));
+      Tensor bDh = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + W::b_plane(wg, 0) * W::kSlicePlane, LayB{})));
+      Tensor bDl = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + W::b_plane(wg, 1) * W::kSlicePlane, LayB{})));
       warpgroup_fence_operand(accM);
       warpgroup_fence_operand(accK);
       warpgroup_arrive();
@@ -265,14 +262,13 @@ __device__ __forceinline__ void products_p1(unsigned char* o, unsigned char* rin
     clear(accW);
 #pragma unroll 1
     for (int s = 0; s < W::kSlices; ++s) {
-      land();
-      if (s + 1 < W::kSlices)
-        products_issue_slice(slots + ((s + 1) & 1) * W::kSlot, nU, 0, S0, last, W::kSliceV * (s + 1));
+      land(W::kSlices + s);
+      if (s + 1 < W::kSlices) issue(W::kSlices + s + 1, maps.du, kEvictNormal, maps.starts, W::kSliceV * (s + 1));
       TB* const sl = reinterpret_cast<TB*>(slots + (s & 1) * W::kSlot);
       Tensor aUh = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl, W::LaySlice{})));
       Tensor aUl = thr_ks.make_fragment_A(thr_ks.partition_A(view(sl + W::kSlicePlane, W::LaySlice{})));
-      Tensor bSh = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (2 + wg) * W::kSlicePlane, W::LayState{})));
-      Tensor bSl = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + (4 + wg) * W::kSlicePlane, W::LayState{})));
+      Tensor bSh = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + W::b_plane(wg, 0) * W::kSlicePlane, LayB{})));
+      Tensor bSl = thr_ks.make_fragment_B(thr_ks.partition_B(view(sl + W::b_plane(wg, 1) * W::kSlicePlane, LayB{})));
       warpgroup_fence_operand(accQ);
       warpgroup_fence_operand(accW);
       warpgroup_arrive();

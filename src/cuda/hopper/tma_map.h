@@ -11,10 +11,11 @@
 namespace kda::cuda::sm90 {
 
 // A tiled map over a dense tensor of rank dims (dims[0] innermost, in elements; strides[i] the byte stride of
-// dimension i + 1), copied in boxes of box[] elements with the 128-byte swizzle of CuTe's GMMA SW128 layouts.
-// cudaErrorInvalidValue where the driver refuses the shape (alignment, box size) or has no such entry point.
-cudaError_t encode_tma_sw128(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base,
-                             const uint64_t* dims, const uint64_t* strides, const uint32_t* box);
+// dimension i + 1), copied in boxes of box[] elements with a swizzle of CuTe's GMMA layouts (128-byte: SW128 atoms,
+// 64-byte: SW64). cudaErrorInvalidValue where the driver refuses the shape (alignment, box size) or has no such entry
+// point.
+cudaError_t encode_tma(CUtensorMap* map, CUtensorMapDataType type, int rank, const void* base, const uint64_t* dims,
+                       const uint64_t* strides, const uint32_t* box, CUtensorMapSwizzle swizzle);
 
 // The workspace tiles (K = 128) as TMA sees them: every tile (chunk, value head) is a whole number of 256-byte rows
 // (450 + V), so its W, Qg, Kd plane rows are rows of one bf16 [rows][128] map and its A_qk plane rows rows of one
@@ -37,5 +38,17 @@ struct SaveMaps {
 cudaError_t encode_save_maps(const void* state, const void* values, int64_t n_tasks, int V, int state_rows,
                              SaveMaps* maps);
 bool save_maps_fit(int64_t n_tasks, int V);
+
+// The products kernel's slices of the saves (chunk_products.cu's wgmma P1, hopper/products_wgmma.cuh), K = V = 128,
+// for n_tasks tasks: V_new and -dU as bf16 [2 n][kChunk][128] (plane, t, v), boxes of 32 values x 64 rows x both
+// planes of a task (64-byte swizzle: LaySlice); S0 and dS_end as [2 n][128][128] (plane, v, d), boxes of 64 keys x 32
+// values x both planes (128-byte swizzle: LayState). The plane coordinate (2 task) must fit an int32
+// (products_maps_fit).
+struct ProductsMaps {
+  CUtensorMap vnew, du, starts, dsend;
+};
+cudaError_t encode_products_maps(const void* starts, const void* dsend, const void* vnew, const void* du,
+                                 int64_t n_tasks, ProductsMaps* maps);
+bool products_maps_fit(int64_t n_tasks);
 
 }  // namespace kda::cuda::sm90
