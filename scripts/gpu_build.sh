@@ -12,6 +12,11 @@
 # which newer jaxlibs keep accepting, so the device image's jax loads them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One build of this checkout at a time: two at once both write .carry/bin.tar.xz (session 40: two interleaved xz
+# streams made an archive that unpacked half of its binaries on the GPU and cost a device call).
+mkdir -p .carry
+exec 9> .carry/.build.lock
+flock -n 9 || { echo "gpu_build.sh: another build of this checkout is running" >&2; exit 1; }
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
 torch_wheel=""
 if [ "${1:-}" = "--torch-wheel" ]; then
@@ -44,11 +49,11 @@ cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
 # path, so gpu_ab.sh --ncu links it to these copies and ncu attributes samples to CUDA lines of this very build.
 mkdir -p "$stage/source" && cp -r src include "$stage/source/" && echo "$PWD" > "$stage/SOURCE_DIR"
 rm -rf .carry/bin
-mkdir -p .carry
 # One xz stream with a dictionary larger than a binary: the six binaries hold the same kernels (each links the library
-# statically), so a 192 MiB window stores them about once: ~4 MB instead of ~16 MB with xz's default 8 MiB, i.e. four
-# times the builds per device call (64 MiB carried at most). Unpacking needs ~200 MB of memory.
-tar -cf - -C "$stage" . | xz -T1 --lzma2=preset=9,dict=192MiB > .carry/bin.tar.xz
+# statically), so a 192 MiB window stores them about once (~11 MB in session 40; a device call carries at most 64 MiB).
+# Unpacking needs ~200 MB of memory. Written beside and renamed: a copy of .carry/bin.tar.xz is never a partial one.
+tar -cf - -C "$stage" . | xz -T1 --lzma2=preset=9,dict=192MiB > .carry/bin.tar.xz.part
+mv .carry/bin.tar.xz.part .carry/bin.tar.xz
 rm -rf "$stage"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)" > .carry/COMMIT
 du -sh .carry
