@@ -353,7 +353,8 @@ __global__ void __launch_bounds__(kThreads, 2) products_kernel(const BackwardPar
   // The wgmma P1 forms CS inside its first pass (products_wgmma.cuh ProductsCs), and its first slice's copies land
   // while dO' is staged below.
   [[maybe_unused]] uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
-  [[maybe_unused]] const int plane = static_cast<int>(2 * task);  // the task's first plane in the maps (launch: products_maps_fit)
+  // The task's first plane in the maps (an int32: launch_products takes this instance only where products_maps_fit).
+  [[maybe_unused]] const int plane = static_cast<int>(2 * task);
   if constexpr (kWgmma) sm90::products_p1_begin(reinterpret_cast<unsigned char*>(ring_a), bars, maps, plane);
 #endif
   // ---- CS (the mma.sync P1): colsum(S0 . dS) per channel, each factor hi + lo (its planes' value: within 2^-16
