@@ -23,10 +23,16 @@ lease_checks_done() {
 # lease_passed NAME: whether kda-verify's summary line in $W/NAME.log has no failure.
 lease_passed() { grep -qE "kda-verify: [0-9]+ passed, 0 failed" "$W/$1.log"; }
 
-# lease_unpack NAME...: .carry/ab/NAME.tar.xz (scripts/gpu_build.sh's archive) into /tmp/ab/NAME.
+# lease_unpack NAME...: .carry/ab/NAME.tar.xz (scripts/gpu_build.sh's archive) into /tmp/ab/NAME; says so in one line
+# and returns 1 when an archive does not unpack whole (session 40: a corrupted one unpacked half its binaries, and
+# the call ran on).
 lease_unpack() {
-  local b
-  for b in "$@"; do mkdir -p "/tmp/ab/$b" && tar -xJf ".carry/ab/$b.tar.xz" -C "/tmp/ab/$b"; done
+  local b rc=0
+  for b in "$@"; do
+    mkdir -p "/tmp/ab/$b" && tar -xJf ".carry/ab/$b.tar.xz" -C "/tmp/ab/$b" ||
+      { echo "lease_unpack: $b.tar.xz did not unpack whole: its runs below are not of that build"; rc=1; }
+  done
+  return $rc
 }
 
 # lease_run NAME BUILD THREADS TIMEOUT CMD...: CMD in BUILD's folder with OMP_NUM_THREADS=THREADS, its output in
