@@ -308,11 +308,14 @@ TEST_F(WgmmaLayout, ProductsP1MatchesFp64) {
   for (void* d : {static_cast<void*>(d_o), static_cast<void*>(d_out), d_vn, d_nu, d_ds, d_s0}) cudaFree(d);
 }
 
+// Where a TMA box puts the byte at dense offset byte of its box (box order, dimension 0 innermost; the destination 1 KB
+// aligned), from the PTX ISA's description of the swizzles: the offset's 16-byte unit XORed with its bits 7.. (3 bits
+// for the 128-byte swizzle, 2 for the 64-byte).
+long tma_swizzled(long byte, int swizzle_bits) { return byte ^ (((byte >> 7) & ((1 << swizzle_bits) - 1)) << 4); }
+
 // products_p1's slice boxes (products_issue_slice, maps as tma_map.cu encodes them) against the views it reads: A
 // (t, k) of each plane, rows 32 w .. of it (dM's B), and B's key halves (d - 64 h, k), every element written once;
-// and CS's reads of the slot. The model of a TMA box: its elements stored densely in box order (dimension 0
-// innermost) from its destination, the byte offset's 16-byte unit XORed with bits 7.. of the offset (2 bits for the
-// 64-byte swizzle, 3 for the 128-byte; destinations 1 KB aligned). ProductsP1MatchesFp64 checks the same on the GPU.
+// and CS's reads of the slot, each box as tma_swizzled places it. ProductsP1MatchesFp64 checks the same on the GPU.
 // No GPU needed.
 TEST(WgmmaStateLayout, ProductsSliceBoxesFillTheViews) {
   using W = kda::cuda::sm90::ProductsWgmma;
@@ -326,9 +329,7 @@ TEST(WgmmaStateLayout, ProductsSliceBoxesFillTheViews) {
       for (int i2 = 0; i2 < 2; ++i2)
         for (int i1 = 0; i1 < n1; ++i1)
           for (int i0 = 0; i0 < n0; ++i0) {
-            long byte = 2 * (i0 + long{n0} * (i1 + long{n1} * i2));
-            byte ^= ((byte >> 7) & ((1 << swizzle_bits) - 1)) << 4;
-            const long e = dst + byte / 2;
+            const long e = dst + tma_swizzled(2 * (i0 + long{n0} * (i1 + long{n1} * i2)), swizzle_bits) / 2;
             ASSERT_EQ(got[e], -1) << dst << " " << i0 << " " << i1 << " " << i2;
             got[e] = src(i0, i1, i2);
           }
@@ -432,11 +433,11 @@ TEST(WgmmaStateLayout, WhatTheStatePassAssumes) {
 }
 
 // Where a TMA box with the 128-byte swizzle puts element (r, c) of a [rows][cols] tile read as boxes of 128-byte
-// rows (box b = the columns of bytes 128 b .. 128 b + 127, all rows; boxes one after another), from the PTX ISA's
-// description of the swizzle: the 16-byte chunk j of row r lands at chunk j ^ (r % 8) of its 128-byte row.
+// rows (box b = the columns of bytes 128 b .. 128 b + 127, all rows; boxes one after another, rows a multiple of 8):
+// the 16-byte chunk j of row r lands at chunk j ^ (r % 8) of its 128-byte row.
 long tma_sw128_byte(int r, int c, int rows, int elem_bytes) {
   const int per_row = 128 / elem_bytes, b = c / per_row, cb = (c % per_row) * elem_bytes;
-  return long{b} * rows * 128 + r * 128 + (((cb / 16) ^ (r % 8)) * 16) + cb % 16;
+  return long{b} * rows * 128 + tma_swizzled(long{r} * 128 + cb, 3);
 }
 
 // The state and reverse passes' TMA copies (state_wgmma.cu, reverse_wgmma.cu: load_a / load_b, and the recompute's
