@@ -4,12 +4,11 @@
 # CUDA runtime and libstdc++ linked statically, libgomp copied beside them. Each binary holds every kernel, so the set
 # travels as .carry/bin.tar.xz (~4 MB instead of ~150 MB: a device call carries at most 64 MiB); gpu_check.sh
 # unpacks it.
-# --torch-wheel PATH: also libkda_torch.so, the PyTorch extension, built against that torch wheel (the GPU machine's
-# torch: `pip download torch==VERSION --no-deps --only-binary=:all: --python-version 3.12 --platform
-# manylinux_2_28_x86_64`), so the lease's python step does not compile the library there. The wheel's headers and
-# the three libraries the extension links are unpacked once into .carry/torch-root. With it, libkda_jax.so (the XLA
-# FFI handlers, CUDA ones included) too when this machine's Python imports jax: the handlers use only the FFI's C API,
-# which newer jaxlibs keep accepting, so the device image's jax loads them.
+# --python: also libkda_torch.so, the PyTorch extension, built against this machine's torch: it uses only PyTorch's
+# stable ABI (python/CMakeLists.txt), so it loads into the GPU machine's torch (2.11) too, and the lease's python step
+# does not compile the library there. With it, libkda_jax.so (the XLA FFI handlers, CUDA ones included) too when this
+# machine's Python imports jax: the handlers use only the FFI's C API, which newer jaxlibs keep accepting, so the
+# device image's jax loads them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build of this checkout at a time: two at once both write .carry/bin.tar.xz (session 40: two interleaved xz
@@ -18,17 +17,10 @@ mkdir -p .carry
 exec 9> .carry/.build.lock
 flock -n 9 || { echo "gpu_build.sh: another build of this checkout is running" >&2; exit 1; }
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-torch_wheel=""
-if [ "${1:-}" = "--torch-wheel" ]; then
-  torch_wheel=$(realpath "$2")
-  root=.carry/torch-root
-  if [ "$(cat "$root/.wheel" 2>/dev/null)" != "$(basename "$torch_wheel")" ]; then
-    rm -rf "$root" && mkdir -p "$root"
-    unzip -q "$torch_wheel" 'torch/include/*' torch/version.py torch/lib/libc10.so torch/lib/libtorch_cpu.so \
-      torch/lib/libc10_cuda.so -d "$root"
-    basename "$torch_wheel" > "$root/.wheel"
-  fi
-  python=(-DKDA_BUILD_PYTHON=ON -DKDA_TORCH_ROOT="$PWD/$root/torch" -DKDA_BUILD_JAX=AUTO)
+with_python=""
+if [ "${1:-}" = "--python" ]; then
+  with_python=1
+  python=(-DKDA_BUILD_PYTHON=ON -DKDA_BUILD_JAX=AUTO)
 else
   python=(-DKDA_BUILD_PYTHON=OFF)
 fi
@@ -36,13 +28,13 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON
   "${python[@]}" >/dev/null
 # Only what a lease runs (the CPU test binary is CI's, and compiling it doubled a build on this 2-core machine).
 targets=(kda kda_gpu_tests kda-bench kda-verify)
-[ -n "$torch_wheel" ] && targets+=(kda_torch)
-[ -n "$torch_wheel" ] && grep -q '^kda_jax:' <(ninja -C build-gpu -t targets all 2>/dev/null) && targets+=(kda_jax)
+[ -n "$with_python" ] && targets+=(kda_torch)
+[ -n "$with_python" ] && grep -q '^kda_jax:' <(ninja -C build-gpu -t targets all 2>/dev/null) && targets+=(kda_jax)
 cmake --build build-gpu --target "${targets[@]}"
 stage=$(mktemp -d)
 cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/libkda.so "$stage/"
-[ -n "$torch_wheel" ] && cp build-gpu/python/libkda_torch.so "$stage/"
-[ -n "$torch_wheel" ] && [ -f build-gpu/python/libkda_jax.so ] && cp build-gpu/python/libkda_jax.so "$stage/"
+[ -n "$with_python" ] && cp build-gpu/python/libkda_torch.so "$stage/"
+[ -n "$with_python" ] && [ -f build-gpu/python/libkda_jax.so ] && cp build-gpu/python/libkda_jax.so "$stage/"
 strip "$stage"/*
 cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
 # The kernels' sources (~90 KB compressed) and the path they were compiled at: the line info (-lineinfo) names that

@@ -178,7 +178,7 @@ if want python; then
   echo "== Python package"
   [ -d .whl ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
-  # The extension gpu_build.sh --torch-wheel built against this machine's torch, or built here (minutes).
+  # The extension gpu_build.sh --python built (PyTorch's stable ABI: any torch >= 2.10), or built here (minutes).
   ext="$PWD/$BIN/libkda_torch.so"
   if [ -f "$ext" ]; then
     echo "carried $BIN/libkda_torch.so" > "$W/python_build.log"

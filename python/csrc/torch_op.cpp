@@ -1,60 +1,99 @@
-// torch_op.cpp: the `kda::` PyTorch ops over kda's C ABI (include/kda/kda.h).
+// torch_op.cpp: the `kda::` PyTorch ops over kda's C ABI (include/kda/kda.h), on PyTorch's stable ABI.
 //
 // Each op turns torch tensors into kda_tensor_t descriptors (data pointer + sizes + strides, no copies), runs on
 // torch's current CUDA stream for CUDA tensors, takes its workspace from torch's allocator (queried first), and
-// turns a failing kda status into a Python exception carrying kda_last_error() (which names the argument).
+// turns a failing kda status into an exception carrying kda_last_error() (which names the argument).
 // The Python side (python/kda/ops.py) holds FLA's signatures, the fake (meta) implementations and autograd.
+//
+// Only torch's stable ABI is used (torch/csrc/stable: STABLE_TORCH_LIBRARY, torch::stable::Tensor, the C shims), as
+// vLLM builds its third-party kernels: no C++ type of libtorch crosses into this library, so one build runs with every
+// torch from KDA_TORCH_TARGET (python/CMakeLists.txt) on, whatever torch's headers compiled it. The stable ABI hands
+// any C++ exception to Python as RuntimeError; the class the Python API raises (ValueError for an invalid argument,
+// NotImplementedError for a legal input kda does not handle) travels as a leading "[kda:Class] " tag that
+// python/kda/ops.py turns back into that class.
 //
 // Ops (schemas below): chunk_fwd (functional: allocates out / final_state), chunk_fwd_saved (chunk_fwd that also
 // keeps, in a workspace it returns, what the chunked CUDA backward would recompute: FLA's disable_recompute),
 // chunk_fwd_out (caller-owned out, final_state and workspace: the serving / CUDA-graph form),
 // chunk_fwd_workspace_size, decode_out (state pool updated in place through state_indices), chunk_bwd (gradients:
 // host backends, and the CUDA backward for CUDA tensors; given chunk_fwd_saved's workspace, without the recompute).
-#include <ATen/ATen.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
 
 #ifdef KDA_TORCH_CUDA
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>  // aoti_torch_get_current_cuda_stream (declared under USE_CUDA)
 #endif
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
-#include <utility>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "kda/kda.h"
 
 namespace {
 
-using at::Tensor;
+using Tensor = torch::stable::Tensor;
 using OptTensor = std::optional<Tensor>;
+using torch::headeronly::ScalarType;
+
+// ---------------------------------------------------------------- errors
+constexpr const char* kValueError = "ValueError";
+constexpr const char* kNotImplemented = "NotImplementedError";
+constexpr const char* kRuntimeError = "RuntimeError";
+
+template <class... Parts>
+[[noreturn]] void fail(const char* cls, const Parts&... parts) {
+  std::ostringstream os;
+  os << "[kda:" << cls << "] ";
+  (os << ... << parts);
+  throw std::runtime_error(os.str());
+}
+
+std::string device_name(const Tensor& t) {
+  if (t.is_cpu()) return "cpu";
+  if (t.is_cuda()) return "cuda:" + std::to_string(t.get_device_index());
+  return "a device that is neither the CPU nor CUDA";
+}
+
+std::string sizes_of(const Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
 
 kda_dtype_t to_kda_dtype(const Tensor& t, const char* name) {
   switch (t.scalar_type()) {
-    case at::kFloat: return KDA_DTYPE_FLOAT32;
-    case at::kHalf: return KDA_DTYPE_FLOAT16;
-    case at::kBFloat16: return KDA_DTYPE_BFLOAT16;
-    case at::kDouble: return KDA_DTYPE_FLOAT64;
-    case at::kInt: return KDA_DTYPE_INT32;
-    case at::kLong: return KDA_DTYPE_INT64;
-    default: TORCH_CHECK_VALUE(false, "kda: ", name, ": unsupported dtype ", t.scalar_type());
+    case ScalarType::Float: return KDA_DTYPE_FLOAT32;
+    case ScalarType::Half: return KDA_DTYPE_FLOAT16;
+    case ScalarType::BFloat16: return KDA_DTYPE_BFLOAT16;
+    case ScalarType::Double: return KDA_DTYPE_FLOAT64;
+    case ScalarType::Int: return KDA_DTYPE_INT32;
+    case ScalarType::Long: return KDA_DTYPE_INT64;
+    default: fail(kValueError, "kda: ", name, ": unsupported dtype ", torch::headeronly::toString(t.scalar_type()));
   }
-  return KDA_DTYPE_FLOAT32;
 }
 
 kda_tensor_t desc(const Tensor& t, const char* name) {
   kda_tensor_t d = kda_tensor_none();
   if (!t.defined()) return d;
-  TORCH_CHECK_VALUE(t.dim() <= KDA_MAX_DIMS, "kda: ", name, ": at most ", KDA_MAX_DIMS, " dims, got ", t.dim());
+  if (t.dim() > KDA_MAX_DIMS) fail(kValueError, "kda: ", name, ": at most ", KDA_MAX_DIMS, " dims, got ", t.dim());
   if (t.is_cpu()) {
     d.device_type = KDA_DEVICE_CPU;
     d.device_id = 0;
   } else if (t.is_cuda()) {
     d.device_type = KDA_DEVICE_CUDA;
-    d.device_id = t.get_device();
+    d.device_id = t.get_device_index();
   } else {
-    TORCH_CHECK_VALUE(false, "kda: ", name, ": tensors must be on the CPU or a CUDA device, got ", t.device());
+    fail(kValueError, "kda: ", name, ": tensors must be on the CPU or a CUDA device, got ", device_name(t));
   }
   d.dtype = to_kda_dtype(t, name);
   d.ndim = static_cast<int32_t>(t.dim());
@@ -72,8 +111,8 @@ kda_tensor_t desc(const OptTensor& t, const char* name) {
   return t.has_value() && t->defined() ? desc(*t, name) : kda_tensor_none();
 }
 
-// Raises the Python exception matching a kda status: ValueError for an invalid argument, NotImplementedError
-// for a legal input the backend does not handle, RuntimeError otherwise; the text is kda_last_error().
+// Raises the exception matching a kda status: ValueError for an invalid argument, NotImplementedError for a legal
+// input the backend does not handle, RuntimeError otherwise (tagged, see the top); the text is kda_last_error().
 // `renames` maps the C ABI's argument names to the Python API's (e.g. state_indices -> ssm_state_indices).
 void check(kda_status_t s, const char* call,
            std::initializer_list<std::pair<const char*, const char*>> renames = {}) {
@@ -85,27 +124,41 @@ void check(kda_status_t s, const char* call,
     if (at != std::string::npos) msg.replace(at, key.size(), std::string(": ") + to);
   }
   switch (s) {
-    case KDA_STATUS_INVALID_ARGUMENT: TORCH_CHECK_VALUE(false, msg);
+    case KDA_STATUS_INVALID_ARGUMENT: fail(kValueError, msg);
     case KDA_STATUS_NOT_SUPPORTED:
-    case KDA_STATUS_BACKEND_UNAVAILABLE: TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
-    default: TORCH_CHECK(false, msg);
+    case KDA_STATUS_BACKEND_UNAVAILABLE: fail(kNotImplemented, msg);
+    default: fail(kRuntimeError, msg);
   }
 }
 
-// The stream of the tensors' device (torch's current stream), or nullptr for CPU tensors.
+// A new contiguous tensor on `like`'s device.
+Tensor empty_on(const Tensor& like, std::vector<int64_t> sizes, ScalarType dtype) {
+  return torch::stable::new_empty(like, sizes, dtype);
+}
+
+std::vector<int64_t> sizes_vec(const Tensor& t) {
+  std::vector<int64_t> s(static_cast<size_t>(t.dim()));
+  for (int64_t i = 0; i < t.dim(); ++i) s[static_cast<size_t>(i)] = t.size(i);
+  return s;
+}
+
+// A new contiguous tensor of `t`'s sizes, dtype and device (the gradients: contiguous whatever the inputs' strides).
+Tensor contiguous_like(const Tensor& t) { return empty_on(t, sizes_vec(t), t.scalar_type()); }
+
+// The stream of the tensors' device (torch's current stream, under a guard for that device), or nullptr for CPU
+// tensors.
 struct StreamScope {
-#ifdef KDA_TORCH_CUDA
-  std::optional<c10::cuda::CUDAGuard> guard;
-#endif
+  std::optional<torch::stable::accelerator::DeviceGuard> guard;
   void* stream = nullptr;
   explicit StreamScope(const Tensor& q) {
     if (!q.is_cuda()) return;
 #ifdef KDA_TORCH_CUDA
-    guard.emplace(q.device());
-    stream = static_cast<void*>(c10::cuda::getCurrentCUDAStream(q.get_device()).stream());
+    guard.emplace(q.get_device_index());
+    if (aoti_torch_get_current_cuda_stream(q.get_device_index(), &stream) != AOTI_TORCH_SUCCESS)
+      fail(kRuntimeError, "kda: q: could not get torch's current CUDA stream for ", device_name(q));
 #else
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "kda: q: CUDA tensors, but this kda extension was built without CUDA "
-                                       "(rebuild with KDA_ENABLE_CUDA=ON where nvcc is installed)");
+    fail(kNotImplemented, "kda: q: CUDA tensors, but this kda extension was built without CUDA "
+                          "(rebuild with KDA_ENABLE_CUDA=ON where nvcc is installed)");
 #endif
   }
 };
@@ -133,7 +186,7 @@ void fill_forward(kda_forward_args_t* a, const Tensor& q, const Tensor& k, const
   a->cu_seqlens = desc(cu_seqlens, "cu_seqlens");
   a->use_default_scale = 0;
   a->scale = static_cast<float>(f.scale);
-  TORCH_CHECK_VALUE(f.gate_mode >= 0 && f.gate_mode <= 2, "kda: gate_mode: unknown value ", f.gate_mode);
+  if (f.gate_mode < 0 || f.gate_mode > 2) fail(kValueError, "kda: gate_mode: unknown value ", f.gate_mode);
   a->gate_mode = static_cast<kda_gate_mode_t>(f.gate_mode);
   a->lower_bound = static_cast<float>(f.lower_bound);
   a->use_qk_l2norm = f.use_qk_l2norm;
@@ -153,19 +206,20 @@ int64_t num_seqs(const Tensor& q, const OptTensor& cu_seqlens) {
 Tensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& workspace) {
   size_t ws = 0;
   check(kda_forward_workspace_size(a, &ws), "kda_forward_workspace_size");
-  Tensor buf = at::empty({0}, q.options().dtype(at::kByte));
+  Tensor buf = empty_on(q, {0}, ScalarType::Byte);
   void* ws_ptr = nullptr;
   if (ws > 0) {
     if (workspace.has_value() && workspace->defined()) {
-      TORCH_CHECK_VALUE(workspace->device() == q.device(), "kda: workspace: must be on ", q.device(), ", got ",
-                        workspace->device());
-      TORCH_CHECK_VALUE(workspace->is_contiguous(), "kda: workspace: must be contiguous");
-      size_t have = static_cast<size_t>(workspace->numel()) * workspace->element_size();
-      TORCH_CHECK_VALUE(have >= ws, "kda: workspace: ", have, " bytes, the call needs ", ws,
-                        " (ask kda.chunk_kda_workspace_size)");
+      if (device_name(*workspace) != device_name(q))
+        fail(kValueError, "kda: workspace: must be on ", device_name(q), ", got ", device_name(*workspace));
+      if (!workspace->is_contiguous()) fail(kValueError, "kda: workspace: must be contiguous");
+      const size_t have = static_cast<size_t>(workspace->numel()) * workspace->element_size();
+      if (have < ws)
+        fail(kValueError, "kda: workspace: ", have, " bytes, the call needs ", ws,
+             " (ask kda.chunk_kda_workspace_size)");
       ws_ptr = workspace->data_ptr();
     } else {
-      buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+      buf = empty_on(q, {static_cast<int64_t>(ws)}, ScalarType::Byte);
       ws_ptr = buf.data_ptr();
     }
   }
@@ -181,24 +235,24 @@ std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& q, const Tensor& k, con
                                            const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
                                            const OptTensor& initial_state, const OptTensor& cu_seqlens,
                                            const Flags& f, bool output_final_state, bool save) {
-  TORCH_CHECK_VALUE(q.dim() == 4 && v.dim() == 4, "kda: q: must be [B, T, H, K] and v [B, T, HV, V], got q ",
-                    q.sizes(), ", v ", v.sizes());
+  if (q.dim() != 4 || v.dim() != 4)
+    fail(kValueError, "kda: q: must be [B, T, H, K] and v [B, T, HV, V], got q ", sizes_of(q), ", v ", sizes_of(v));
   kda_forward_args_t a;
   fill_forward(&a, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f);
   a.save_for_backward = save ? 1 : 0;
-  Tensor out = at::empty(v.sizes(), v.options().dtype(q.scalar_type()));
+  Tensor out = empty_on(v, sizes_vec(v), q.scalar_type());
   Tensor final_state;
   if (output_final_state) {
     const int64_t N = num_seqs(q, cu_seqlens), HV = v.size(2), K = q.size(3), V = v.size(3);
-    final_state = f.state_v_first ? at::empty({N, HV, V, K}, q.options().dtype(at::kFloat))
-                                  : at::empty({N, HV, K, V}, q.options().dtype(at::kFloat));
+    final_state = f.state_v_first ? empty_on(q, {N, HV, V, K}, ScalarType::Float)
+                                  : empty_on(q, {N, HV, K, V}, ScalarType::Float);
   } else {
-    final_state = at::empty({0}, q.options().dtype(at::kFloat));
+    final_state = empty_on(q, {0}, ScalarType::Float);
   }
   a.out = desc(out, "out");
   if (output_final_state) a.final_state = desc(final_state, "final_state");
   Tensor ws = run_forward(&a, q, std::nullopt);
-  return {out, final_state, save ? ws : at::empty({0}, q.options().dtype(at::kByte))};
+  return {out, final_state, save ? ws : empty_on(q, {0}, ScalarType::Byte)};
 }
 
 std::tuple<Tensor, Tensor> chunk_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
@@ -286,7 +340,7 @@ void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   a.out = desc(out, "out");
   a.use_default_scale = 0;
   a.scale = static_cast<float>(scale);
-  TORCH_CHECK_VALUE(gate_mode >= 0 && gate_mode <= 2, "kda: gate_mode: unknown value ", gate_mode);
+  if (gate_mode < 0 || gate_mode > 2) fail(kValueError, "kda: gate_mode: unknown value ", gate_mode);
   a.gate_mode = static_cast<kda_gate_mode_t>(gate_mode);
   a.lower_bound = static_cast<float>(lower_bound);
   a.use_qk_l2norm = use_qk_l2norm;
@@ -304,17 +358,17 @@ void decode_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   a.out_norm_weight = desc(out_norm_weight, "out_norm_weight");
   a.out_gate = desc(out_gate, "out_gate");
   a.out_norm_eps = static_cast<float>(out_norm_eps);
-  TORCH_CHECK_VALUE(out_gate_activation == KDA_OUT_GATE_SIGMOID || out_gate_activation == KDA_OUT_GATE_SILU,
-                    "kda: out_gate_activation: unknown value ", out_gate_activation);
+  if (out_gate_activation != KDA_OUT_GATE_SIGMOID && out_gate_activation != KDA_OUT_GATE_SILU)
+    fail(kValueError, "kda: out_gate_activation: unknown value ", out_gate_activation);
   a.out_gate_activation = static_cast<kda_out_gate_activation_t>(out_gate_activation);
   size_t ws = 0;
   const std::initializer_list<std::pair<const char*, const char*>> renames = {
       {"state_indices", "ssm_state_indices"}, {"state_pool", "initial_state (the state pool)"}};
   check(kda_decode_workspace_size(&a, &ws), "kda_decode_workspace_size", renames);
-  Tensor buf;
-  if (ws > 0) buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+  OptTensor buf;
+  if (ws > 0) buf = empty_on(q, {static_cast<int64_t>(ws)}, ScalarType::Byte);
   StreamScope scope(q);
-  check(kda_decode(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_decode", renames);
+  check(kda_decode(&a, buf ? buf->data_ptr() : nullptr, ws, scope.stream), "kda_decode", renames);
 }
 
 // ---------------------------------------------------------------- backward (host backends and CUDA)
@@ -336,12 +390,10 @@ std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v,
   a.dout = desc(dout, "dout");
   a.dfinal_state = desc(dfinal_state, "dfinal_state");
   auto like = [&q](const OptTensor& t) {
-    return t.has_value() && t->defined() ? at::empty_like(*t, at::MemoryFormat::Contiguous)
-                                         : at::empty({0}, q.options().dtype(at::kFloat));
+    return t.has_value() && t->defined() ? contiguous_like(*t) : empty_on(q, {0}, ScalarType::Float);
   };
-  Tensor dq = at::empty_like(q, at::MemoryFormat::Contiguous), dk = at::empty_like(k, at::MemoryFormat::Contiguous),
-         dv = at::empty_like(v, at::MemoryFormat::Contiguous), dg = at::empty_like(g, at::MemoryFormat::Contiguous),
-         dbeta = at::empty_like(beta, at::MemoryFormat::Contiguous);
+  Tensor dq = contiguous_like(q), dk = contiguous_like(k), dv = contiguous_like(v), dg = contiguous_like(g),
+         dbeta = contiguous_like(beta);
   Tensor dA = like(A_log), ddt = like(dt_bias), dh0 = like(initial_state);
   a.dq = desc(dq, "dq");
   a.dk = desc(dk, "dk");
@@ -353,18 +405,19 @@ std::vector<Tensor> chunk_bwd(const Tensor& q, const Tensor& k, const Tensor& v,
   if (initial_state.has_value() && initial_state->defined()) a.dh0 = desc(dh0, "dh0");
   size_t ws = 0;
   check(kda_backward_workspace_size(&a, &ws), "kda_backward_workspace_size");
-  Tensor buf;
+  OptTensor buf;
   if (use_saved) {  // chunk_fwd_saved's workspace: what the forward kept is read, the rest is the backward's
-    TORCH_CHECK_VALUE(saved->device() == q.device() && saved->is_contiguous() && saved->scalar_type() == at::kByte,
-                      "kda: saved: must be chunk_fwd_saved's workspace (contiguous uint8 on ", q.device(), ")");
-    TORCH_CHECK_VALUE(static_cast<size_t>(saved->numel()) >= ws, "kda: saved: ", saved->numel(),
-                      " bytes, the backward needs ", ws, " (not chunk_fwd_saved's workspace for these inputs)");
+    if (device_name(*saved) != device_name(q) || !saved->is_contiguous() || saved->scalar_type() != ScalarType::Byte)
+      fail(kValueError, "kda: saved: must be chunk_fwd_saved's workspace (contiguous uint8 on ", device_name(q), ")");
+    if (static_cast<size_t>(saved->numel()) < ws)
+      fail(kValueError, "kda: saved: ", saved->numel(), " bytes, the backward needs ", ws,
+           " (not chunk_fwd_saved's workspace for these inputs)");
     buf = *saved;
   } else if (ws > 0) {
-    buf = at::empty({static_cast<int64_t>(ws)}, q.options().dtype(at::kByte));
+    buf = empty_on(q, {static_cast<int64_t>(ws)}, ScalarType::Byte);
   }
   StreamScope scope(q);
-  check(kda_backward(&a, ws > 0 ? buf.data_ptr() : nullptr, ws, scope.stream), "kda_backward");
+  check(kda_backward(&a, ws > 0 ? buf->data_ptr() : nullptr, ws, scope.stream), "kda_backward");
   return {dq, dk, dv, dg, dbeta, dA, ddt, dh0};
 }
 
@@ -377,7 +430,7 @@ int64_t library_version() { return kda_version(); }
 
 }  // namespace
 
-TORCH_LIBRARY(kda, m) {
+STABLE_TORCH_LIBRARY(kda, m) {
   m.def("chunk_fwd(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size, int backend) -> (Tensor, Tensor)");
   m.def("chunk_fwd_saved(" KDA_FWD_ARGS ", bool output_final_state, int chunk_size, int backend) "
         "-> (Tensor, Tensor, Tensor)");
@@ -393,23 +446,26 @@ TORCH_LIBRARY(kda, m) {
         "int backend, Tensor(b!) out, Tensor? q_conv_weight, Tensor? k_conv_weight, Tensor? v_conv_weight, "
         "Tensor(c!)? q_conv_state, Tensor(d!)? k_conv_state, Tensor(e!)? v_conv_state, Tensor? out_norm_weight, "
         "Tensor? out_gate, float out_norm_eps, int out_gate_activation) -> ()");
-  m.def("library_version() -> int", &library_version);
+  m.def("library_version() -> int");
 }
 
-TORCH_LIBRARY_IMPL(kda, CPU, m) {
-  m.impl("chunk_fwd", &chunk_fwd);
-  m.impl("chunk_fwd_saved", &chunk_fwd_saved);  // the C ABI refuses it for CPU tensors, with its message
-  m.impl("chunk_fwd_out", &chunk_fwd_out);
-  m.impl("chunk_fwd_workspace_size", &chunk_fwd_workspace_size);
-  m.impl("chunk_bwd", &chunk_bwd);
-  m.impl("decode_out", &decode_out);
+STABLE_TORCH_LIBRARY_IMPL(kda, CPU, m) {
+  m.impl("chunk_fwd", TORCH_BOX(&chunk_fwd));
+  m.impl("chunk_fwd_saved", TORCH_BOX(&chunk_fwd_saved));  // the C ABI refuses it for CPU tensors, with its message
+  m.impl("chunk_fwd_out", TORCH_BOX(&chunk_fwd_out));
+  m.impl("chunk_fwd_workspace_size", TORCH_BOX(&chunk_fwd_workspace_size));
+  m.impl("chunk_bwd", TORCH_BOX(&chunk_bwd));
+  m.impl("decode_out", TORCH_BOX(&decode_out));
 }
 
-TORCH_LIBRARY_IMPL(kda, CUDA, m) {
-  m.impl("chunk_fwd", &chunk_fwd);
-  m.impl("chunk_fwd_saved", &chunk_fwd_saved);
-  m.impl("chunk_fwd_out", &chunk_fwd_out);
-  m.impl("chunk_fwd_workspace_size", &chunk_fwd_workspace_size);
-  m.impl("chunk_bwd", &chunk_bwd);
-  m.impl("decode_out", &decode_out);
+STABLE_TORCH_LIBRARY_IMPL(kda, CUDA, m) {
+  m.impl("chunk_fwd", TORCH_BOX(&chunk_fwd));
+  m.impl("chunk_fwd_saved", TORCH_BOX(&chunk_fwd_saved));
+  m.impl("chunk_fwd_out", TORCH_BOX(&chunk_fwd_out));
+  m.impl("chunk_fwd_workspace_size", TORCH_BOX(&chunk_fwd_workspace_size));
+  m.impl("chunk_bwd", TORCH_BOX(&chunk_bwd));
+  m.impl("decode_out", TORCH_BOX(&decode_out));
 }
+
+// library_version takes no tensor, so it dispatches to this key on every device.
+STABLE_TORCH_LIBRARY_IMPL(kda, CompositeExplicitAutograd, m) { m.impl("library_version", TORCH_BOX(&library_version)); }

@@ -11,7 +11,7 @@ def __getattr__(name):
     if name in ("chunk_kda", "fused_recurrent_kda", "chunk_kda_workspace_size", "BACKENDS"):
         return getattr(importlib.import_module(".ops", __name__), name)
     if name == "library_version":
-        importlib.import_module(".ops", __name__)  # loads libc10 / libtorch, then the extension
+        importlib.import_module(".ops", __name__)  # loads torch, then the extension
         import torch
 
         return torch.ops.kda.library_version

@@ -1,6 +1,6 @@
 """kda's PyTorch ops: FLA-compatible `chunk_kda` / `fused_recurrent_kda` over the `kda::` custom ops.
 
-The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) registers with TORCH_LIBRARY:
+The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) registers on PyTorch's stable ABI:
   kda::chunk_fwd          functional forward: returns (out, final_state) (final_state is [0] when not asked for)
   kda::chunk_fwd_saved    chunk_fwd on the chunked CUDA path that also returns the workspace holding what the backward
                           would recompute (FLA's disable_recompute=True); chunk_bwd(..., saved=workspace) reads it
@@ -10,11 +10,14 @@ The C++ extension (python/csrc/torch_op.cpp, loaded from libkda_torch.so) regist
   kda::chunk_bwd          gradients of every differentiable input (host backends; CUDA: the chunked CUDA backward
                           where it applies, else the token-recurrent one; backend="cuda-recurrent" forces that)
 This module adds their fake (meta) implementations for torch.compile, autograd for chunk_fwd, and FLA's
-signatures with FLA's argument meanings. Arguments kda cannot honour raise; nothing silently differs.
+signatures with FLA's argument meanings. Arguments kda cannot honour raise; nothing silently differs. The stable ABI
+hands every C++ exception to Python as RuntimeError: the ops tag their message with the class meant ("[kda:ValueError]
+kda: q: ..."), which `_run` raises here (ValueError, NotImplementedError); the ops called directly keep the tag.
 """
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
 import torch
@@ -46,6 +49,20 @@ if not os.path.exists(_path):
         "checkout, or point KDA_TORCH_LIBRARY at a built libkda_torch.so"
     )
 torch.ops.load_library(_path)
+
+_TAG = re.compile(r"\[kda:(ValueError|NotImplementedError|RuntimeError)\] ")
+_CLASSES = {"ValueError": ValueError, "NotImplementedError": NotImplementedError, "RuntimeError": RuntimeError}
+
+
+def _run(op, *args):
+    """op(*args), an exception of a kda:: op raised as the class its tag names, with the op's message."""
+    try:
+        return op(*args)
+    except RuntimeError as e:
+        m = _TAG.search(str(e))
+        if m is None:
+            raise
+        raise _CLASSES[m.group(1)](str(e)[m.end():]) from None
 
 
 # ------------------------------------------------------------------------------------------------- fake impls
@@ -136,8 +153,8 @@ def _backward(ctx, dout, dfinal_state, *_dworkspace):
         backend = ctx.backend
     else:
         backend = BACKENDS["auto"]
-    grads = torch.ops.kda.chunk_bwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
-                                    ctx.chunk_size, backend, dout, dfinal_state, *saved)
+    grads = _run(torch.ops.kda.chunk_bwd, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *ctx.flags,
+                 ctx.chunk_size, backend, dout, dfinal_state, *saved)
     dq, dk, dv, dg, dbeta, dA, ddt, dh0 = grads
     return (dq, dk, dv, dg, dbeta,
             dA if A_log is not None else None,
@@ -274,23 +291,23 @@ def chunk_kda(
             raise ValueError("kda: final_state: output_final_state=True with a caller-owned out needs final_state")
         if out is None:
             out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
-        torch.ops.kda.chunk_fwd_out(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
-                                    chunk_size, be, out, final_state, workspace)
+        _run(torch.ops.kda.chunk_fwd_out, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
+             chunk_size, be, out, final_state, workspace)
         return out, final_state
 
     if (disable_recompute and q.is_cuda and torch.is_grad_enabled()
             and be in (BACKENDS["auto"], BACKENDS["cuda-generic"], BACKENDS["cuda-chunked"], BACKENDS["cuda-hopper"])
             and _any_requires_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)):
         try:
-            o, fs, _ = torch.ops.kda.chunk_fwd_saved(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
-                                                     *flags, bool(output_final_state), chunk_size, be)
+            o, fs, _ = _run(torch.ops.kda.chunk_fwd_saved, q, k, v, g, beta, A_log, dt_bias, initial_state,
+                            cu_seqlens, *flags, bool(output_final_state), chunk_size, be)
             return o, (fs if output_final_state else None)
         except NotImplementedError:
             if be in (BACKENDS["cuda-chunked"], BACKENDS["cuda-hopper"]):
                 raise
             # The chunked CUDA path does not take these inputs: the default path, whose backward recomputes.
-    o, fs = torch.ops.kda.chunk_fwd(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
-                                    bool(output_final_state), chunk_size, be)
+    o, fs = _run(torch.ops.kda.chunk_fwd, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, *flags,
+                 bool(output_final_state), chunk_size, be)
     return o, (fs if output_final_state else None)
 
 
@@ -303,10 +320,10 @@ def chunk_kda_workspace_size(q, k, v, g, beta, out, final_state=None, *, scale=N
     if scale is None:
         scale = q.shape[-1] ** -0.5
     gate_mode, lb, A_log, dt_bias = _gate_mode(use_gate_in_kernel, A_log, dt_bias, lower_bound, False, g)
-    return torch.ops.kda.chunk_fwd_workspace_size(
-        q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, float(scale), gate_mode, lb,
-        bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval),
-        bool(state_v_first), chunk_size or 0, _backend_id(backend), out, final_state)
+    return _run(
+        torch.ops.kda.chunk_fwd_workspace_size, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens,
+        float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel),
+        bool(allow_neg_eigval), bool(state_v_first), chunk_size or 0, _backend_id(backend), out, final_state)
 
 
 def _check_equal_lengths(cu_seqlens, N, T1):
@@ -424,9 +441,8 @@ def fused_recurrent_kda(
     gate_n = out_gate if out_gate is None or cu_seqlens is None else shape4(out_gate)
     cw = tuple(conv_weights) if conv_weights is not None else (None,) * 3
     cs = tuple(conv_states) if conv_states is not None else (None,) * 3
-    torch.ops.kda.decode_out(qn, kn, vn, gn, bn, A_log, dt_bias, initial_state, ssm_state_indices,
-                             num_accepted_tokens, float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel),
-                             bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), bool(state_v_first),
-                             _backend_id(backend), out_n, *cw, *cs, out_norm_weight, gate_n, float(out_norm_eps),
-                             activation)
+    _run(torch.ops.kda.decode_out, qn, kn, vn, gn, bn, A_log, dt_bias, initial_state, ssm_state_indices,
+         num_accepted_tokens, float(scale), gate_mode, lb, bool(use_qk_l2norm_in_kernel),
+         bool(use_beta_sigmoid_in_kernel), bool(allow_neg_eigval), bool(state_v_first), _backend_id(backend), out_n,
+         *cw, *cs, out_norm_weight, gate_n, float(out_norm_eps), activation)
     return out, initial_state

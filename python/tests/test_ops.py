@@ -424,11 +424,14 @@ def test_disable_recompute_changes_nothing_on_cpu(seed):
     flags = (64 ** -0.5, 2, -5.0, True, True, False, False)
     args = (t["q"], t["k"], t["v"], t["g"], t["beta"], kw["A_log"], kw["dt_bias"], kw["initial_state"], None, *flags,
             True, 0)
-    with pytest.raises(ValueError, match="CUDA_CHUNKED needs CUDA tensors"):
+    # The op itself raises RuntimeError (the stable ABI's only class) tagged with the class kda.ops._run raises.
+    with pytest.raises(RuntimeError, match=r"^\[kda:ValueError\] .*CUDA_CHUNKED needs CUDA tensors"):
         torch.ops.kda.chunk_fwd_saved(*args, kda.ops.BACKENDS["cuda-chunked"])
+    with pytest.raises(ValueError, match=r"^kda_forward_workspace_size: .*CUDA_CHUNKED needs CUDA tensors"):
+        kda.ops._run(torch.ops.kda.chunk_fwd_saved, *args, kda.ops.BACKENDS["cuda-chunked"])
     # AUTO on CPU tensors is the CPU backend, which keeps nothing for a backward.
     with pytest.raises(NotImplementedError, match="save_for_backward: only the chunked CUDA forward"):
-        torch.ops.kda.chunk_fwd_saved(*args, kda.ops.BACKENDS["auto"])
+        kda.ops._run(torch.ops.kda.chunk_fwd_saved, *args, kda.ops.BACKENDS["auto"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -1,8 +1,14 @@
-"""The kda:: ops as PyTorch ops: opcheck, torch.compile(fullgraph=True), autograd against finite differences."""
+"""The kda:: ops as PyTorch ops: opcheck, torch.compile(fullgraph=True), autograd against finite differences; the
+extension on PyTorch's stable ABI only."""
+import re
+import shutil
+import subprocess
+
 import pytest
 import torch
 
 import kda
+import kda.ops  # loads the extension (kda imports it lazily)
 from test_ops import make_case
 
 GATE_OF = {0: "log_decay", 1: "softplus", 2: "bounded"}
@@ -181,3 +187,32 @@ def test_backward_bf16_dtypes(seed):
     o.float().sum().backward()
     for n, x in t.items():
         assert x.grad is not None and x.grad.dtype == x.dtype and torch.isfinite(x.grad.float()).all(), n
+
+
+def test_the_extension_uses_only_the_stable_abi():
+    """libkda_torch.so asks libtorch for no C++ symbol (c10::, at::, torch::; their vtables and type infos): only the
+    stable ABI's C shims, so one build loads into every torch from its target version on (python/CMakeLists.txt).
+    The same check finds the old TORCH_LIBRARY build's c10::Dispatcher / at::Tensor imports."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) not installed")
+    undefined = subprocess.run([nm, "-D", "--undefined-only", kda.ops._path], check=True, capture_output=True,
+                               text=True).stdout.split()
+    cpp = [s for s in undefined if re.match(r"_Z(N|T[IVS]N?)K?(3c10|2at|5torch)", s)]
+    assert not cpp, f"C++ symbols of libtorch imported: {cpp[:10]}"
+    assert any(s.startswith("aoti_torch_") or s.startswith("torch_") for s in undefined), "no stable-ABI shim used"
+
+
+def test_op_errors_carry_the_python_class():
+    """Through the stable ABI an op's error reaches Python as RuntimeError tagged with the class the Python API raises;
+    kda.chunk_kda raises that class with the op's message (here the C ABI's check of beta's shape)."""
+    q = torch.randn(1, 8, 2, 16)
+    g = -torch.rand(1, 8, 2, 16)
+    beta = torch.rand(1, 8, 3)
+    flags = (16 ** -0.5, 0, -5.0, False, False, False, False, False, 0, 0)
+    with pytest.raises(RuntimeError, match=r"^\[kda:ValueError\] kda_forward_workspace_size: .*beta"):
+        torch.ops.kda.chunk_fwd(q, q, q, g, beta, None, None, None, None, *flags)
+    with pytest.raises(ValueError, match=r"^kda_forward_workspace_size: .*beta: expected shape \[1, 8, 2\]"):
+        kda.chunk_kda(q, q, q, g, beta)
+    with pytest.raises(ValueError, match="kda: q: unsupported dtype"):
+        kda.chunk_kda(q.to(torch.complex64), q, q, g, beta[..., :2])
