@@ -201,12 +201,12 @@ int64_t num_seqs(const Tensor& q, const OptTensor& cu_seqlens) {
   return cu_seqlens.has_value() && cu_seqlens->defined() ? cu_seqlens->size(0) - 1 : q.size(0);
 }
 
-// Runs the forward on the caller's workspace, or on one from torch's allocator, which it returns (empty when the
-// call needs none).
-Tensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& workspace) {
+// Runs the forward on the caller's workspace, or on one from torch's allocator, which it returns (none when the call
+// needs none: each allocation is a dispatcher call through the stable ABI, ~1-2 us of a small call's time).
+OptTensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& workspace) {
   size_t ws = 0;
   check(kda_forward_workspace_size(a, &ws), "kda_forward_workspace_size");
-  Tensor buf = empty_on(q, {0}, ScalarType::Byte);
+  OptTensor buf;
   void* ws_ptr = nullptr;
   if (ws > 0) {
     if (workspace.has_value() && workspace->defined()) {
@@ -220,7 +220,7 @@ Tensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& work
       ws_ptr = workspace->data_ptr();
     } else {
       buf = empty_on(q, {static_cast<int64_t>(ws)}, ScalarType::Byte);
-      ws_ptr = buf.data_ptr();
+      ws_ptr = buf->data_ptr();
     }
   }
   StreamScope scope(q);
@@ -230,8 +230,8 @@ Tensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& work
 
 // ---------------------------------------------------------------- forward
 // The functional forward; save: the chunked CUDA forward also keeps the backward's recompute in the workspace,
-// which is returned third (empty without save).
-std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+// which is returned third (none when the call needs no workspace).
+std::tuple<Tensor, Tensor, OptTensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                            const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
                                            const OptTensor& initial_state, const OptTensor& cu_seqlens,
                                            const Flags& f, bool output_final_state, bool save) {
@@ -251,8 +251,7 @@ std::tuple<Tensor, Tensor, Tensor> forward(const Tensor& q, const Tensor& k, con
   }
   a.out = desc(out, "out");
   if (output_final_state) a.final_state = desc(final_state, "final_state");
-  Tensor ws = run_forward(&a, q, std::nullopt);
-  return {out, final_state, save ? ws : empty_on(q, {0}, ScalarType::Byte)};
+  return {out, final_state, run_forward(&a, q, std::nullopt)};
 }
 
 std::tuple<Tensor, Tensor> chunk_fwd(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
@@ -281,7 +280,9 @@ std::tuple<Tensor, Tensor, Tensor> chunk_fwd_saved(const Tensor& q, const Tensor
                                                    bool output_final_state, int64_t chunk_size, int64_t backend) {
   Flags f{scale, gate_mode, lower_bound, use_qk_l2norm, beta_is_logits, allow_neg_eigval, state_v_first,
           chunk_size, backend};
-  return forward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f, output_final_state, true);
+  auto [out, final_state, ws] =
+      forward(q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, f, output_final_state, true);
+  return {out, final_state, ws ? *ws : empty_on(q, {0}, ScalarType::Byte)};
 }
 
 void chunk_fwd_out(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
