@@ -14,9 +14,9 @@
 #   flaverify  kda-verify --suite full and --suite backward-full judging FLA's chunk_kda through the external
 #           protocol, --suite decode-full judging its fused_recurrent_kda, then backward-full on cuda-generic with
 #           FLA as --baseline (each gradient no worse than FLA's)
-#   python  the PyTorch package: builds the extension here with CUDA against this machine's torch (plain CMake, no
-#           network needed), installs the carried wheels (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs
-#           python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted)
+#   python  the PyTorch package: the extension gpu_build.sh --python built (torch's stable ABI: it loads into this
+#           machine's torch), else built here with CUDA (plain CMake, no network needed); installs the carried wheels
+#           (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs python/tests (CPU + CUDA + FLA's KimiDeltaAttention with kda substituted)
 #   profile Nsight Compute (--clock-control none) on the chunked forward's two kernels (h64-fixed) and the decode
 #           kernel (H = 32, B = 256): duration, occupancy, warp stall reasons, executed instructions
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
