@@ -88,7 +88,7 @@ class _Flags(NamedTuple):
 
 
 def _raise_for(status, call):
-    """A failing kda status as the Python exception torch_op.cpp raises for it, with kda_last_error()."""
+    """A failing kda status as the Python exception kda.chunk_kda raises for it, with kda_last_error()."""
     if status == 0:
         return
     msg = f"{call}: {_lib.kda_last_error().decode()}"

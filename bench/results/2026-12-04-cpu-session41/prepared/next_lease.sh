@@ -4,7 +4,7 @@
 # channels) against main. Checks on tcstage: the backward / stress GPU tests and backward-full whole; then the Python
 # package's suite with main's stable-ABI extension on the GPU machine's torch (its first run there: gpu_check.sh's
 # python step on the carried .carry/ab/main.tar.xz); then gpu_ab.sh main,tcstage at train-h64-fixed, two rounds.
-# Before it, here: git apply tc_staging.patch on a branch; scripts/gpu_build.sh --python on main and on the branch,
+# Before it, here: git am tc_staging.patch on a branch of main; scripts/gpu_build.sh --python on main and on the branch,
 # each archive copied to .carry/ab/NAME.tar.xz with .carry/COMMIT as NAME.COMMIT; .whl with fla-core, einops,
 # pytest, numpy (pip download --no-deps -d .whl ...).
 # Run as: OUT=$OUT bash .carry/lease/next_lease.sh
