@@ -232,9 +232,9 @@ OptTensor run_forward(kda_forward_args_t* a, const Tensor& q, const OptTensor& w
 // The functional forward; save: the chunked CUDA forward also keeps the backward's recompute in the workspace,
 // which is returned third (none when the call needs no workspace).
 std::tuple<Tensor, Tensor, OptTensor> forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
-                                           const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
-                                           const OptTensor& initial_state, const OptTensor& cu_seqlens,
-                                           const Flags& f, bool output_final_state, bool save) {
+                                              const Tensor& beta, const OptTensor& A_log, const OptTensor& dt_bias,
+                                              const OptTensor& initial_state, const OptTensor& cu_seqlens,
+                                              const Flags& f, bool output_final_state, bool save) {
   if (q.dim() != 4 || v.dim() != 4)
     fail(kValueError, "kda: q: must be [B, T, H, K] and v [B, T, HV, V], got q ", sizes_of(q), ", v ", sizes_of(v));
   kda_forward_args_t a;
