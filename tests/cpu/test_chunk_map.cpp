@@ -364,14 +364,14 @@ TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
     for (int64_t group : {1, 2}) {
       const BackwardLayout l = backward_layout(B, T, N, HV, K, V, group);
       const int64_t cap = l.fwd.cap, per = cap * HV * 4, C = kChunk;
-      const int64_t starts[] = {l.akk,  l.tinv, l.starts, l.vnew,    l.du,   l.dsend,
-                                l.dqk,  l.gate, l.prod,   l.scratch, l.bytes};
+      const int64_t starts[] = {l.akk,  l.tinv,   l.norms, l.tame, l.starts,  l.vnew, l.du,
+                                l.dsend, l.dqk,   l.gate,  l.prod, l.scratch, l.bytes};
       const ProdLayout pl{static_cast<int>(K), static_cast<int>(V)};
-      const int64_t sizes[] = {per * C * C, per * C * C, per * V * K, per * C * V, per * C * V, per * V * K,
-                               group > 1 ? 2 * B * T * HV * K * 4 : 0, cap * HV * (K + 1) * 8, per * pl.floats(),
-                               l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
+      const int64_t sizes[] = {per * C * C, per * C * C, per * 2 * C, per, per * V * K, per * C * V, per * C * V,
+                               per * V * K, group > 1 ? 2 * B * T * HV * K * 4 : 0, cap * HV * (K + 1) * 8,
+                               per * pl.floats(), l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
       EXPECT_GE(l.akk, l.fwd.bytes);
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < 12; ++i) {
         EXPECT_EQ(starts[i] % 256, 0) << i;
         EXPECT_GE(starts[i + 1] - starts[i], sizes[i]) << i;
         EXPECT_LT(starts[i + 1] - starts[i], sizes[i] + (sizes[i] > 0 ? 256 : 1)) << i;  // an empty region: no bytes

@@ -51,6 +51,8 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
   const float* const BV = prod + pl.BV();  // T^T dU [C][V]
   const float* const dA = prod + pl.dA();  // [C][C], strictly lower
   const float* const Ap = reinterpret_cast<const float*>(ws + bl.akk) + task * int64_t{kC} * kC;  // A'
+  // 1 / |q|, 1 / |k| of the rows, from phase 1 (chunk_prepare.cu BackwardSaves), as chunk_grad_tc.cu scaled them.
+  const float* const inv_norms = reinterpret_cast<const float*>(ws + bl.norms) + task * int64_t{2 * kC};
   const bool has_a = p.has_A_log();
   const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
   const bool gated = gate_mode != KDA_GATE_LOG_DECAY;
@@ -92,6 +94,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       da[m] = c < r ? dA[r * kC + c] : 0.0f;
     }
     const float tb = lane < CK ? prod[pl.TBrow() + lane * kC + r] : 0.0f;
+    const float inv_qk[2] = {p.use_qk_l2norm ? inv_norms[r] : 1.0f, p.use_qk_l2norm ? inv_norms[kC + r] : 1.0f};
 
     // dbeta and dv (chunk_grad.cu P5a / P5b's sums in their order).
     const float braw = bits_to_float(braw_bits, Spec::dt(p.beta.dtype));
@@ -157,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
         d[j] = which == 0 ? dq[j] : dk[j];
       }
       if (p.use_qk_l2norm) {
-        const float inv = warp_inv_norm<CK>(x);
+        const float inv = inv_qk[which];
 #pragma unroll
         for (int j = 0; j < CK; ++j) x[j] *= inv;  // x_hat, as chunk_grad_tc.cu staged it
         l2_norm_backward(x, inv, d);

@@ -8,7 +8,8 @@
 //   dg = the reverse sum of dGam over the chunk (the difference form: exact enough where no token decays steeply)
 // with E = 2^Gam, Esuf = 2^(Gam_C - Gam), Gam the cumulated log2 decays. The results overwrite the task's QS, BK and
 // KD tiles in place (each element read, then written, by the one lane that owns it), with dbeta's third term,
-// rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow) and the chunk's tame flag (Tame);
+// rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow), and copies the chunk's tame flag (Tame) from
+// phase 1's saves (chunk_prepare.cu: with the rows' inverse L2 norms, what needs every channel of a row);
 // chunk_grad_rows.cu then finishes the task (dbeta, dv, the L2 norms' and the gate's backward). A steep chunk's tiles
 // this pass leaves as they are, for chunk_grad.cu's spanning sums. Its index math, lane by lane, is scripts/models/
 // grad_fragments.py's fragment_pass (equal to the direct sums in float64; python/tests/test_grad_fragments.py).
@@ -45,7 +46,7 @@ struct TcLayout {  // float offsets into shared memory
 template <int K, int V, class Spec>
 __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardParams bp, char* ws) {
   using Ly = TcLayout;
-  constexpr int CK = K / 32, H = K / kHalf;
+  constexpr int CH = kHalf / 32, H = K / kHalf;
   static_assert(K % kHalf == 0 && kThreads == 256 && kSubBlocks == 4, "grad_tc_kernel: 8 warps = 4 blocks x 2");
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(16) float smem[];
@@ -69,6 +70,12 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq, t0 = rec.start;
   const ProdLayout pl{K, V};
   float* const prod = reinterpret_cast<float*>(ws + bl.prod) + task * pl.floats();
+  // The chunk's tame flag, from phase 1 (chunk_prepare.cu BackwardSaves), which holds every channel of a row; copied
+  // to the product tile for chunk_grad.cu and chunk_grad_rows.cu. A steep chunk's tiles this pass leaves whole, for
+  // chunk_grad.cu's spanning sums.
+  const int tame = reinterpret_cast<const int*>(ws + bl.tame)[task];
+  if (half == 0 && tid == 0) reinterpret_cast<int*>(prod)[pl.Tame()] = tame;
+  if (!tame) return;
 
   {  // dM and dA (masked, zero past L): 16-byte cp.async copies, landing while the rows below load
     const float* const src = prod + pl.dM();
@@ -84,63 +91,60 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
     prefetch_l2(prod + pl.QS() + (a >> 1) * int64_t{kC} * K + r * K + kHalf * half + 32 * (a & 1));
   }
 
-  // ---- Stage (as chunk_grad.cu's P0): warp w rows w + 8 i, lanes channels lane + 32 j of the whole row (the L2 norm
-  // and the tame test need all K), the half's (j / 2 == half) kept. Rows past L are zeros.
+  // ---- Stage: warp w rows w + 8 i, lanes the half's channels kHalf half + lane + 32 j. The rows' inverse L2 norms
+  // come from phase 1 too (BackwardSaves norms, the forward's own values): each half loads and activates only its
+  // own channels. (Staging whole rows, for the norms and the tame test, was ~42% of this kernel's stall samples and
+  // the norms' butterflies 12% alone: session 40's profile, docs/backward.md.) Rows past L are zeros.
   const bool has_a = p.has_A_log();
   const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
   const bool gated = gate_mode != KDA_GATE_LOG_DECAY, bounded = gate_mode == KDA_GATE_BOUNDED;
   const float a_log = has_a ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
   const float ea = has_a ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
-  float bias[CK];
+  const float* const inv_norms =
+      p.use_qk_l2norm ? reinterpret_cast<const float*>(ws + bl.norms) + task * int64_t{2 * kC} : nullptr;
+  const int c0 = kHalf * half + lane;  // the lane's first channel in the value head
+  float bias[CH];
 #pragma unroll
-  for (int j = 0; j < CK; ++j)
+  for (int j = 0; j < CH; ++j)
     bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
-                                                               (32 * j + lane) * p.dt_bias.stride[1]]
+                                                               (c0 + 32 * j) * p.dt_bias.stride[1]]
                     : 0.0f;
-  bool steep = false;
   // RW rows a warp, kRB rows' loads issued together: all 8 at once (no spill) measured +0.2 ms (session 34).
   constexpr int RW = kC / (kThreads / 32), kRB = 4;
 #pragma unroll 1
   for (int i0 = 0; i0 < RW; i0 += kRB) {
-    uint32_t qr[kRB][CK], kr[kRB][CK], gr[kRB][CK], br[kRB];
+    uint32_t qr[kRB][CH], kr[kRB][CH], gr[kRB][CH], br[kRB];
+    float iq[kRB], ik[kRB];
 #pragma unroll
     for (int i = 0; i < kRB; ++i) {
       const int r = warp + (kThreads / 32) * (i0 + i);
-      if (r < L) load_row_bits<Spec>(p, b, t0 + r, h, hv, lane, qr[i], kr[i], gr[i], br[i]);
+      iq[i] = ik[i] = 1.0f;
+      if (r < L) {
+        load_row_bits<Spec>(p, b, t0 + r, h, hv, c0, qr[i], kr[i], gr[i], br[i]);
+        if (inv_norms) {
+          iq[i] = inv_norms[r];
+          ik[i] = inv_norms[kC + r];
+        }
+      }
     }
 #pragma unroll
     for (int i = 0; i < kRB; ++i) {
       const int r = warp + (kThreads / 32) * (i0 + i);
-      float q[CK], k[CK], gl[CK];
 #pragma unroll
-      for (int j = 0; j < CK; ++j) q[j] = k[j] = gl[j] = 0.0f;
-      if (r < L) {
-#pragma unroll
-        for (int j = 0; j < CK; ++j) {
-          q[j] = bits_to_float(qr[i][j], Spec::dt(p.q.dtype));
-          k[j] = bits_to_float(kr[i][j], Spec::dt(p.k.dtype));
+      for (int j = 0; j < CH; ++j) {
+        float q = 0.0f, k = 0.0f, gl = 0.0f;
+        if (r < L) {
+          q = bits_to_float(qr[i][j], Spec::dt(p.q.dtype)) * iq[i];
+          k = bits_to_float(kr[i][j], Spec::dt(p.k.dtype)) * ik[i];
           const float graw = bits_to_float(gr[i][j], Spec::dt(p.g.dtype));
-          gl[j] = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
-                          : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
-          steep |= !(gl[j] >= -kTameBits);
+          gl = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
+                       : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
         }
-        if (p.use_qk_l2norm) {
-          const float iq = warp_inv_norm<CK>(q), ik = warp_inv_norm<CK>(k);
-#pragma unroll
-          for (int j = 0; j < CK; ++j) {
-            q[j] *= iq;
-            k[j] *= ik;
-          }
-        }
+        const int o = Ly::at(r, 32 * j + lane);
+        Qs[o] = q;
+        Ks[o] = k;
+        Gc[o] = gl;
       }
-#pragma unroll
-      for (int j = 0; j < CK; ++j)
-        if (j / 2 == half) {
-          const int o = Ly::at(r, 32 * (j & 1) + lane);
-          Qs[o] = q[j];
-          Ks[o] = k[j];
-          Gc[o] = gl[j];
-        }
       if (lane == 0)
         beta_s[r] = r < L ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
                                                    p.allow_neg_eigval)
@@ -148,11 +152,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
     }
   }
   cp_async_wait<0>();
-  // Every half tests the whole chunk (the same loads and arithmetic: the same answer), so a steep chunk's tiles stay
-  // whole for chunk_grad.cu's spanning sums.
-  const bool tame = !__syncthreads_or(steep);
-  if (half == 0 && tid == 0) reinterpret_cast<int*>(prod)[pl.Tame()] = tame ? 1 : 0;
-  if (!tame) return;
+  __syncthreads();
   if (tid < kHalf) {  // Gam: the log2 decays cumulated over the rows, a thread a channel (16 loads, then the adds)
     float acc = 0.0f;
 #pragma unroll 1

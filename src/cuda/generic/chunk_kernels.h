@@ -40,10 +40,13 @@ decltype(auto) dispatch_kn(int K, int N, F&& f) {
 }
 
 // What the backward's recompute keeps of the forward's two phases (chunk_map.h BackwardLayout; all null in the
-// forward): phase 1 writes A' (not scaled by beta) and T, phase 2 the chunk-start states and V_new (as bf16 planes).
+// forward): phase 1 writes A' (not scaled by beta), T, the rows' inverse L2 norms and the tame flag, phase 2 the
+// chunk-start states and V_new (as bf16 planes).
 struct BackwardSaves {
   float* akk = nullptr;
   float* tinv = nullptr;
+  float* norms = nullptr;
+  int* tame = nullptr;
   __nv_bfloat16* starts = nullptr;
   __nv_bfloat16* vnew = nullptr;
 };
@@ -57,6 +60,8 @@ inline ForwardKeeps backward_keeps(char* workspace, const BackwardLayout& bl) {
   ForwardKeeps k;
   k.phase1.akk = reinterpret_cast<float*>(workspace + bl.akk);
   k.phase1.tinv = reinterpret_cast<float*>(workspace + bl.tinv);
+  k.phase1.norms = reinterpret_cast<float*>(workspace + bl.norms);
+  k.phase1.tame = reinterpret_cast<int*>(workspace + bl.tame);
   k.state.starts = reinterpret_cast<__nv_bfloat16*>(workspace + bl.starts);
   k.state.vnew = reinterpret_cast<__nv_bfloat16*>(workspace + bl.vnew);
   return k;

@@ -333,6 +333,9 @@ KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& 
 // their operands: the products kernel, their one reader, takes them to ldmatrix as they are):
 //   akk     [cap][HV][C][C]   A' = strictly_lower(K K^T . D), not scaled by beta (phase 1)
 //   tinv    planes [cap][HV][2][C][C]   T = (I + diag(beta) A')^-1, zeros above the diagonal (phase 1)
+//   norms   [cap][HV][2][C]   1 / |q| and 1 / |k| of each row, as phase 1 normalized it (with use_qk_l2norm)
+//   tame    int [cap][HV]     1 where every token of the chunk decays by at most 2^-kTameBits in every channel
+//                             (chunk_kernels.h; phase 1, which holds every channel of a row)
 //   starts  planes [cap][HV][2][V][K]   the state at each chunk's start, value-first (the forward's state pass)
 //   vnew    planes [cap][HV][2][C][V]   V_new = U - W S0^T (the forward's state pass)
 //   du      planes [cap][HV][2][C][V]   -dV_new (the reverse state pass, chunk_reverse.cu)
@@ -368,7 +371,7 @@ struct ProdLayout {
 
 struct BackwardLayout {
   WorkspaceLayout fwd;
-  int64_t akk, tinv, starts, vnew, du, dsend, dqk, gate, prod, scratch, bytes;
+  int64_t akk, tinv, norms, tame, starts, vnew, du, dsend, dqk, gate, prod, scratch, bytes;
   int64_t grad_ctas;
 };
 KDA_HOST_DEVICE int64_t grad_ctas_for(int64_t cap, int64_t hv) {
@@ -391,7 +394,9 @@ KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_s
   const int64_t C = kChunk;
   l.akk = align256(l.fwd.bytes);
   l.tinv = l.akk + align256(per * C * C);
-  l.starts = l.tinv + align256(per * C * C);
+  l.norms = l.tinv + align256(per * C * C);
+  l.tame = l.norms + align256(per * 2 * C);
+  l.starts = l.tame + align256(per);
   l.vnew = l.starts + align256(per * V * K);
   l.du = l.vnew + align256(per * C * V);
   l.dsend = l.du + align256(per * C * V);

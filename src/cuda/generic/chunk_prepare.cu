@@ -235,6 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // each (null in the forward).
   float* const akk_save = keep.akk ? keep.akk + (ci * p.HV + hv) * kC * kC : nullptr;
   float* const tinv_save = keep.tinv ? keep.tinv + (ci * p.HV + hv) * kC * kC : nullptr;
+  // The rows' 1 / |q|, 1 / |k| [2][C] (S0), for the gradient passes, which stage a row's channels in parts.
+  float* const norms_save = keep.norms && p.use_qk_l2norm ? keep.norms + (ci * p.HV + hv) * 2 * kC : nullptr;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
@@ -244,7 +246,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
   // S1 / S3's choice per diagonal block (1: pairwise in S1; 0: factored on tensor cores in S3), set by S2a.
   __shared__ int pairwise_s[kSubBlocks];
+  __shared__ int steep_s;  // S2a: some token decays by more than 2^-kTameBits in some channel (keep.tame)
   if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
+  if (tid == 0) steep_s = 0;
   for (int d = tid; d < K; d += kThreads)
     bias_s[d] = gate_mode != KDA_GATE_LOG_DECAY
                     ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
@@ -278,6 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         const float inv = quad_inv_norm(x);
 #pragma unroll
         for (int i = 0; i < K / 4; ++i) x[i] *= inv;
+        if (norms_save && sq == 0) norms_save[half * kC + st] = inv;
       }
       dst += st * PK + 8 * sq;
 #pragma unroll
@@ -404,16 +409,20 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   for (int task = tid; task < kSubBlocks * K; task += kThreads) {
     const ScanTask st = scan_task(task, K);
     float acc = 0.0f, gmax = -INFINITY;
+    bool steep = false;  // the gradient passes' tame test (chunk_kernels.h) on the gates they stage, NaN steep
 #pragma unroll
     for (int i = 0; i < kSub; ++i) {
       const float g = Gs[(kSub * st.blk + i) * PK + st.d];
       acc += g;
       gmax = fmaxf(gmax, g);
+      steep |= !(g >= -kTameBits);
     }
     bsum_s[st.blk * K + st.d] = acc;
     if (!(acc >= -kFactorBits) || gmax > 0.0f) pairwise_s[st.blk] = 1;  // NaN sums too
+    if (steep) steep_s = 1;
   }
   __syncthreads();
+  if (keep.tame && tid == 0) keep.tame[ci * p.HV + hv] = steep_s ? 0 : 1;
 
   // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column pair c1 = p, c2 = 15 - p) (chunk_map.h
   // diag_pair_task: both columns' entries fill one warp reduce-scatter's 32 slots). Lane = channels K / 32 lane + i
