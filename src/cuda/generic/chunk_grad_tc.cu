@@ -259,16 +259,23 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   const int dglob = kHalf * half + n0;  // the warp's first channel in the value head
   float keep[kNT][2][2];                // dGam's in-block suffix sums [n][e][hh]
   float tbr[2] = {0.0f, 0.0f};          // dbeta's third term over this lane's channels, rows rb + grp + 8 hh
-#pragma unroll
-  for (int n = 0; n < kNT; ++n) {
-    float2 qs[2], bk[2], kd[2];  // the exponent terms' operands (all four tiles' loaded at once spill at 128 registers)
+  // The exponent terms' operands, n8 tile n + 1's loaded before tile n's stores (which the compiler may not move them
+  // above: the same arrays), so one tile's L2 latency hides behind the last one's arithmetic. All four tiles' at
+  // once spill at 128 registers; two buffers cost 12.
+  float2 qs[2][2], bk[2][2], kd[2][2];  // [n % 2][hh]
+  const auto load_tile = [&](int n) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int64_t off = int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig;
-      qs[hh] = *reinterpret_cast<const float2*>(gQS + off);
-      bk[hh] = *reinterpret_cast<const float2*>(gBK + off);
-      kd[hh] = *reinterpret_cast<const float2*>(gKD + off);
+      qs[n % 2][hh] = *reinterpret_cast<const float2*>(gQS + off);
+      bk[n % 2][hh] = *reinterpret_cast<const float2*>(gBK + off);
+      kd[n % 2][hh] = *reinterpret_cast<const float2*>(gKD + off);
     }
+  };
+  load_tile(0);
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    if (n + 1 < kNT) load_tile(n + 1);
     float2 dq_out[2], dk_out[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
@@ -280,7 +287,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
         const int i = 2 * hh + e, r = rb + grp + 8 * hh, o = Ly::at(r, dl);
         const float gr = Gc[o], a = ex2(gr - gmc[n][e]), bb = ex2(gmc[n][e] - gr);
         const float E = ex2(gr), Esuf = ex2(gend - gr), br = beta_s[r], kv = Ks[o];
-        const float qsv = e ? qs[hh].y : qs[hh].x, bkv = e ? bk[hh].y : bk[hh].x, kdv = e ? kd[hh].y : kd[hh].x;
+        const float2 qt = qs[n % 2][hh], bt = bk[n % 2][hh], kt = kd[n % 2][hh];
+        const float qsv = e ? qt.y : qt.x, bkv = e ? bt.y : bt.x, kdv = e ? kt.y : kt.x;
         const float dq = qsv * E + a * rq[n][i];
         const float kg = br * bkv * E, kdd = kdv * Esuf, dkr = br * (a * rk[n][i]), dkc = bb * ck[n][i];
         const float dk = (kg + kdd) + (dkr + dkc);
