@@ -79,23 +79,6 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   if (half == 0 && tid == 0) reinterpret_cast<int*>(prod)[pl.Tame()] = tame;
   if (!tame) return;
 
-  {  // dM and dA (masked, zero past L): 16-byte cp.async copies, landing while the rows below load
-    const float* const src = prod + pl.dM();
-    static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
-    for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) cp_async16(dMs + Ly::pair_at(4 * i / kC, 4 * i % kC),
-                                                                     src + 4 * i);
-    // The half's CS too: read once, at the very end (dg's tail), where its load from global memory stalled 3% of
-    // the samples (session 40's profile).
-    if (tid < kHalf / 4) cp_async16(cs_s + 4 * tid, prod + pl.CS() + kHalf * half + 4 * tid);
-    cp_async_commit();
-  }
-  // The half's QS, KD, BK rows (2 lines of 128 bytes a row and tile) to L2 for the epilogue: the products kernel wrote
-  // them long before, mostly out of L2 by now.
-  for (int i = tid; i < 6 * kC; i += kThreads) {
-    const int r = i % kC, a = i / kC;
-    prefetch_l2(prod + pl.QS() + (a >> 1) * int64_t{kC} * K + r * K + kHalf * half + 32 * (a & 1));
-  }
-
   // ---- Stage: warp w rows w + 8 i, lanes the half's channels kHalf half + lane + 32 j. The rows' inverse L2 norms
   // come from phase 1 too (BackwardSaves norms, the forward's own values): each half loads and activates only its
   // own channels. (Staging whole rows, for the norms and the tame test, was ~42% of this kernel's stall samples and
@@ -114,47 +97,63 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
     bias[j] = gated ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] +
                                                                (c0 + 32 * j) * p.dt_bias.stride[1]]
                     : 0.0f;
-  // RW rows a warp, kRB rows' loads issued together: all 8 at once (no spill) measured +0.2 ms (session 34).
-  constexpr int RW = kC / (kThreads / 32), kRB = 4;
-#pragma unroll 1
-  for (int i0 = 0; i0 < RW; i0 += kRB) {
-    uint32_t qr[kRB][CH], kr[kRB][CH], gr[kRB][CH], br[kRB];
-    float iq[kRB], ik[kRB];
+  // RW rows a warp, all their loads issued at once and first, ahead of dM / dA's copies and the L2 prefetches, which
+  // they queued behind (128 registers, no spill). Session 42, train-h64-fixed backward: -60 us; all 8 at once without
+  // the reordering +26 us (so was it, +0.2 ms, with 4 channels of whole rows a lane: session 34).
+  constexpr int RW = kC / (kThreads / 32);
+  uint32_t qr[RW][CH], kr[RW][CH], gr[RW][CH], br[RW];
+  float iq[RW], ik[RW];
 #pragma unroll
-    for (int i = 0; i < kRB; ++i) {
-      const int r = warp + (kThreads / 32) * (i0 + i);
-      iq[i] = ik[i] = 1.0f;
+  for (int i = 0; i < RW; ++i) {
+    const int r = warp + (kThreads / 32) * i;
+    iq[i] = ik[i] = 1.0f;
+    if (r < L) {
+      load_row_bits<Spec>(p, b, t0 + r, h, hv, c0, qr[i], kr[i], gr[i], br[i]);
+      if (inv_norms) {
+        iq[i] = inv_norms[r];
+        ik[i] = inv_norms[kC + r];
+      }
+    }
+  }
+  {  // dM and dA (masked, zero past L): 16-byte cp.async copies behind the rows' loads, landing while those convert
+    const float* const src = prod + pl.dM();
+    static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
+    for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) cp_async16(dMs + Ly::pair_at(4 * i / kC, 4 * i % kC),
+                                                                     src + 4 * i);
+    // The half's CS too: read once, at the very end (dg's tail), where its load from global memory stalled 3% of
+    // the samples (session 40's profile).
+    if (tid < kHalf / 4) cp_async16(cs_s + 4 * tid, prod + pl.CS() + kHalf * half + 4 * tid);
+    cp_async_commit();
+  }
+  // The half's QS, KD, BK rows (2 lines of 128 bytes a row and tile) to L2 for the epilogue: the products kernel wrote
+  // them long before, mostly out of L2 by now.
+  for (int i = tid; i < 6 * kC; i += kThreads) {
+    const int r = i % kC, a = i / kC;
+    prefetch_l2(prod + pl.QS() + (a >> 1) * int64_t{kC} * K + r * K + kHalf * half + 32 * (a & 1));
+  }
+
+#pragma unroll
+  for (int i = 0; i < RW; ++i) {
+    const int r = warp + (kThreads / 32) * i;
+#pragma unroll
+    for (int j = 0; j < CH; ++j) {
+      float q = 0.0f, k = 0.0f, gl = 0.0f;
       if (r < L) {
-        load_row_bits<Spec>(p, b, t0 + r, h, hv, c0, qr[i], kr[i], gr[i], br[i]);
-        if (inv_norms) {
-          iq[i] = inv_norms[r];
-          ik[i] = inv_norms[kC + r];
-        }
+        q = bits_to_float(qr[i][j], Spec::dt(p.q.dtype)) * iq[i];
+        k = bits_to_float(kr[i][j], Spec::dt(p.k.dtype)) * ik[i];
+        const float graw = bits_to_float(gr[i][j], Spec::dt(p.g.dtype));
+        gl = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
+                     : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
       }
+      const int o = Ly::at(r, 32 * j + lane);
+      Qs[o] = q;
+      Ks[o] = k;
+      Gc[o] = gl;
     }
-#pragma unroll
-    for (int i = 0; i < kRB; ++i) {
-      const int r = warp + (kThreads / 32) * (i0 + i);
-#pragma unroll
-      for (int j = 0; j < CH; ++j) {
-        float q = 0.0f, k = 0.0f, gl = 0.0f;
-        if (r < L) {
-          q = bits_to_float(qr[i][j], Spec::dt(p.q.dtype)) * iq[i];
-          k = bits_to_float(kr[i][j], Spec::dt(p.k.dtype)) * ik[i];
-          const float graw = bits_to_float(gr[i][j], Spec::dt(p.g.dtype));
-          gl = bounded ? bounded_gate_log2(graw + bias[j], ea, lb2)
-                       : gate_log_decay<float>(gate_mode, graw, has_a, a_log, bias[j], p.lower_bound) * kLog2e;
-        }
-        const int o = Ly::at(r, 32 * j + lane);
-        Qs[o] = q;
-        Ks[o] = k;
-        Gc[o] = gl;
-      }
-      if (lane == 0)
-        beta_s[r] = r < L ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
-                                                   p.allow_neg_eigval)
-                          : 0.0f;
-    }
+    if (lane == 0)
+      beta_s[r] = r < L ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
+                                                 p.allow_neg_eigval)
+                        : 0.0f;
   }
   cp_async_wait<0>();
   __syncthreads();
