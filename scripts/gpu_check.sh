@@ -16,8 +16,9 @@
 #           FLA as --baseline (each gradient no worse than FLA's)
 #   python  the PyTorch package: the extension gpu_build.sh --python built (torch's stable ABI: it loads into this
 #           machine's torch), else built here with CUDA (plain CMake, no network needed); installs the carried wheels
-#           (.whl: FLA, einops, pytest, numpy) into /tmp/site, runs python/tests (CPU + CUDA + FLA's
-#           KimiDeltaAttention with kda substituted)
+#           (.whl: fla-core, einops, pytest; flash-linear-attention too, the package with fla.layers, or FLA's
+#           KimiDeltaAttention test skips: session 42) into /tmp/site, runs python/tests (CPU + CUDA + that layer with
+#           kda substituted)
 #   profile Nsight Compute (--clock-control none) on the chunked forward's two kernels (h64-fixed) and the decode
 #           kernel (H = 32, B = 256): duration, occupancy, warp stall reasons, executed instructions
 # Each step's logs and JSON are appended to $OUT/results.tar as soon as the step ends (the device returns at most 8
