@@ -149,6 +149,22 @@ lease_bwd_quick() {
   lease_checks_done
 }
 
+# lease_py_tests BUILD LIMIT FILTER: the Python package's tests selected by pytest -k FILTER (e.g. "cuda or fla_layer":
+# the rest run in CI) with BUILD's libkda_torch.so and libkda_jax.so (gpu_build.sh --python), the carried .whl
+# installed into /tmp/site, under LIMIT seconds; the log as $OUT/py/python_tests.log as it goes, then its summary.
+# Correctness only: it may share the GPU with checks, never with timing.
+lease_py_tests() {
+  local b=$1 lim=$2 filter=$3
+  mkdir -p "$OUT/py"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  cp "/tmp/ab/$b/libkda_jax.so" python/kda/ 2>/dev/null
+  LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+    XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$lim" python3 -m pytest -q -rs -p no:cacheprovider python/tests \
+    -k "$filter" > "$OUT/py/python_tests.log" 2>&1
+  echo "python tests ($b) rc=$?"
+  grep -E "passed|failed|FAILED|SKIPPED|Error" "$OUT/py/python_tests.log" | head -30
+}
+
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
 # and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile needs ~300 s of a fresh machine).

@@ -15,16 +15,11 @@ cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh
 lease_begin l1
 lease_unpack main tcgate
-mkdir -p "$OUT/py"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-cp /tmp/ab/tcgate/libkda_jax.so python/kda/ 2>/dev/null
-( LD_LIBRARY_PATH=/tmp/ab/tcgate KDA_TORCH_LIBRARY=/tmp/ab/tcgate/libkda_torch.so PYTHONPATH="/tmp/site:$PWD/python" \
-    XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 230 python3 -m pytest -q -rs -p no:cacheprovider python/tests \
-    -k "cuda or fla_layer" > "$OUT/py/python_tests.log" 2>&1; echo "python tests rc=$?" ) &
+lease_py_tests tcgate 230 "cuda or fla_layer" > "$W/py.txt" &  # its summary printed after the checks
 pypid=$!
 lease_bwd_checks tcgate
 wait $pypid
-grep -E "passed|failed|FAILED|SKIPPED|Error" "$OUT/py/python_tests.log" | head -30
+cat "$W/py.txt"
 lease_checks_done
 lease_ab main,tcgate 200 train-h64-fixed
 lease_ncu_launches tcgate train-h64-fixed 'grad_tc|grad_rows|grad_kernel'
