@@ -329,19 +329,29 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   }
   __syncthreads();
   // dg = the in-block suffix + the later blocks' totals (the last first) + the chunk-end terms, which every token's
-  // reverse sum reaches: CS . E_C and colsum(k . KD . Esuf).
+  // reverse sum reaches: CS . E_C and colsum(k . KD . Esuf). The last two depend on (block, channel) only: a thread
+  // each forms them once (the lanes had formed them per element pair: ~9% of this kernel's instructions, session 43's
+  // profile), into k_hat's place (no warp reads it after the barrier above).
+  float* const carry_s = Ks;  // [kSubBlocks][kHalf]: the later blocks' totals
+  float* const end_s = Ks + kSubBlocks * kHalf;
+  {
+    const int J0 = tid / kHalf, dl = tid % kHalf;  // kThreads = kSubBlocks * kHalf
+    float carry = 0.0f;
+    for (int J = kSubBlocks - 1; J > J0; --J) carry += tot[(2 * J) * kHalf + dl];
+    float kdsum = 0.0f;
+#pragma unroll
+    for (int J = 0; J < kSubBlocks; ++J) kdsum += tot[(2 * J + 1) * kHalf + dl];
+    carry_s[tid] = carry;
+    end_s[tid] = cs_s[dl] * ex2(Gc[Ly::at(kC - 1, dl)]) + kdsum;
+  }
+  __syncthreads();
 #pragma unroll
   for (int n = 0; n < kNT; ++n) {
     float2 dg_out[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int dl = n0 + 8 * n + 2 * tig + e;
-      float carry = 0.0f;
-      for (int J = kSubBlocks - 1; J > I; --J) carry += tot[(2 * J) * kHalf + dl];
-      float kdsum = 0.0f;
-#pragma unroll
-      for (int J = 0; J < kSubBlocks; ++J) kdsum += tot[(2 * J + 1) * kHalf + dl];
-      const float end = cs_s[dl] * ex2(Gc[Ly::at(kC - 1, dl)]) + kdsum;
+      const float carry = carry_s[I * kHalf + dl], end = end_s[I * kHalf + dl];
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) (e ? dg_out[hh].y : dg_out[hh].x) = keep[n][e][hh] + carry + end;
     }
