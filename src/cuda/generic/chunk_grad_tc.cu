@@ -330,12 +330,13 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   __syncthreads();
   // dg = the in-block suffix + the later blocks' totals (the last first) + the chunk-end terms, which every token's
   // reverse sum reaches: CS . E_C and colsum(k . KD . Esuf). The last two depend on (block, channel) only: a thread
-  // each forms them once (the lanes had formed them per element pair: ~9% of this kernel's instructions, session 43's
+  // each forms them once (the lanes had formed them per element pair: ~4% of this kernel's instructions, session 43's
   // profile), into k_hat's place (no warp reads it after the barrier above).
   float* const carry_s = Ks;  // [kSubBlocks][kHalf]: the later blocks' totals
   float* const end_s = Ks + kSubBlocks * kHalf;
   {
-    const int J0 = tid / kHalf, dl = tid % kHalf;  // kThreads = kSubBlocks * kHalf
+    static_assert(kThreads == kSubBlocks * kHalf, "grad_tc_kernel: a thread a (block, channel)");
+    const int J0 = tid / kHalf, dl = tid % kHalf;
     float carry = 0.0f;
     for (int J = kSubBlocks - 1; J > J0; --J) carry += tot[(2 * J) * kHalf + dl];
     float kdsum = 0.0f;
