@@ -300,24 +300,38 @@ auto with_io_spec(bool fast, kda_gate_mode_t mode, F&& f) {
   }
 }
 
-// The raw bits of token t's row of q and k (head h), of g (value head hv) at lane's channels lane + 32 j, and of its
-// beta: the gradient passes' row loads (chunk_grad.cu P0, chunk_grad_tc.cu, chunk_grad_rows.cu), issued together and
-// converted where they are used.
+// The element offsets of token t's row of q and k (head h) and of g (value head hv) at channel c, and of its beta, and
+// their steps over dt tokens: a loop over a warp's rows forms the 64-bit stride products once and adds a step a row
+// (the products per row were ~40 instructions of grad_tc's staging a row: session 43's SASS).
+template <class Spec>
+struct RowOffsets {
+  int64_t q, k, g, beta, sq, sk, sg, sbeta;
+  __device__ __forceinline__ RowOffsets(const ForwardParams& p, int64_t b, int64_t t, int h, int hv, int c, int dt)
+      : q(b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2] + c * Spec::cs(p.q.stride[3])),
+        k(b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2] + c * Spec::cs(p.k.stride[3])),
+        g(b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2] + c * Spec::cs(p.g.stride[3])),
+        beta(b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2]),
+        sq(dt * p.q.stride[1]),
+        sk(dt * p.k.stride[1]),
+        sg(dt * p.g.stride[1]),
+        sbeta(dt * p.beta.stride[1]) {}
+  __device__ __forceinline__ void next() {
+    q += sq;
+    k += sk;
+    g += sg;
+    beta += sbeta;
+  }
+};
+
+// The raw bits of a row (RowOffsets': q, k, g at channels c + 32 j, and beta): the gradient passes' row loads
+// (chunk_grad.cu P0, chunk_grad_tc.cu, chunk_grad_rows.cu), issued together and converted where they are used.
 template <class Spec, int CK>
-__device__ __forceinline__ void load_row_bits(const ForwardParams& p, int64_t b, int64_t t, int h, int hv, int lane,
-                                              uint32_t (&q)[CK], uint32_t (&k)[CK], uint32_t (&g)[CK],
-                                              uint32_t& beta) {
-  const int64_t qb = b * p.q.stride[0] + t * p.q.stride[1] + h * p.q.stride[2];
-  const int64_t kb = b * p.k.stride[0] + t * p.k.stride[1] + h * p.k.stride[2];
-  const int64_t gb = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-  load_bits_strided(q, p.q.data, Spec::dt(p.q.dtype), qb + lane * Spec::cs(p.q.stride[3]),
-                    32 * Spec::cs(p.q.stride[3]));
-  load_bits_strided(k, p.k.data, Spec::dt(p.k.dtype), kb + lane * Spec::cs(p.k.stride[3]),
-                    32 * Spec::cs(p.k.stride[3]));
-  load_bits_strided(g, p.g.data, Spec::dt(p.g.dtype), gb + lane * Spec::cs(p.g.stride[3]),
-                    32 * Spec::cs(p.g.stride[3]));
-  beta = load_bits(p.beta.data, Spec::dt(p.beta.dtype), b * p.beta.stride[0] + t * p.beta.stride[1] +
-                                                            hv * p.beta.stride[2]);
+__device__ __forceinline__ void load_row_bits(const ForwardParams& p, const RowOffsets<Spec>& o, uint32_t (&q)[CK],
+                                              uint32_t (&k)[CK], uint32_t (&g)[CK], uint32_t& beta) {
+  load_bits_strided(q, p.q.data, Spec::dt(p.q.dtype), o.q, 32 * Spec::cs(p.q.stride[3]));
+  load_bits_strided(k, p.k.data, Spec::dt(p.k.dtype), o.k, 32 * Spec::cs(p.k.stride[3]));
+  load_bits_strided(g, p.g.data, Spec::dt(p.g.dtype), o.g, 32 * Spec::cs(p.g.stride[3]));
+  beta = load_bits(p.beta.data, Spec::dt(p.beta.dtype), o.beta);
 }
 
 // 8 values of a 16-byte vector of bf16 or fp16.

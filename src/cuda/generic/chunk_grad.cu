@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1) grad_kernel(const BackwardParams 
 #pragma unroll
       for (int i = 0; i < kRB0; ++i) {
         const int r = warp + (kThreads / 32) * (i0 + i);
-        if (r < L) load_row_bits<Spec>(p, b, t0 + r, h, hv, lane, qr[i], kr[i], gr[i], br[i]);
+        if (r < L)
+          load_row_bits<Spec>(p, RowOffsets<Spec>(p, b, t0 + r, h, hv, lane, 0), qr[i], kr[i], gr[i], br[i]);
       }
 #pragma unroll
       for (int i = 0; i < kRB0; ++i) {

@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
     // Every load of the row first (one round trip a row), then its arithmetic.
     uint32_t qr[CK], kr[CK], gr[CK], vr[CV], braw_bits;
     float dq[CK], dk[CK], dg[CK], bv[CV], ap[CA], da[CA];
-    load_row_bits<Spec>(p, b, t, h, hv, lane, qr, kr, gr, braw_bits);
+    load_row_bits<Spec>(p, RowOffsets<Spec>(p, b, t, h, hv, lane, 0), qr, kr, gr, braw_bits);
     load_bits_strided(vr, p.v.data, Spec::dt(p.v.dtype),
                       b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] + lane * Spec::cs(p.v.stride[3]),
                       32 * Spec::cs(p.v.stride[3]));

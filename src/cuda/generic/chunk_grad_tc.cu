@@ -103,12 +103,13 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   constexpr int RW = kC / (kThreads / 32);
   uint32_t qr[RW][CH], kr[RW][CH], gr[RW][CH], br[RW];
   float iq[RW], ik[RW];
+  RowOffsets<Spec> ro(p, b, t0 + warp, h, hv, c0, kThreads / 32);  // row r's, stepped a row at a time
 #pragma unroll
-  for (int i = 0; i < RW; ++i) {
+  for (int i = 0; i < RW; ++i, ro.next()) {
     const int r = warp + (kThreads / 32) * i;
     iq[i] = ik[i] = 1.0f;
     if (r < L) {
-      load_row_bits<Spec>(p, b, t0 + r, h, hv, c0, qr[i], kr[i], gr[i], br[i]);
+      load_row_bits<Spec>(p, ro, qr[i], kr[i], gr[i], br[i]);
       if (inv_norms) {
         iq[i] = inv_norms[r];
         ik[i] = inv_norms[kC + r];
