@@ -475,6 +475,8 @@ TEST(MmaLayout, GradientPassSwizzlesAreConflictFreePermutations) {
       ++seen[static_cast<size_t>(s)];
     }
     for (int n : seen) ASSERT_EQ(n, 1) << "row " << r;
+    // Period 8 in the row: chunk_grad_tc.cu's cp.async copies step 16 rows with one destination offset.
+    ASSERT_EQ(grad_pair_swizzle(r + 8), grad_pair_swizzle(r)) << "row " << r;
   }
   for (int r0 = 0; r0 < 64; r0 += 8)
     for (int c0 = 0; c0 < 64; c0 += 8)

@@ -44,8 +44,10 @@ struct TcLayout {  // float offsets into shared memory
   static __device__ __forceinline__ int pair_at(int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); }
 };
 
+// bl: the workspace's layout, formed on the host (each thread forming it was 2% of this kernel's instructions).
 template <int K, int V, class Spec>
-__global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardParams bp, char* ws) {
+__global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardParams bp, char* ws,
+                                                              const BackwardLayout bl) {
   using Ly = TcLayout;
   constexpr int CH = kHalf / 32, H = K / kHalf;
   static_assert(K % kHalf == 0 && kThreads == 256 && kSubBlocks == 4, "grad_tc_kernel: 8 warps = 4 blocks x 2");
@@ -61,7 +63,6 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   float* const cs_s = smem + Ly::kCs;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, grp = lane >> 2, tig = lane & 3;
-  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
   const int64_t count = *reinterpret_cast<const int64_t*>(ws);
   const int64_t task = blockIdx.x / H;
   const int half = static_cast<int>(blockIdx.x % H);
@@ -119,8 +120,14 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   {  // dM and dA (masked, zero past L): 16-byte cp.async copies behind the rows' loads, landing while those convert
     const float* const src = prod + pl.dM();
     static_assert(Ly::kA == Ly::kM + kC * kC, "dM and dA must be adjacent in shared memory");
-    for (int i = tid; i < 2 * kC * kC / 4; i += kThreads) cp_async16(dMs + Ly::pair_at(4 * i / kC, 4 * i % kC),
-                                                                     src + 4 * i);
+    // A thread's 16-byte group: row tid / 16 + 16 i, columns 4 (tid % 16) ..; the swizzle has period 8 in the row
+    // (test_mma_layout.cpp), so one destination offset serves every i (its per-copy index math was 3% of this
+    // kernel's instructions, session 43's profile).
+    constexpr int kStep = kThreads / (kC / 4);  // rows a pass of the CTA copies
+    static_assert(kStep % 8 == 0 && (2 * kC) % kStep == 0, "grad_tc_kernel: dM / dA copy passes");
+    float* const dst = dMs + Ly::pair_at(tid / (kC / 4), 4 * (tid % (kC / 4)));
+#pragma unroll
+    for (int i = 0; i < 2 * kC / kStep; ++i) cp_async16(dst + i * kStep * kC, src + 4 * tid + i * kStep * kC);
     // The half's CS too: read once, at the very end (dg's tail), where its load from global memory stalled 3% of
     // the samples (session 40's profile).
     if (tid < kHalf / 4) cp_async16(cs_s + 4 * tid, prod + pl.CS() + kHalf * half + 4 * tid);
@@ -151,8 +158,15 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
       Ks[o] = k;
       Gc[o] = gl;
     }
-    if (lane == 0)
-      beta_s[r] = r < L ? beta_activation<float>(bits_to_float(br[i], Spec::dt(p.beta.dtype)), p.beta_is_logits,
+  }
+  {  // beta: lane i < RW activates row warp + 8 i's, once a warp, not once a row by the warp's 32 lanes (~34
+     // instructions a row, the sigmoid's IEEE division: 5% of this kernel's, session 43's profile)
+    uint32_t bb = br[0];
+#pragma unroll
+    for (int i = 1; i < RW; ++i) bb = lane == i ? br[i] : bb;
+    const int r = warp + (kThreads / 32) * lane;
+    if (lane < RW)
+      beta_s[r] = r < L ? beta_activation<float>(bits_to_float(bb, Spec::dt(p.beta.dtype)), p.beta_is_logits,
                                                  p.allow_neg_eigval)
                         : 0.0f;
   }
@@ -371,8 +385,9 @@ cudaError_t launch_spec(const BackwardParams& bp, char* ws, cudaStream_t s) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
-  const int64_t ctas = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group).fwd.cap * p.HV * (K / kHalf);
-  kernel<<<static_cast<unsigned>(ctas), kThreads, bytes, s>>>(bp, ws);
+  const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
+  const int64_t ctas = bl.fwd.cap * p.HV * (K / kHalf);
+  kernel<<<static_cast<unsigned>(ctas), kThreads, bytes, s>>>(bp, ws, bl);
   return cudaSuccess;
 }
 
