@@ -20,6 +20,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "common/cases.h"  // run_seed
+#include "cuda/generic/chunk_common.cuh"  // DoutPairs
 #include "cuda/hopper/products_wgmma.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 #include "cuda/hopper/wgmma_bf16x3.cuh"
@@ -534,6 +535,39 @@ TEST(WgmmaStateLayout, ReverseAccumulatorPairsLandOnTheirPlaneElements) {
             << "-dU " << wg << " " << wtid << " " << j;
       }
     }
+}
+
+// The reverse pass's dO' stores (reverse_wgmma.cu): thread tid's pair i, (v, t) = (2 (tid % 32), tid / 32 + 8 i) as
+// DoutPairs<256, 64> hands them out, at sm90::DoutPlaneOffset's bytes: in the (v, t) LayMN64 plane and in value half
+// v / 32's LayMN32 plane (half 1 one 4 KB plane after half 0). Every element once, both columns of a pair adjacent.
+TEST(WgmmaStateLayout, ReverseDoutPairsLandOnTheirPlaneElements) {
+  using Ry = kda::cuda::sm90::ReverseWgmmaTypes;
+  using Pairs = kda::cuda::chunk::DoutPairs<256, 64>;
+  static_assert(Pairs::kE == 8 && Pairs::kRowStep == 8, "the pairs DoutPlaneOffset assumes");
+  alignas(1024) static bf16 b64[64 * 64], b32[2 * 32 * 64];
+  Tensor o = make_tensor(make_smem_ptr(b64), Ry::LayMN64{});
+  Tensor h0 = make_tensor(make_smem_ptr(b32), Ry::LayMN32{});
+  Tensor h1 = make_tensor(make_smem_ptr(b32 + 32 * 64), Ry::LayMN32{});
+  std::vector<int> seen64(64 * 64, 0), seen32(64 * 64, 0);
+  for (int tid = 0; tid < 256; ++tid) {
+    const kda::cuda::sm90::DoutPlaneOffset at(tid);
+    const int v = 2 * (tid % 32);
+    for (int i = 0; i < Pairs::kE; ++i) {
+      const int t = tid / 32 + 8 * i;
+      for (int e = 0; e < 2; ++e) {
+        const long x64 = 2 * (raw_pointer_cast(&o(v + e, t)) - b64);
+        const long x32 = 2 * ((v < 32 ? raw_pointer_cast(&h0(v + e, t)) : raw_pointer_cast(&h1(v + e - 32, t))) - b32);
+        ASSERT_EQ(x64, static_cast<long>(at.mn64) + 1024 * i + 2 * e) << tid << " " << i;
+        ASSERT_EQ(x32, (v / 32) * 4096 + static_cast<long>(at.mn32) + 512 * i + 2 * e) << tid << " " << i;
+        ++seen64[x64 / 2];
+        ++seen32[x32 / 2];
+      }
+    }
+  }
+  for (int x = 0; x < 64 * 64; ++x) {
+    ASSERT_EQ(seen64[x], 1) << x;
+    ASSERT_EQ(seen32[x], 1) << x;
+  }
 }
 
 // The same for the reverse pass (src/cuda/hopper/reverse_wgmma.cu), whose step A accumulates two products of different

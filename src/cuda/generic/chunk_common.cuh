@@ -211,47 +211,48 @@ __device__ __forceinline__ void prefetch_row_l2(const TensorView& x, int64_t b, 
 }
 
 // The reverse passes' (chunk_reverse.cu, hopper/reverse_wgmma.cu) L2 requests a chunk before the reads: the previous
-// chunk's tile (all but U; this CTA's share of what its chain's vtiles V tiles read) and this CTA's bv columns of
-// that chunk's dO rows, one row a thread.
+// chunk's tile (all but U; this CTA's share of what its chain's vtiles V tiles read).
 template <int kThreads>
-__device__ __forceinline__ void prefetch_previous_chunk(const float* tile, const TileLayout& tl, const TensorView& dout,
-                                                        const ChunkRec& prev, int64_t b, int hv, int v0, int bv,
-                                                        int vt, int vtiles, int tid) {
+__device__ __forceinline__ void prefetch_previous_tile(const float* tile, const TileLayout& tl, int vt, int vtiles,
+                                                       int tid) {
   prefetch_share_l2<kThreads>(tile, tl.U() * 4, vt, vtiles, tid);                                // W, Qg, Kd
   prefetch_share_l2<kThreads>(tile + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
-  if (tid < prev.len) prefetch_row_l2(dout, b, prev.start + tid, hv, v0, bv);
 }
 
-// dO' = scale dO on a chunk's rows (zeros past rec.len) for the reverse passes: the CTA's bv columns from v0 as pairs,
-// pair i of thread tid at row e / (bv / 2), columns 2 (e % (bv / 2)) + {0, 1}, e = tid + i kThreads, handed to
-// store(r, c, x0, x1). The raw bits of all the thread's pairs are loaded first and converted after (2 kE registers):
-// one round trip a chunk, not one a pair (ncu, session 9: these loads, converted where issued, were 33% of the
-// reverse pass's stall samples).
-template <int kThreads, int BV, class Store>
-__device__ __forceinline__ void scaled_dout_pairs(const TensorView& dO, float scale, const ChunkRec& rec, int64_t b,
-                                                  int hv, int v0, int tid, Store store) {
-  const int64_t base = b * dO.stride[0] + hv * dO.stride[2];
-  constexpr int kE = kChunk * BV / 2 / kThreads;
-  static_assert(kE * kThreads == kChunk * BV / 2, "reverse: dO' pairs must tile the CTA");
+// dO' = scale dO on a chunk's rows (zeros past its length) for the reverse passes: the CTA's BV columns from v0 as
+// pairs, thread tid's kE pairs at column c = 2 (tid % (BV / 2)) of rows r0 + kRowStep i (r0 = tid / (BV / 2)). load()
+// issues the raw bits of all of them (one round trip a chunk, not one a pair: ncu, session 9, 33% of the reverse
+// pass's stall samples when converted where issued), the row offset stepped, not formed a row at a time from the
+// strides; store() converts and hands pair i to st(i, r, c, x0, x1). The two apart, a chain can load its next chunk's
+// rows a whole step ahead (reverse_wgmma.cu).
+template <int kThreads, int BV>
+struct DoutPairs {
+  static constexpr int kPerRow = BV / 2, kRowStep = kThreads / kPerRow, kE = kChunk / kRowStep;
+  static_assert(kThreads % kPerRow == 0 && kChunk % kRowStep == 0, "reverse: dO' pairs must tile the CTA");
   uint32_t raw[kE][2];
+  int r0, c;
+  __device__ __forceinline__ explicit DoutPairs(int tid) : r0(tid / kPerRow), c(2 * (tid % kPerRow)) {}
+  __device__ __forceinline__ void load(const TensorView& dO, const ChunkRec& rec, int64_t b, int hv, int v0) {
+    int64_t off = b * dO.stride[0] + (rec.start + r0) * dO.stride[1] + hv * dO.stride[2] + (v0 + c) * dO.stride[3];
+    const int64_t step = kRowStep * dO.stride[1];
 #pragma unroll
-  for (int i = 0; i < kE; ++i) {
-    const int e = tid + i * kThreads, r = e / (BV / 2), c = 2 * (e % (BV / 2));
-    if (r < rec.len)
-      load_bits_strided(raw[i], dO.data, dO.dtype, base + (rec.start + r) * dO.stride[1] + (v0 + c) * dO.stride[3],
-                        dO.stride[3]);
+    for (int i = 0; i < kE; ++i, off += step)
+      if (r0 + kRowStep * i < rec.len) load_bits_strided(raw[i], dO.data, dO.dtype, off, dO.stride[3]);
   }
+  template <class Store>
+  __device__ __forceinline__ void store(kda_dtype_t dtype, float scale, int len, Store st) const {
 #pragma unroll
-  for (int i = 0; i < kE; ++i) {
-    const int e = tid + i * kThreads, r = e / (BV / 2), c = 2 * (e % (BV / 2));
-    float x0 = 0.0f, x1 = 0.0f;
-    if (r < rec.len) {
-      x0 = scale * bits_to_float(raw[i][0], dO.dtype);
-      x1 = scale * bits_to_float(raw[i][1], dO.dtype);
+    for (int i = 0; i < kE; ++i) {
+      const int r = r0 + kRowStep * i;
+      float x0 = 0.0f, x1 = 0.0f;
+      if (r < len) {
+        x0 = scale * bits_to_float(raw[i][0], dtype);
+        x1 = scale * bits_to_float(raw[i][1], dtype);
+      }
+      st(i, r, c, x0, x1);
     }
-    store(r, c, x0, x1);
   }
-}
+};
 
 // Asks L2 for one row of a chunk's inputs: token rec.start + r of q (which 0), k (1), g (2) or v (3), for value head
 // hv (q / k: its head hv / group). Nothing for rows past the chunk.

@@ -147,8 +147,11 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 #pragma unroll 1
   for (int64_t ci = last - 1; ci >= first; --ci) {
     const ChunkRec rec = list[ci];
-    if (ci > first)
-      prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, BV, vt, vtiles, tid);
+    if (ci > first) {  // the previous chunk's tile and this CTA's BV columns of its dO rows, one row a thread
+      prefetch_previous_tile<kThreads>(tile_of(ci - 1), tl, vt, vtiles, tid);
+      const ChunkRec& prev = list[ci - 1];
+      if (tid < prev.len) prefetch_row_l2(bp.dout, b, prev.start + tid, hv, v0, BV);
+    }
 
     // ---- 0: dS (this chunk's end) to the workspace, value-first planes [2][V][K].
     {
@@ -161,9 +164,12 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
       }
     }
     // dO' = scale dO of the chunk's rows (zeros past its length), split into planes [token][v].
-    scaled_dout_pairs<kThreads, BV>(bp.dout, p.scale, rec, b, hv, v0, tid, [&](int r, int c, float x0, float x1) {
-      store_split2(Oh, Ly::kVPlane, r * PV + c, x0, x1);
-    });
+    {
+      DoutPairs<kThreads, BV> dout(tid);
+      dout.load(bp.dout, rec, b, hv, v0);
+      dout.store(bp.dout.dtype, p.scale, rec.len,
+                 [&](int, int r, int c, float x0, float x1) { store_split2(Oh, Ly::kVPlane, r * PV + c, x0, x1); });
+    }
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T. A_qk^T: the A_qk planes [r][t] are k-major for A = [t][r] (trans); it is
     // upper triangular (A_qk lower), so the k-steps start at the diagonal block. dO' [r][v] is k-major (trans).

@@ -24,7 +24,8 @@
 // read out before the barrier after which they are rewritten; the chain stores nothing to global memory itself
 // (as fp32 from its accumulators, 8-byte pieces over 64 rows, dS had held 18% of this pass's stall samples, 73% of
 // them on the store queue: ncu, session 20; -dU split into two 4-byte stores a pair cost +120 us, session 27).
-// Barriers and the L2 prefetch as chunk_reverse.cu. The tiles are copied by TMA, one thread's boxes a group
+// Barriers and the tiles' L2 prefetch as chunk_reverse.cu; its dO rows, though, each thread loads a chunk ahead into
+// registers (DoutPairs), not to L2. The tiles are copied by TMA, one thread's boxes a group
 // ({Kd, A_qk} for step A, {Qg, W, decay} for step B; each plane half a box in the image of its GMMA layout, as
 // state_wgmma.cu) completing on the group's mbarrier; every thread's plane stores are published to the async proxy
 // (fence.proxy.async) before the barrier that precedes the wgmma reading them.
@@ -202,27 +203,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   store_state_planes(smem);
   Tensor accU = partition_fragment_C(mma_uo, Shape<_64, _32>{});
+  // dO' pairs (DoutPairs: column pair 2 (tid % 32) of rows tid / 32 + 8 i), their raw bits loaded a chunk ahead, and
+  // where pair i lands: o64 + 1024 i in the (v, t) planes, o32 + 512 i in its value half's (sm90::DoutPlaneOffset).
+  DoutPairs<kThreads, kBV> dout(tid);
+  static_assert(DoutPairs<kThreads, kBV>::kRowStep == 8, "reverse: sm90::DoutPlaneOffset's pair layout");
+  const sm90::DoutPlaneOffset dpo(tid);
+  const uint32_t o64 = static_cast<uint32_t>(Ly::kO) + dpo.mn64,
+                 o32 = static_cast<uint32_t>(Ly::kO32 + (dout.c / 32) * (P / 2)) + dpo.mn32;
+  if (last > first) dout.load(bp.dout, list[last - 1], b, hv, v0);
 
 #pragma unroll 1
   for (int64_t ci = last - 1; ci >= first; --ci) {
     unsigned char* const sb = sm90::opaque_base(smem);
     const ChunkRec rec = list[ci];
-    if (ci > first)
-      prefetch_previous_chunk<kThreads>(tile_of(ci - 1), tl, bp.dout, list[ci - 1], b, hv, v0, kBV, vt, vtiles, tid);
+    if (ci > first) prefetch_previous_tile<kThreads>(tile_of(ci - 1), tl, vt, vtiles, tid);
 
     // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
-    // t).
+    // t); then the previous chunk's rows are loaded, landing while this chunk's steps run.
     {
-      auto oh = mn64(sb, Ly::kO), ol = mn64(sb, Ly::kO + P);
-      scaled_dout_pairs<kThreads, kBV>(bp.dout, p.scale, rec, b, hv, v0, tid, [&](int r, int c, float x0, float x1) {
+      const uint32_t base = shared_u32(sb);
+      dout.store(bp.dout.dtype, p.scale, rec.len, [&](int i, int, int, float x0, float x1) {
         uint32_t h, l;
         split_bf16x2(x0, x1, h, l);
-        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&oh(c, r))) = h;
-        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&ol(c, r))) = l;
-        auto o32h = mn32(sb, Ly::kO32 + (c / 32) * (P / 2)), o32l = mn32(sb, Ly::kO32 + P + (c / 32) * (P / 2));
-        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&o32h(c % 32, r))) = h;
-        *reinterpret_cast<uint32_t*>(raw_pointer_cast(&o32l(c % 32, r))) = l;
+        const uint32_t a64 = base + o64 + 1024 * i, a32 = base + o32 + 512 * i;
+        sm90::st_shared_u32(a64, h);
+        sm90::st_shared_u32(a64 + P, l);
+        sm90::st_shared_u32(a32, h);
+        sm90::st_shared_u32(a32 + P, l);
       });
+      if (ci > first) dout.load(bp.dout, list[ci - 1], b, hv, v0);
     }
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.

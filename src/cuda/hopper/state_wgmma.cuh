@@ -83,6 +83,21 @@ struct AccPlaneOffset {
   }
 };
 
+// The reverse pass's dO' pair stores (reverse_wgmma.cu; DoutPairs<256, 64>, chunk_common.cuh): thread tid's pair i,
+// (v, t) = (c, r0 + 8 i) with c = 2 (tid % 32), r0 = tid / 32, lands at byte mn64 + 1024 i of the (v, t) LayMN64
+// plane and mn32 + 512 i of value half c / 32's LayMN32 plane: 8 rows are one swizzle atom of either (8 rows of 128
+// bytes; 8 rows of 64 bytes), whose row bits (t % 8; (t / 2) % 4) rows 8 apart share, so the offsets are fixed but for
+// that step (the layouts' general index math for each pair and plane was ~40% of the pass's instructions: ncu, session
+// 42). tests/gpu/test_wgmma_layout.cu checks both against CuTe.
+struct DoutPlaneOffset {
+  uint32_t mn64, mn32;
+  __host__ __device__ explicit DoutPlaneOffset(int tid) {
+    const int v = 2 * (tid % 32), t = tid / 32, vv = v % 32;
+    mn64 = static_cast<uint32_t>(t * 128 + (((v / 8) ^ t) * 16) + (v % 8) * 2);
+    mn32 = static_cast<uint32_t>(t * 64 + (((vv / 8) ^ ((t / 2) % 4)) * 16) + (vv % 8) * 2);
+  }
+};
+
 // A 32-bit store to shared memory at a shared-space byte address (the planes' base is opaque, so a plain pointer
 // store would be a generic ST).
 __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
