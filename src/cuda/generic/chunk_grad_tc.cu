@@ -208,59 +208,80 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   for (int n = 0; n < kNT; ++n)
 #pragma unroll
     for (int i = 0; i < 4; ++i) rq[n][i] = rk[n][i] = ck[n][i] = 0.0f;
+  // The fragments' offsets, formed once: both swizzles have period 8 in the row (test_mma_layout.cpp) and a k-step
+  // moves 8 rows, so an element's offset is its k-step 0's + 8 rows a k-step (the XOR index math per element and
+  // k-step was ~45 of the ~200 instructions of a k-step, session 44's profile). A row's 8 more rows share its swizzle
+  // (an immediate offset), as do Qs / Ks / Gc and dM / dA (adjacent arrays).
+  int ob[kNT][2];  // B: row tig + 4 j, channel n0 + 8 n + grp of Qs / Ks / Gc
+#pragma unroll
+  for (int n = 0; n < kNT; ++n)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) ob[n][j] = Ly::at(tig + 4 * j, n0 + 8 * n + grp);
+  {  // the row side: A = dM / dA rows rb + grp (+8), column c0 + x (x = tig, tig + 4) of a k-step's 8 columns at
+     // c0 (a multiple of 8): (c0 + x) ^ s = (c0 ^ (s & ~7)) + (x ^ (s & 7)), the swizzle's high bits permuting the
+     // row's k-steps
+    const int s = grad_pair_swizzle(rb + grp), sh = s & ~7, a0 = (rb + grp) * kC + (tig ^ (s & 7)),
+              a1 = (rb + grp) * kC + ((tig + 4) ^ (s & 7));
 #pragma unroll 1
-  for (int ks = 0; ks < 2 * (I + 1); ++ks) {  // row side, k-steps of 8 columns
-    const int c0 = 8 * ks;
-    uint32_t mh[4], ml[4], ah[4], al[4];
+    for (int ks = 0; ks < 2 * (I + 1); ++ks) {  // k-steps of 8 columns
+      const int c0 = 8 * ks, ca = c0 ^ sh, oa[2] = {a0 + ca, a1 + ca};
+      uint32_t mh[4], ml[4], ah[4], al[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // a_i: row rb + grp + 8 (i & 1), column c0 + tig + 4 (i >> 1)
-      const int o = Ly::pair_at(rb + grp + 8 * (i & 1), c0 + tig + 4 * (i >> 1));
-      split(dMs[o], mh[i], ml[i]);
-      split(dAs[o], ah[i], al[i]);
-    }
-#pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      uint32_t bh[2], blo[2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {  // b_j: row (token) c0 + tig + 4 j, column (channel) n0 + 8 n + grp
-        const int o = Ly::at(c0 + tig + 4 * j, n0 + 8 * n + grp);
-        split(Ks[o] * ex2(gmb[n] - Gc[o]), bh[j], blo[j]);
+      for (int i = 0; i < 4; ++i) {  // a_i: row rb + grp + 8 (i & 1), column c0 + tig + 4 (i >> 1)
+        const int o = oa[i >> 1] + 8 * kC * (i & 1);
+        split(dMs[o], mh[i], ml[i]);
+        split(dAs[o], ah[i], al[i]);
       }
-      float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma3(pm, mh, ml, bh, blo);
-      mma3(pa, ah, al, bh, blo);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        rq[n][i] += pm[i];
-        rk[n][i] += pa[i];
+      for (int n = 0; n < kNT; ++n) {
+        uint32_t bh[2], blo[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // b_j: row (token) c0 + tig + 4 j, column (channel) n0 + 8 n + grp
+          const int o = ob[n][j] + c0 * kHalf;
+          split(Ks[o] * ex2(gmb[n] - Gc[o]), bh[j], blo[j]);
+        }
+        float pm[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pa[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma3(pm, mh, ml, bh, blo);
+        mma3(pa, ah, al, bh, blo);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          rq[n][i] += pm[i];
+          rk[n][i] += pa[i];
+        }
       }
     }
   }
+  {  // the column side: A = dM / dA transposed (A[c][r] = dM[r][c]): A row (dM column) rb + grp + 8 (i & 1), A column
+     // (dM row) r0 + tig + 4 (i >> 1)
+    int oa[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) oa[i] = Ly::pair_at(tig + 4 * (i >> 1), rb + grp + 8 * (i & 1));
 #pragma unroll 1
-  for (int ks = 2 * I; ks < kC / 8; ++ks) {  // column side: A = dM / dA transposed (A[c][r] = dM[r][c])
-    const int r0 = 8 * ks;
-    uint32_t mh[4], ml[4], ah[4], al[4];
+    for (int ks = 2 * I; ks < kC / 8; ++ks) {
+      const int r0 = 8 * ks;
+      uint32_t mh[4], ml[4], ah[4], al[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // a_i: A row (dM column) rb + grp + 8 (i & 1), A column r0 + tig + 4 (i >> 1)
-      const int o = Ly::pair_at(r0 + tig + 4 * (i >> 1), rb + grp + 8 * (i & 1));
-      split(dMs[o], mh[i], ml[i]);
-      split(dAs[o], ah[i], al[i]);
-    }
-#pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-      uint32_t qh[2], ql[2], kh[2], kl[2];
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {  // b_j: row r0 + tig + 4 j, channel n0 + 8 n + grp
-        const int r = r0 + tig + 4 * j, o = Ly::at(r, n0 + 8 * n + grp);
-        const float e = ex2(Gc[o] - gmb[n]);
-        split(Qs[o] * e, qh[j], ql[j]);
-        split(beta_s[r] * Ks[o] * e, kh[j], kl[j]);
+      for (int i = 0; i < 4; ++i) {
+        const int o = oa[i] + r0 * kC;
+        split(dMs[o], mh[i], ml[i]);
+        split(dAs[o], ah[i], al[i]);
       }
-      float pc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma3(pc, mh, ml, qh, ql);
-      mma3(pc, ah, al, kh, kl);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) ck[n][i] += pc[i];
+      for (int n = 0; n < kNT; ++n) {
+        uint32_t qh[2], ql[2], kh[2], kl[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {  // b_j: row r0 + tig + 4 j, channel n0 + 8 n + grp
+          const int o = ob[n][j] + r0 * kHalf;
+          const float e = ex2(Gc[o] - gmb[n]);
+          split(Qs[o] * e, qh[j], ql[j]);
+          split(beta_s[r0 + tig + 4 * j] * Ks[o] * e, kh[j], kl[j]);
+        }
+        float pc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma3(pc, mh, ml, qh, ql);
+        mma3(pc, ah, al, kh, kl);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) ck[n][i] += pc[i];
+      }
     }
   }
 
