@@ -496,5 +496,45 @@ TEST(MmaLayout, GradientPassSwizzlesAreConflictFreePermutations) {
         }
 }
 
+// chunk_grad_tc.cu's offsets formed once (its k-step loops' fragments, its dM / dA copies), stepped as the kernel
+// steps them, against the direct swizzled offsets (TcLayout: [64][64] arrays, at / pair_at) of every element it reads
+// or writes: warp w (block w / 2, channels 32 (w % 2) ..), every lane, k-step, fragment register and copy pass.
+TEST(MmaLayout, GradTcSteppedOffsetsEqualTheDirectOnes) {
+  constexpr int kC = 64;
+  auto at = [](int r, int d) { return r * 64 + (d ^ grad_col_swizzle(r)); };
+  auto pair_at = [](int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); };
+  for (int warp = 0; warp < 8; ++warp)
+    for (int lane = 0; lane < 32; ++lane) {
+      const int grp = lane >> 2, tig = lane & 3, rb = 16 * (warp >> 1), n0 = 32 * (warp & 1);
+      const int s = grad_pair_swizzle(rb + grp), sh = s & ~7, a0 = (rb + grp) * kC + (tig ^ (s & 7)),
+                a1 = (rb + grp) * kC + ((tig + 4) ^ (s & 7));
+      for (int ks = 0; ks < kC / 8; ++ks) {
+        const int c0 = 8 * ks, ca = c0 ^ sh, oa[2] = {a0 + ca, a1 + ca};
+        for (int i = 0; i < 4; ++i) {
+          // the row side's A: dM / dA row rb + grp + 8 (i & 1), column c0 + tig + 4 (i >> 1)
+          ASSERT_EQ(oa[i >> 1] + 8 * kC * (i & 1), pair_at(rb + grp + 8 * (i & 1), c0 + tig + 4 * (i >> 1)))
+              << warp << " " << lane << " " << ks << " " << i;
+          // the column side's A (transposed): dM / dA row c0 + tig + 4 (i >> 1), column rb + grp + 8 (i & 1)
+          const int col = pair_at(tig + 4 * (i >> 1), rb + grp + 8 * (i & 1));
+          ASSERT_EQ(col + c0 * kC, pair_at(c0 + tig + 4 * (i >> 1), rb + grp + 8 * (i & 1)))
+              << warp << " " << lane << " " << ks << " " << i;
+        }
+        for (int n = 0; n < 4; ++n)
+          for (int j = 0; j < 2; ++j)  // B (both sides): row c0 + tig + 4 j, channel n0 + 8 n + grp of Qs / Ks / Gc
+            ASSERT_EQ(at(tig + 4 * j, n0 + 8 * n + grp) + c0 * 64, at(c0 + tig + 4 * j, n0 + 8 * n + grp))
+                << warp << " " << lane << " " << ks << " " << n << " " << j;
+      }
+    }
+  // The copies: thread tid's 16-byte group of row tid / 16 + 16 i, columns 4 (tid % 16) .., over dM's and dA's rows.
+  std::vector<int> seen(2 * kC * kC, 0);
+  for (int tid = 0; tid < 256; ++tid)
+    for (int i = 0; i < 2 * kC / 16; ++i) {
+      const int dst = pair_at(tid / 16, 4 * (tid % 16)) + i * 16 * kC, r = tid / 16 + 16 * i;
+      ASSERT_EQ(dst, pair_at(r, 4 * (tid % 16))) << tid << " " << i;
+      for (int e = 0; e < 4; ++e) ++seen[static_cast<size_t>(dst + e)];
+    }
+  for (int n : seen) ASSERT_EQ(n, 1);
+}
+
 }  // namespace
 }  // namespace kda::cuda::chunk
