@@ -13,10 +13,11 @@ lease_begin() {
   W=$(mktemp -d)
 }
 
-# lease_checks_done: after the checks' waits, their failures and seeds printed and their logs in $OUT/checks.tgz.
+# lease_checks_done [NAME]: after the checks' waits, their failures and seeds printed and their logs in
+# $OUT/NAME.tgz (checks.tgz without NAME).
 lease_checks_done() {
   grep -hE "FAILED|Failure|FAIL |seed" "$W"/*.log | head -20
-  (cd "$W" && tar -czf "$OUT/checks.tgz" .)
+  (cd "$W" && tar -czf "$OUT/${1:-checks}.tgz" .)
   date -u
 }
 
@@ -61,13 +62,15 @@ beta_near_0,h0_,packed,one_sequence,grouped,k_first,log_decay,fp16_bounded,k128_
   wait "${pids[@]}"
 }
 
-# lease_bwd_checks BUILD: what a backward change must pass before it lands, in parallel: the backward and stress GPU
-# tests ($W/tests.log) and backward-full whole (lease_bwd_full); then prints each backward-full run's verdict, every
-# case row and gtest's summary. Call it without & (it waits for its own runs).
+# lease_bwd_checks BUILD [ARGS...]: what a backward change must pass before it lands, in parallel: the backward and
+# stress GPU tests ($W/tests.log) and backward-full whole (lease_bwd_full, ARGS passed on to kda-verify, e.g.
+# --input-dtype-grads); then prints each backward-full run's verdict, every case row and gtest's summary. Call it
+# without & (it waits for its own runs).
 lease_bwd_checks() {
   local b=$1 n pids=()
+  shift
   lease_run tests "$b" 2 220 ./kda_gpu_tests --gtest_filter='*Backward*:*Stress*' & pids+=($!)
-  lease_bwd_full "$b" & pids+=($!)
+  lease_bwd_full "$b" "$@" & pids+=($!)
   wait "${pids[@]}"
   for n in bwdfull-a bwdfull-b bwdfull-c bwdfull-d; do
     lease_passed $n && echo "$b: $n passed" || echo "$b: $n FAILED"
