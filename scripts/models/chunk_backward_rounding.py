@@ -230,8 +230,8 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     gradient pass's P1-P3 products in fp32 (SIMT), 3xtf32 (mma.sync, branch gradmma2), bf16x3 or one tf32 product
     (two_phase.prod). precision: two_phase.py's --precision items for the recompute of phase 1 and the forward state
     pass, plus state=MODE (the backward's own forward state pass), reverse=MODE (chunk_reverse.cu's four products)
-    and wread=fp32 (the gradient pass reads W in fp32 instead of from its bf16 hi / lo planes): where the error comes
-    from, stage by stage."""
+    and wread=fp32 (the gradient pass reads W in fp32 instead of from its bf16 hi / lo planes), tiles=NAME+... (product
+    tiles stored in bf16): where the error comes from, stage by stage."""
     L, Kd_ = q.shape
     V = v.shape[1]
     M = (L + C - 1) // C
@@ -244,7 +244,7 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     Q, Kk, Vv, B, dO = pad(q), pad(k), pad(v), pad(beta), pad(dout)
     G = pad((g.astype(F32) * tp.LOG2E).astype(F32))
     items = [i.split("=") for i in filter(None, precision.split(","))]
-    own = {n: md for n, md in items if n in ("state", "reverse", "wread")}
+    own = {n: md for n, md in items if n in ("state", "reverse", "wread", "tiles")}
     # The recompute's phase 1 takes [W | U] in 3xTF32 (chunk_prepare.cu S5 for a backward; the forward's is bf16x3)
     # and A_qk in 3xTF32 (the forward's is one TF32 pass; kWide in chunk_prepare.cu). S3's block products as the mma
     # chains accumulate them (two_phase.py mma_chain): the off-diagonal blocks in two chains of 8 k-steps, the
@@ -281,6 +281,14 @@ def kernels_backward(q, k, v, g, beta, dout, S0, dST, scale, pairs, products="fp
     Wh = tp.bf16(W)
     Wr = W if own.get("wread") == "fp32" else (Wh + tp.bf16(W - Wh)).astype(F32)
     dA = -(mm(BV, np.swapaxes(U, 1, 2)) + mm(BK, np.swapaxes(Wr, 1, 2))) * np.tril(np.ones((C, C), F32), -1)
+    # tiles=NAME+NAME...: those product tiles stored in bf16 (one rounding where chunk_products.cu writes them) for
+    # the gradient passes that read them; dA is formed from the fp32 BV / BK as above.
+    stored = {"QS": QS, "KD": KDg, "BK": BK, "BV": BV, "dM": dM, "dA": dA}
+    for name in filter(None, own.get("tiles", "").split("+")):
+        if name not in stored:
+            raise ValueError(f"tiles: unknown tile {name}")
+        stored[name] = tp.bf16(stored[name])
+    QS, KDg, BK, BV, dM, dA = (stored[n] for n in ("QS", "KD", "BK", "BV", "dM", "dA"))
     DQ, DK, TB, DG, X = (np.zeros_like(Q) for _ in range(5))
     gam = np.zeros_like(Q[:, 0])
     for t in range(C):
@@ -328,7 +336,8 @@ def main(argv):
     ap.add_argument("--products", choices=("fp32", "3xtf32", "bf16x3", "tf32"), default="fp32",
                     help="the gradient pass's P1-P3 products (--form kernels)")
     ap.add_argument("--precision", default="",
-                    help="--form kernels: NAME=MODE,... of two_phase.py's products, state=, reverse=, wread=fp32")
+                    help="--form kernels: NAME=MODE,... of two_phase.py's products, state=, reverse=, wread=fp32, "
+                         "tiles=QS+KD+BK+BV+dM+dA (bf16 product tiles)")
     ap.add_argument("--dg", choices=("runs", "difference"), default="runs",
                     help="--form kernels: dg over the runs spanning each token (the kernels') or, a study, as the "
                          "reverse cumulative sum of q dq - k dk (FLA's form); --dg-min-bits B keeps the runs' form for "
