@@ -4,7 +4,7 @@
 #   both  = db087b6 (main's kernels; main 88c98c2 differs only in tests and records)
 #   rv3   = b6ba863 (branch rv2, session 44: the reverse passes' tile prefetch ranges formed once a CTA, dO'
 #           converted under one dtype switch, U and the decays read with ld.shared)
-#   qkfin = 33ed63a (branch qkfin, session 45: dq / dk finished in grad_tc through the L2 norm's backward, the K = 128
+#   qkfin = 6384dcf (branch qkfin, session 45: dq / dk finished in grad_tc through the L2 norm's backward, the K = 128
 #           halves a 2-CTA cluster exchanging their rows' dots through distributed shared memory; grad_rows without q /
 #           k and the DQ / DK tiles)
 # First a bounded smoke run of qkfin's new bf16-gradient GPU cases (a wrong cluster barrier hangs its launch), then
