@@ -12,8 +12,11 @@
 # reference), then ncu of qkfin's and both's grad_tc / grad_rows launches and of rv3's state / reverse launches.
 # s45_l2.sh checks the backward of each (backward / stress GPU tests, backward-full, qkfin's with bf16 gradients).
 # Archives: .carry/ab/{both,rv3,qkfin}.tar.xz on the session-45 machine (if gone: scripts/gpu_build.sh --python on each
-# commit, one at a time, copied to .carry/ab/NAME.tar.xz with NAME.COMMIT; `xz -t` each). Carry: 60.9 MiB with the tree.
-# Run as: OUT=$OUT bash .carry/lease/s45_l1.sh        carry [".carry/lease", ".carry/ab"]
+# commit, one at a time, copied to .carry/ab/NAME.tar.xz with NAME.COMMIT; `xz -t` each). Carried: 60.9 MiB with the
+# tree.
+# Run as: OUT=$OUT bash .carry/lease/s45_l1.sh
+# carry [".carry/lease", ".carry/ab/both.tar.xz", ".carry/ab/rv3.tar.xz", ".carry/ab/qkfin.tar.xz"] (the archives by
+# name: .carry/ab holds four, more than a call carries)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 44 (as next_lease2.sh), the third call of session 45's plan (~300 s + start): rv3's forward
 # checks (the state pass changed): kda-verify --suite full beside the GPU tests other than the backward / stress ones.
-# Run as: OUT=$OUT bash .carry/lease/s45_l3.sh             carry [".carry/lease", ".carry/ab"]
+# Run as: OUT=$OUT bash .carry/lease/s45_l3.sh
+# carry [".carry/lease", ".carry/ab/rv3.tar.xz"] (the archives by name: .carry/ab holds four, more than a call carries)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh
