@@ -25,10 +25,16 @@ lease_unpack both rv3 qkfin
 lease_run smoke qkfin 2 120 ./kda_gpu_tests --gtest_filter='*Backward*bf16_grads*'
 grep -hE "^\[  (FAILED|PASSED) |tests? ran|bf16_grads" "$W/smoke.log" | head -30
 lease_checks_done smoke
-lease_ab both,rv3,qkfin 320 train-h64-fixed
-OUT=$OUT/ncu1 timeout 90 bash scripts/gpu_ab.sh --builds both,qkfin --rounds 0 --ncu-count 2 --ncu 'grad_tc|grad_rows' \
-  --workload train-h64-fixed
-echo "ncu grad rc=$?"
+# A hung or failing qkfin (its cluster barriers) leaves the timing to the other two builds.
+if grep -q "^\[  PASSED  \]" "$W/smoke.log" && ! grep -q "^\[  FAILED  \]" "$W/smoke.log"; then
+  lease_ab both,rv3,qkfin 320 train-h64-fixed
+  OUT=$OUT/ncu1 timeout 90 bash scripts/gpu_ab.sh --builds both,qkfin --rounds 0 --ncu-count 2 \
+    --ncu 'grad_tc|grad_rows' --workload train-h64-fixed
+  echo "ncu grad rc=$?"
+else
+  echo "qkfin's smoke run failed: timing both,rv3 only"
+  lease_ab both,rv3 220 train-h64-fixed
+fi
 OUT=$OUT/ncu2 timeout 70 bash scripts/gpu_ab.sh --builds rv3 --rounds 0 --ncu-count 3 \
   --ncu 'state_wgmma|reverse_wgmma' --workload train-h64-fixed
 echo "ncu state/reverse rc=$?"
