@@ -85,7 +85,7 @@ typedef enum kda_out_gate_activation {
 typedef enum kda_backend {
   KDA_BACKEND_AUTO = 0,         /* by where the tensors live: CPU -> KDA_BACKEND_CPU, CUDA -> KDA_BACKEND_CUDA_GENERIC */
   KDA_BACKEND_REFERENCE = 1,    /* float64 token-by-token recurrence (CPU tensors); the oracle */
-  KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) */
+  KDA_BACKEND_CPU = 2,          /* chunked fp32, multithreaded over (sequence, head) and within them */
   KDA_BACKEND_CUDA_GENERIC = 3, /* portable sm80+ CUDA path for every legal input. Forward: the two-phase chunked
                                    path wherever it applies and no checkpoints are asked for (with its sm_90a state
                                    passes where they apply, KDA_BACKEND_CUDA_HOPPER, else on mma.sync,

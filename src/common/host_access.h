@@ -104,13 +104,12 @@ class HostCheckpoints {
     }
     std::sort(c_.begin(), c_.end());
   }
-  // The next token count a checkpoint waits for (-1: none).
-  int64_t next_count() const { return next_ < c_.size() ? c_[next_].first : -1; }
-  // Writes every checkpoint of token count `count` from the current state.
+  // Writes rows [v0, v1) (v1 < 0: all V) of every checkpoint of token count `count` from the current state.
   template <typename State>
-  void write(int64_t count, State&& state) {
+  void write(int64_t count, State&& state, int v0 = 0, int v1 = -1) {
+    if (v1 < 0) v1 = p_.V;
     for (; next_ < c_.size() && c_[next_].first == count; ++next_)
-      for (int vi = 0; vi < p_.V; ++vi)
+      for (int vi = v0; vi < v1; ++vi)
         for (int ki = 0; ki < p_.K; ++ki)
           store_element(p_.ckpt, p_.ckpt_dtype, p_.checkpoint_offset(n_, c_[next_].second, hv_, vi, ki),
                         static_cast<double>(state(vi, ki)));

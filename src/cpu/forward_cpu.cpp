@@ -1,5 +1,6 @@
 // forward_cpu.cpp: the CPU backend. Chunked WY form of the recurrence in fp32 with an fp32 state, the matrix
-// products through Eigen, one OpenMP task per (sequence, value head).
+// products through Eigen; OpenMP over (sequence, value head) chains, and inside each chain where there are fewer
+// chains than workers (its chunks' phase 1 in parallel, then its state rows in parallel blocks).
 //
 // Exponent arrangement (why no gate can overflow it). With Gamma the cumulative log-decay inside a chunk
 // (non-increasing, every g_log <= 0), the intra-chunk coefficients need exp(Gamma_r - Gamma_c) for c <= r.
@@ -20,8 +21,10 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <limits>
+#include <utility>
 #include <vector>
 
+#include "common/checkpoints.h"
 #include "common/host_token.h"
 #include "common/threads.h"
 
@@ -31,26 +34,36 @@ namespace {
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
 
-// One worker's buffers, sized once for the largest chunk.
+// One chunk's tiles that do not depend on the state (phase 1 of the chunked form): what the state chain takes.
+struct ChunkTiles {
+  int64_t c0 = 0;  // first token of the chunk in its sequence
+  int L = 0;       // tokens in the chunk
+  Mat UW;          // C x (V + K): [U | W], the solved right-hand sides
+  Mat Aqk;         // C x C intra-chunk output coefficients (c <= r)
+  Mat Qg, Kdec;    // C x K: exp(Gam) . Q and exp(Gam_last - Gam) . K
+  RowVec decay;    // K: exp(Gam_last), the chunk's decay of the state
+
+  ChunkTiles(int C, int K, int V) : UW(C, V + K), Aqk(C, C), Qg(C, K), Kdec(C, K), decay(K) {}
+};
+
+// One worker's scratch, sized once for the largest chunk.
 struct Workspace {
-  Mat S;                 // V x K running state, value-first
   Mat Q, Kk, Vv, G;      // chunk inputs: q_hat, k_hat (C x K), v (C x V), g_log (C x K)
   Eigen::VectorXf beta;  // C
   Mat Gam;               // C x K: cumulative log-decay from the chunk start (inclusive)
   Mat Gloc;              // C x K: cumulative log-decay from the start of the token's 16-block (inclusive)
-  Mat Akk, Aqk;          // C x C intra-chunk coefficients (Akk strictly lower and scaled by beta)
-  Mat Rhs;               // C x (V + K): [beta * V | beta * exp(Gam) . K]; solved in place into [U | W]
-  Mat Vnew, O;           // C x V
-  Mat Qg, Kdec, EG;      // C x K: exp(Gam) . Q, exp(Gam_last - Gam) . K and exp(Gam)
+  Mat Akk;               // C x C intra-chunk coefficients (strictly lower, scaled by beta before the solve)
+  Mat EG;                // C x K: exp(Gam)
   Mat Kr, Qr, Kc;        // block rows scaled to the reference point, and the earlier rows scaled from it
   Mat E;                 // kSubBlock x K: exp(Gamma_r - Gamma_c) . k_c for the rows r of one column c
   Mat F, Qf, Kf, Kb;     // kSubBlock x K: a block's factored operands (see factored_block)
   RowVec suffix;         // K
+  Mat Vnew, O;           // C x V: the chain's corrections and outputs for the rows it advances
 
   Workspace(int C, int K, int V)
-      : S(V, K), Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), Aqk(C, C),
-        Rhs(C, V + K), Vnew(C, V), O(C, V), Qg(C, K), Kdec(C, K), EG(C, K), Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K),
-        E(kSubBlock, K), F(kSubBlock, K), Qf(kSubBlock, K), Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K) {}
+      : Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), EG(C, K),
+        Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K), E(kSubBlock, K), F(kSubBlock, K), Qf(kSubBlock, K),
+        Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K), Vnew(C, V), O(C, V) {}
 };
 
 // True where x * scale keeps the value exactly representable as a normal float (or x is 0): nothing the products
@@ -68,7 +81,7 @@ bool all_normal(const A& scaled, const B& raw) {
 // normal range (|S| past ~170 nats, or tiny q / k with a large |S|): the caller keeps the pairwise form there. The
 // same factoring as the CUDA phase 1's S1 (chunk_prepare.cu); the CPU model (scripts/models/two_phase.py --precision
 // diag=3xtf32) measured its errors on the verifier's stress probes.
-bool factored_block(Workspace& w, int r0, int nb) {
+bool factored_block(Workspace& w, Mat& aqk, int r0, int nb) {
   auto f = w.F.topRows(nb);
   f = (w.Gloc.middleRows(r0, nb).rowwise() - 0.5f * w.Gloc.row(r0 + nb - 1)).array().exp().matrix();
   auto qf = w.Qf.topRows(nb), kf = w.Kf.topRows(nb), kb = w.Kb.topRows(nb);
@@ -78,30 +91,30 @@ bool factored_block(Workspace& w, int r0, int nb) {
   if (!all_normal(qf, w.Q.middleRows(r0, nb)) || !all_normal(kf, w.Kk.middleRows(r0, nb)) ||
       !all_normal(kb, w.Kk.middleRows(r0, nb)))
     return false;
-  w.Aqk.block(r0, r0, nb, nb).noalias() = qf * kb.transpose();
+  aqk.block(r0, r0, nb, nb).noalias() = qf * kb.transpose();
   w.Akk.block(r0, r0, nb, nb).noalias() = kf * kb.transpose();
-  w.Aqk.block(r0, r0, nb, nb).triangularView<Eigen::StrictlyUpper>().setZero();
+  aqk.block(r0, r0, nb, nb).triangularView<Eigen::StrictlyUpper>().setZero();
   w.Akk.block(r0, r0, nb, nb).triangularView<Eigen::Upper>().setZero();
   return true;
 }
 
-// The intra-chunk coefficient matrices Akk (c < r, before the beta scaling) and Aqk (c <= r) for L tokens.
-void intra_chunk_coefficients(Workspace& w, int L) {
+// The intra-chunk coefficient matrices Akk (c < r, before the beta scaling) and aqk (c <= r) for L tokens.
+void intra_chunk_coefficients(Workspace& w, Mat& aqk, int L) {
   w.Akk.topLeftCorner(L, L).setZero();
-  w.Aqk.topLeftCorner(L, L).setZero();
+  aqk.topLeftCorner(L, L).setZero();
   for (int r0 = 0; r0 < L; r0 += kSubBlock) {
     const int r1 = std::min(r0 + kSubBlock, L), nb = r1 - r0;
     // Pairs inside the block: factored through its mid point where that stays in range; else exp(Gamma_r -
     // Gamma_c) with the exponent summed from token c + 1 to r (never a difference of two block sums, which would
     // carry the rounding of any huge decay before c), one column c at a time, so each step is a (rows x K) array
     // expression rather than a K-long one per pair.
-    for (int c = factored_block(w, r0, nb) ? r1 : r0; c < r1; ++c) {
+    for (int c = factored_block(w, aqk, r0, nb) ? r1 : r0; c < r1; ++c) {
       const int n = r1 - c;  // rows r = c .. r1 - 1
       auto e = w.E.topRows(n);
       e.row(0).setZero();
       for (int i = 1; i < n; ++i) e.row(i) = e.row(i - 1) + w.G.row(c + i);
       e = (e.array().exp().rowwise() * w.Kk.row(c).array()).matrix();
-      w.Aqk.col(c).segment(c, n) = (w.Q.middleRows(c, n).array() * e.array()).rowwise().sum().matrix();
+      aqk.col(c).segment(c, n) = (w.Q.middleRows(c, n).array() * e.array()).rowwise().sum().matrix();
       if (n > 1)
         w.Akk.col(c).segment(c + 1, n - 1) =
             (w.Kk.middleRows(c + 1, n - 1).array() * e.bottomRows(n - 1).array()).rowwise().sum().matrix();
@@ -117,88 +130,199 @@ void intra_chunk_coefficients(Workspace& w, int L) {
       w.suffix += w.G.row(c);
     }
     w.Akk.block(r0, 0, nb, r0).noalias() = w.Kr.topRows(nb) * w.Kc.topRows(r0).transpose();
-    w.Aqk.block(r0, 0, nb, r0).noalias() = w.Qr.topRows(nb) * w.Kc.topRows(r0).transpose();
+    aqk.block(r0, 0, nb, r0).noalias() = w.Qr.topRows(nb) * w.Kc.topRows(r0).transpose();
   }
 }
 
-void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int hv, int C, Workspace& w) {
+// Phase 1 of chunk [c0, c0 + L) of sequence sp for value head hv: every tile of the chunk that the state does not
+// enter, into t. Independent across chunks, so a chain's chunks can be prepared in parallel.
+void prepare_chunk(const ForwardParams& p, const SequenceSpan& sp, int hv, int64_t c0, int L, Workspace& w,
+                   ChunkTiles& t) {
   const int K = p.K, V = p.V;
-  for (int vi = 0; vi < V; ++vi)
-    for (int ki = 0; ki < K; ++ki)
-      w.S(vi, ki) = p.has_initial_state()
-                        ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n,
-                                                                                          hv, vi, ki)]
-                        : 0.0f;
+  t.c0 = c0;
+  t.L = L;
+  for (int i = 0; i < L; ++i)
+    load_token<float>(p, sp.batch, sp.start + c0 + i, hv, w.Q.row(i).data(), w.Kk.row(i).data(), w.Vv.row(i).data(),
+                      w.G.row(i).data(), &w.beta(i));
+  for (int i = 0; i < L; ++i) {
+    if (i == 0)
+      w.Gam.row(i) = w.G.row(i);
+    else
+      w.Gam.row(i) = w.Gam.row(i - 1) + w.G.row(i);
+    if (i % kSubBlock == 0)
+      w.Gloc.row(i) = w.G.row(i);
+    else
+      w.Gloc.row(i) = w.Gloc.row(i - 1) + w.G.row(i);
+  }
+  intra_chunk_coefficients(w, t.Aqk, L);
+  w.EG.topRows(L) = w.Gam.topRows(L).array().exp().matrix();  // exp(Gam): W's rows and Qg both take it
 
-  // Prefix-cache checkpoints: a chunk also ends at every checkpoint's token count, so the state is on hand there.
-  HostCheckpoints ckpts(p, n, hv, sp.length);
-  auto state = [&](int vi, int ki) { return w.S(vi, ki); };
-  ckpts.write(0, state);
+  // [U | W] = (I + diag(beta) tril(Akk, -1))^-1 [diag(beta) V | diag(beta) exp(Gam) . K]
+  auto akk = w.Akk.topLeftCorner(L, L);
+  akk = w.beta.head(L).asDiagonal() * akk;
+  auto rhs = t.UW.topRows(L);
+  rhs.leftCols(V) = w.beta.head(L).asDiagonal() * w.Vv.topRows(L);
+  rhs.rightCols(K) = w.beta.head(L).asDiagonal() * (w.Kk.topRows(L).array() * w.EG.topRows(L).array()).matrix();
+  akk.triangularView<Eigen::UnitLower>().solveInPlace(rhs);
 
-  for (int64_t c0 = 0; c0 < sp.length;) {
-    int64_t len = std::min<int64_t>(C, sp.length - c0);
-    if (ckpts.next_count() >= 0) len = std::min(len, ckpts.next_count() - c0);  // > 0: counts <= c0 are written
-    const int L = static_cast<int>(len);
-    for (int i = 0; i < L; ++i)
-      load_token<float>(p, sp.batch, sp.start + c0 + i, hv, w.Q.row(i).data(), w.Kk.row(i).data(),
-                        w.Vv.row(i).data(), w.G.row(i).data(), &w.beta(i));
-    for (int i = 0; i < L; ++i) {
-      if (i == 0)
-        w.Gam.row(i) = w.G.row(i);
-      else
-        w.Gam.row(i) = w.Gam.row(i - 1) + w.G.row(i);
-      if (i % kSubBlock == 0)
-        w.Gloc.row(i) = w.G.row(i);
-      else
-        w.Gloc.row(i) = w.Gloc.row(i - 1) + w.G.row(i);
-    }
-    intra_chunk_coefficients(w, L);
-    w.EG.topRows(L) = w.Gam.topRows(L).array().exp().matrix();  // exp(Gam): W's rows and Qg both take it
+  t.Qg.topRows(L) = (w.Q.topRows(L).array() * w.EG.topRows(L).array()).matrix();
+  // exp(Gam_last - Gam) . K, the suffix sums taken backwards.
+  w.suffix.setZero();
+  for (int i = L - 1; i >= 0; --i) {
+    t.Kdec.row(i) = (w.Kk.row(i).array() * w.suffix.array().exp()).matrix();
+    w.suffix += w.G.row(i);
+  }
+  t.decay = w.Gam.row(L - 1).array().exp().matrix();
+}
 
-    // [U | W] = (I + diag(beta) tril(Akk, -1))^-1 [diag(beta) V | diag(beta) exp(Gam) . K]
-    auto akk = w.Akk.topLeftCorner(L, L);
-    akk = w.beta.head(L).asDiagonal() * akk;
-    auto rhs = w.Rhs.topRows(L);
-    rhs.leftCols(V) = w.beta.head(L).asDiagonal() * w.Vv.topRows(L);
-    rhs.rightCols(K) =
-        w.beta.head(L).asDiagonal() * (w.Kk.topRows(L).array() * w.EG.topRows(L).array()).matrix();
-    akk.triangularView<Eigen::UnitLower>().solveInPlace(rhs);
+// Phase 2 of one chunk for the state rows [v0, v0 + nv) (value-first, so each row is a chain of its own: a value
+// channel's outputs and state rows need no other row): the outputs' columns v0.. and those rows advanced.
+void advance_chunk(const ForwardParams& p, const SequenceSpan& sp, int hv, const ChunkTiles& t, Mat& S, int v0,
+                   int nv, Workspace& w) {
+  const int K = p.K, V = p.V, L = t.L;
+  auto s = S.middleRows(v0, nv);
+  // V_new = U - W S^T: the corrections the chunk writes, against the state at the chunk start.
+  auto vnew = w.Vnew.topLeftCorner(L, nv);
+  vnew = t.UW.block(0, v0, L, nv);
+  vnew.noalias() -= t.UW.block(0, V, L, K) * s.transpose();
 
-    // V_new = U - W S^T: the corrections the chunk writes, against the state at the chunk start.
-    auto vnew = w.Vnew.topRows(L);
-    vnew.noalias() = rhs.leftCols(V);
-    vnew.noalias() -= rhs.rightCols(K) * w.S.transpose();
-
-    // O = scale * ((exp(Gam) . Q) S^T + tril(Aqk) V_new)
-    auto qg = w.Qg.topRows(L);
-    qg = (w.Q.topRows(L).array() * w.EG.topRows(L).array()).matrix();
-    auto o = w.O.topRows(L);
-    o.noalias() = qg * w.S.transpose();
-    o.noalias() += w.Aqk.topLeftCorner(L, L).triangularView<Eigen::Lower>() * vnew;
-    o *= p.scale;
-    for (int i = 0; i < L; ++i) {
-      const int64_t t = sp.start + c0 + i;
-      store_row<float>(p.out, p.out_dtype,
-                       sp.batch * p.out_stride[0] + t * p.out_stride[1] + hv * p.out_stride[2], p.out_stride[3], V,
-                       w.O.row(i).data());
-    }
-
-    // S <- S diag(exp(Gam_last)) + V_new^T (exp(Gam_last - Gam) . K), the suffix sums taken backwards.
-    w.suffix.setZero();
-    for (int i = L - 1; i >= 0; --i) {
-      w.Kdec.row(i) = (w.Kk.row(i).array() * w.suffix.array().exp()).matrix();
-      w.suffix += w.G.row(i);
-    }
-    w.S = w.S * w.Gam.row(L - 1).array().exp().matrix().asDiagonal();
-    w.S.noalias() += vnew.transpose() * w.Kdec.topRows(L);
-    c0 += L;
-    ckpts.write(c0, state);
+  // O = scale * ((exp(Gam) . Q) S^T + tril(Aqk) V_new)
+  auto o = w.O.topLeftCorner(L, nv);
+  o.noalias() = t.Qg.topRows(L) * s.transpose();
+  o.noalias() += t.Aqk.topLeftCorner(L, L).triangularView<Eigen::Lower>() * vnew;
+  o *= p.scale;
+  for (int i = 0; i < L; ++i) {
+    const int64_t tok = sp.start + t.c0 + i;
+    store_row<float>(p.out, p.out_dtype,
+                     sp.batch * p.out_stride[0] + tok * p.out_stride[1] + hv * p.out_stride[2] + v0 * p.out_stride[3],
+                     p.out_stride[3], nv, w.O.row(i).data());
   }
 
-  if (p.has_final_state())
-    for (int vi = 0; vi < V; ++vi)
-      for (int ki = 0; ki < K; ++ki)
-        static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, vi, ki)] = w.S(vi, ki);
+  // S <- S diag(exp(Gam_last)) + V_new^T (exp(Gam_last - Gam) . K)
+  s = s * t.decay.asDiagonal();
+  s.noalias() += vnew.transpose() * t.Kdec.topRows(L);
+}
+
+// The chunks of sequence n (length len) as (first token, tokens): C tokens each, and a chunk also ends at every
+// prefix-cache checkpoint's token count, so the state is on hand there.
+std::vector<std::pair<int64_t, int>> chunk_schedule(const ForwardParams& p, int64_t n, int64_t len, int C) {
+  std::vector<std::pair<int64_t, int>> chunks;
+  for (int64_t c0 = 0; c0 < len;) {
+    int64_t l = std::min<int64_t>(C, len - c0);
+    const int64_t next = next_checkpoint_count(p, n, len, c0);  // > c0: counts <= c0 are written by then
+    if (next != kNoCheckpoint) l = std::min(l, next - c0);
+    chunks.emplace_back(c0, static_cast<int>(l));
+    c0 += l;
+  }
+  return chunks;
+}
+
+void load_state(const ForwardParams& p, int64_t n, int hv, Mat& S, int v0, int nv) {
+  for (int vi = v0; vi < v0 + nv; ++vi)
+    for (int ki = 0; ki < p.K; ++ki)
+      S(vi, ki) = p.has_initial_state() ? static_cast<const float*>(p.initial_state.data)[p.state_offset(
+                                              p.initial_state.stride, n, hv, vi, ki)]
+                                        : 0.0f;
+}
+
+void store_state(const ForwardParams& p, int64_t n, int hv, const Mat& S, int v0, int nv) {
+  if (!p.has_final_state()) return;
+  for (int vi = v0; vi < v0 + nv; ++vi)
+    for (int ki = 0; ki < p.K; ++ki)
+      static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, vi, ki)] = S(vi, ki);
+}
+
+// As many chains as workers or more: one worker runs a (sequence, value head) chain from start to end.
+void forward_by_chains(const ForwardParams& p, const std::vector<SequenceSpan>& seqs, int C, int workers) {
+  const int64_t tasks = p.N * p.HV;
+#pragma omp parallel num_threads(workers)
+  {
+    Workspace w(C, p.K, p.V);
+    ChunkTiles t(C, p.K, p.V);
+    Mat S(p.V, p.K);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t n = task / p.HV;
+      const int hv = static_cast<int>(task % p.HV);
+      const SequenceSpan& sp = seqs[n];
+      load_state(p, n, hv, S, 0, p.V);
+      HostCheckpoints ckpts(p, n, hv, sp.length);
+      auto state = [&](int vi, int ki) { return S(vi, ki); };
+      ckpts.write(0, state);
+      for (const auto& [c0, L] : chunk_schedule(p, n, sp.length, C)) {
+        prepare_chunk(p, sp, hv, c0, L, w, t);
+        for (int v0 = 0; v0 < p.V; v0 += kRowBlock)
+          advance_chunk(p, sp, hv, t, S, v0, std::min(kRowBlock, p.V - v0), w);
+        ckpts.write(c0 + L, state);
+      }
+      store_state(p, n, hv, S, 0, p.V);
+    }
+  }
+}
+
+// Fewer chains than workers (few heads, few long sequences): the work inside each chain is spread too. Rounds of
+// `window` chunks a chain: the round's phase 1 in parallel over (chain, chunk), then each chain's state advanced
+// through those chunks in parallel over its blocks of kRowBlock value rows (S is value-first: a row is a chain of
+// its own). The same products as forward_by_chains, so the same bits; the tiles of one round (~150 KB a chunk at
+// K = V = 128) are the memory it adds.
+void forward_within_chains(const ForwardParams& p, const std::vector<SequenceSpan>& seqs, int C, int workers) {
+  const int64_t tasks = p.N * p.HV;
+  const int K = p.K, V = p.V;
+  const int blocks = (V + kRowBlock - 1) / kRowBlock;
+  const int window = static_cast<int>(2 * ((workers + tasks - 1) / tasks));  // 2x: phase 1 balances over workers
+
+  std::vector<std::vector<std::pair<int64_t, int>>> sched(static_cast<size_t>(tasks));
+  size_t chunks = 0;  // of the longest chain
+  for (int64_t task = 0; task < tasks; ++task) {
+    sched[task] = chunk_schedule(p, task / p.HV, seqs[task / p.HV].length, C);
+    chunks = std::max(chunks, sched[task].size());
+  }
+  std::vector<Mat> S(static_cast<size_t>(tasks), Mat(V, K));
+  std::vector<ChunkTiles> tiles(static_cast<size_t>(tasks * window), ChunkTiles(C, K, V));
+  const int64_t units = tasks * blocks;  // (chain, row block)
+  std::vector<HostCheckpoints> ckpts;    // one a unit: each writes its own rows
+  ckpts.reserve(static_cast<size_t>(units));
+  for (int64_t u = 0; u < units; ++u)
+    ckpts.emplace_back(p, u / blocks / p.HV, static_cast<int>(u / blocks % p.HV), seqs[u / blocks / p.HV].length);
+
+#pragma omp parallel num_threads(workers)
+  {
+    Workspace w(C, K, V);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t task = u / blocks, n = task / p.HV;
+      const int v0 = static_cast<int>(u % blocks) * kRowBlock, nv = std::min(kRowBlock, V - v0);
+      load_state(p, n, static_cast<int>(task % p.HV), S[task], v0, nv);
+      ckpts[u].write(0, [&](int vi, int ki) { return S[task](vi, ki); }, v0, v0 + nv);
+    }
+    for (size_t r0 = 0; r0 < chunks; r0 += window) {
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < tasks * window; ++u) {
+        const int64_t task = u / window, n = task / p.HV;
+        const size_t i = r0 + u % window;
+        if (i < sched[task].size())
+          prepare_chunk(p, seqs[n], static_cast<int>(task % p.HV), sched[task][i].first, sched[task][i].second, w,
+                        tiles[u]);
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t u = 0; u < units; ++u) {
+        const int64_t task = u / blocks, n = task / p.HV;
+        const int hv = static_cast<int>(task % p.HV);
+        const int v0 = static_cast<int>(u % blocks) * kRowBlock, nv = std::min(kRowBlock, V - v0);
+        for (int j = 0; j < window && r0 + j < sched[task].size(); ++j) {
+          const ChunkTiles& t = tiles[task * window + j];
+          advance_chunk(p, seqs[n], hv, t, S[task], v0, nv, w);
+          ckpts[u].write(t.c0 + t.L, [&](int vi, int ki) { return S[task](vi, ki); }, v0, v0 + nv);
+        }
+      }
+    }
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; ++u) {
+      const int v0 = static_cast<int>(u % blocks) * kRowBlock;
+      store_state(p, u / blocks / p.HV, static_cast<int>(u / blocks % p.HV), S[u / blocks], v0,
+                  std::min(kRowBlock, V - v0));
+    }
+  }
 }
 
 }  // namespace
@@ -206,14 +330,11 @@ void run_sequence(const ForwardParams& p, const SequenceSpan& sp, int64_t n, int
 Status forward(const ForwardParams& p) {
   const std::vector<SequenceSpan> seqs = host_sequences(p);
   const int C = p.chunk_size > 0 ? p.chunk_size : kDefaultChunk;
-  const int64_t tasks = p.N * p.HV;
-#pragma omp parallel num_threads(worker_threads(p.cpu_threads))
-  {
-    Workspace w(C, p.K, p.V);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task)
-      run_sequence(p, seqs[task / p.HV], task / p.HV, static_cast<int>(task % p.HV), C, w);
-  }
+  const int workers = worker_threads(p.cpu_threads);
+  if (p.N * p.HV >= workers)
+    forward_by_chains(p, seqs, C, workers);
+  else
+    forward_within_chains(p, seqs, C, workers);
   return Status::Ok();
 }
 

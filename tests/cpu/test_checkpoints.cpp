@@ -13,6 +13,7 @@
 #include "common/checkpoint_cases.h"
 #include "common/checkpoints.h"
 #include "common/compare.h"
+#include "cpu/forward_cpu.h"
 
 namespace kda::testing {
 namespace {
@@ -20,9 +21,10 @@ namespace {
 constexpr double kSentinel = kCkptSentinel;
 
 HostTensor run_with_checkpoints(Case& c, const HostTensor& offsets, int32_t interval, int64_t n_ckpt,
-                                kda_backend_t be) {
+                                kda_backend_t be, int cpu_threads = 0) {
   HostTensor ck;
-  EXPECT_EQ(run_host_checkpoints(c, offsets, interval, n_ckpt, be, &ck), KDA_STATUS_SUCCESS) << kda_last_error();
+  EXPECT_EQ(run_host_checkpoints(c, offsets, interval, n_ckpt, be, &ck, cpu_threads), KDA_STATUS_SUCCESS)
+      << kda_last_error();
   return ck;
 }
 
@@ -79,7 +81,8 @@ class CpuCheckpoints : public ::testing::TestWithParam<CkptCase> {};
 
 TEST_P(CpuCheckpoints, MatchReference) {
   const CkptCase& k = GetParam();
-  const CaseSpec s = checkpoint_case_spec(k);
+  CaseSpec s = checkpoint_case_spec(k);
+  s.V = 2 * cpu::kRowBlock;  // two row blocks a chain when the chains split over threads
   const uint64_t seed = run_seed();
   SCOPED_TRACE("case " + k.name + " seed " + std::to_string(seed));
   Case c = make_case(s, seed);
@@ -99,6 +102,12 @@ TEST_P(CpuCheckpoints, MatchReference) {
   EXPECT_TRUE(v.untouched_error.empty()) << v.untouched_error;
   EXPECT_GT(v.written, 0);
   EXPECT_TRUE(v.stats.pass) << v.stats.summary();
+  // One thread running whole chains, and more threads than chains (each chain's state rows in blocks, each
+  // block writing its rows of every checkpoint): the same bits.
+  const HostTensor one = run_with_checkpoints(c, off, interval, n_ckpt, KDA_BACKEND_CPU, 1);
+  const HostTensor split =
+      run_with_checkpoints(c, off, interval, n_ckpt, KDA_BACKEND_CPU, static_cast<int>(3 * c.N * s.HV + 1));
+  EXPECT_EQ(one.bytes, split.bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CpuCheckpoints, ::testing::ValuesIn(checkpoint_cases()),

@@ -35,6 +35,24 @@ TEST_P(CpuBackend, MatchesReference) {
   RecordProperty("out", eo.summary());
 }
 
+// With fewer (sequence, value head) chains than threads the backend also splits each chain (its chunks' phase 1,
+// then blocks of its state rows, two where V = 128): the same bits as one thread running whole chains.
+TEST_P(CpuBackend, ChainsSplitAcrossThreadsGiveTheSameBits) {
+  const CaseSpec& s = GetParam();
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("case " + s.name + " seed " + std::to_string(seed) + " (replay: KDA_SEED=" + std::to_string(seed) + ")");
+  Case c = make_case(s, seed);
+  Outputs whole = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32), split = whole;
+  kda_forward_args_t a = host_args(c, whole, KDA_BACKEND_CPU);
+  a.cpu_threads = 1;
+  ASSERT_EQ(kda_forward(&a, nullptr, 0, nullptr), KDA_STATUS_SUCCESS) << kda_last_error();
+  kda_forward_args_t b = host_args(c, split, KDA_BACKEND_CPU);
+  b.cpu_threads = static_cast<int>(3 * c.N * s.HV + 1);
+  ASSERT_EQ(kda_forward(&b, nullptr, 0, nullptr), KDA_STATUS_SUCCESS) << kda_last_error();
+  EXPECT_EQ(whole.out.bytes, split.out.bytes);
+  EXPECT_EQ(whole.final_state.bytes, split.final_state.bytes);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, CpuBackend, ::testing::ValuesIn(correctness_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& i) { return i.param.name; });
 

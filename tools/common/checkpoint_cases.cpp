@@ -54,7 +54,7 @@ CaseSpec checkpoint_case_spec(const CkptCase& k) {
 }
 
 kda_status_t run_host_checkpoints(Case& c, const HostTensor& offsets, int32_t interval, int64_t n_ckpt,
-                                  kda_backend_t be, HostTensor* ck) {
+                                  kda_backend_t be, HostTensor* ck, int cpu_threads) {
   const bool ref = be == KDA_BACKEND_REFERENCE;
   *ck = make_checkpoints(c, n_ckpt, ref ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32);
   Outputs o = make_outputs(c, ref ? KDA_DTYPE_FLOAT64 : c.spec.in_dtype, ref ? KDA_DTYPE_FLOAT64 : KDA_DTYPE_FLOAT32);
@@ -62,6 +62,7 @@ kda_status_t run_host_checkpoints(Case& c, const HostTensor& offsets, int32_t in
   a.state_checkpoints = ck->view();
   a.checkpoint_offsets = offsets.view();
   a.checkpoint_interval = interval;
+  a.cpu_threads = cpu_threads;
   return kda_forward(&a, nullptr, 0, nullptr);
 }
 

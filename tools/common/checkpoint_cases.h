@@ -38,9 +38,9 @@ constexpr int64_t kCkptCaseEntries = 4;
 constexpr int32_t kCkptCaseInterval = 64;
 
 // Runs backend be on host tensors with checkpoints *ck (made here, filled with kCkptSentinel first): float64 for
-// the reference, float32 otherwise. Returns kda_forward's status.
+// the reference, float32 otherwise; cpu_threads as kda_forward_args_t's (0: all). Returns kda_forward's status.
 kda_status_t run_host_checkpoints(Case& c, const HostTensor& offsets, int32_t interval, int64_t n_ckpt,
-                                  kda_backend_t be, HostTensor* ck);
+                                  kda_backend_t be, HostTensor* ck, int cpu_threads = 0);
 
 // Judges got (float32, as a backend wrote it over the contents `before`) against ref (the reference's float64
 // checkpoints of the same call): entries whose count lies in [0, len] by the final-state rule (compare_state,

@@ -54,8 +54,12 @@ std::vector<Workload> make() {
       {"serve-256x32", "H=64, 256 sequences of 32 tokens", standard(64, repeat(256, 32))},
       {"serve-64x100", "H=64, 64 sequences of 100 tokens (off the chunk grid)", standard(64, repeat(64, 100))},
       {"long-128k", "H=64, one 131072-token sequence", [] { CaseSpec s = standard(64, {}); s.T = 131072; return s; }()},
+      {"kimi-tp8-32k", "Kimi-Linear softplus gate at 8-way tensor parallelism: H=4, one 32768-token sequence",
+       [] { CaseSpec s = kimi(32768); s.H = s.HV = 4; return s; }()},
       {"cpu-8k-h8", "CPU default: H=8, one 8192-token sequence (the CPU backend's throughput figure)",
        [] { CaseSpec s = standard(8, {}); return s; }()},
+      {"cpu-32k-h1", "CPU, fewer chains than threads: H=1, one 32768-token sequence",
+       [] { CaseSpec s = standard(1, {}); s.T = 32768; return s; }()},
   };
   // Training steps of the six standard workloads and the CPU default.
   const size_t n = w.size();
