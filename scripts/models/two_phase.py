@@ -45,7 +45,13 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
 (phase 1 stores W, Qg, Kd and A_qk as the bf16 hi / lo split phase 2's bf16x3 takes, which is exactly the split
 bf16x3 applies to the fp32 values here)
 
-usage: two_phase.py [--precision SPEC] DIR"""
+--segments S: phase 2 of each sequence as docs/hopper.md's chain split ("Few heads, long sequences"): its chunks
+cut into S segments; segment 0 runs from the initial state; each later segment j first runs from a zero state with
+the K x K transition M_j carried as K more state rows that start as the identity and take U = 0 (the same products,
+in ws / upd's modes), giving its end B_j; the hand-off X_{j+1} = X_j M_j + B_j (product mode `handoff`, default fp32,
+X_1 the end of segment 0); then segment j again from X_j, writing its outputs.
+
+usage: two_phase.py [--precision SPEC] [--segments S] DIR"""
 import argparse
 import os
 import sys
@@ -59,7 +65,7 @@ F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
 DEFAULTS = {"akk": "3xtf32", "aqk": "tf32", "wu": "bf16x3", "u": "wu", "diag": "s3", "tinv": "fp32",
-            "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3"}
+            "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3", "handoff": "fp32"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
 FACTORED = [0, 0]  # diagonal blocks factored / all (diag = a product mode), reported on stderr
@@ -412,7 +418,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     return Qg, Kd, decay, Aqk, W, U
 
 
-def run(m, t, prec):
+def run(m, t, prec, segments=1):
     B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
     group = HV // H
     hmap = np.arange(HV) // group
@@ -441,6 +447,20 @@ def run(m, t, prec):
         h0 = t["initial_state"].astype(F32)
         final[:] = h0 if m["state_v_first"] else np.swapaxes(h0, 2, 3)
     scale = F32(m["scale"])
+    kept = {}  # chunk index -> its phase-1 tiles, where phase 2 runs in segments
+
+    def advance(S, tiles, write=None):
+        """Phase 2 of one chunk on the state rows S [HV, rows, K] (tiles' U as wide as the rows)."""
+        Qg, Kd, dec, Aqk, W, U = tiles
+        St = np.swapaxes(S, 1, 2)  # [HV, K, rows]
+        Vn = U - prod(W, St, prec["ws"])
+        if write is not None:
+            b, s, L = write
+            acc = prod(Qg, St, prec["qs"])
+            acc = acc + prod(Aqk, Vn, prec["av"])
+            out[b, s:s + L] = np.swapaxes(scale * acc[:, :L], 0, 1)
+        S[:] = S * dec[:, None, :] + prod(np.swapaxes(Vn, 1, 2), Kd, prec["upd"])
+
     nb = max(1, 4096 // HV)  # chunks per phase-1 batch
     for i0 in range(0, len(chunks), nb):
         part = chunks[i0:i0 + nb]
@@ -460,25 +480,47 @@ def run(m, t, prec):
         Qg, Kd, dec, Aqk, W, U = map(shp, (Qg, Kd, dec, Aqk, W, U))
         # Phase 2, in chunk order (the chunks of one sequence are consecutive in the list).
         for j, (n, b, s, L) in enumerate(part):
-            S = final[n]  # [HV, V, K], updated in place
-            St = np.swapaxes(S, 1, 2)  # [HV, K, V]
-            Vn = U[j] - prod(W[j], St, prec["ws"])
-            acc = prod(Qg[j], St, prec["qs"])
-            acc = acc + prod(Aqk[j], Vn, prec["av"])
-            out[b, s:s + L] = np.swapaxes(scale * acc[:, :L], 0, 1)
-            S[:] = S * dec[j][:, None, :] + prod(np.swapaxes(Vn, 1, 2), Kd[j], prec["upd"])
+            tiles = (Qg[j], Kd[j], dec[j], Aqk[j], W[j], U[j])
+            if segments > 1:
+                kept[i0 + j] = tiles
+            else:
+                advance(final[n], tiles, (b, s, L))  # final[n]: [HV, V, K], updated in place
+    if segments > 1:
+        for n in range(N):
+            idx = [i for i, c in enumerate(chunks) if c[0] == n]
+            parts = [x for x in np.array_split(np.array(idx, dtype=np.int64), segments) if len(x)]
+            ends = []  # (B_j, M_j) of segments 1..: pass 1, from a zero state, M_j as K rows from the identity
+            for part in parts[1:]:
+                Sx = np.concatenate([np.zeros((HV, V, K), F32), np.broadcast_to(np.eye(K, dtype=F32), (HV, K, K))],
+                                    axis=1)
+                for i in part:
+                    Qg, Kd, dec, Aqk, W, U = kept[i]
+                    Ux = np.concatenate([U, np.zeros(U.shape[:2] + (K,), F32)], axis=2)
+                    advance(Sx, (Qg, Kd, dec, Aqk, W, Ux))
+                ends.append((Sx[:, :V].copy(), Sx[:, V:].copy()))
+            X = final[n]  # segment 0 from the initial state: its end is X_1
+            for i in parts[0]:
+                advance(X, kept[i], chunks[i][1:])
+            starts = [X.copy()]  # X_1, X_2 = X_1 M_1 + B_1, ...
+            for Bj, Mj in ends[:-1]:
+                starts.append(prod(starts[-1], Mj, prec["handoff"]) + Bj)
+            for part, Xj in zip(parts[1:], starts):  # pass 2: segment j from X_j, with its outputs
+                X[:] = Xj
+                for i in part:
+                    advance(X, kept[i], chunks[i][1:])
     return out, final
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--precision", default="")
+    ap.add_argument("--segments", type=int, default=1)
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     prec = parse_precision(a.precision)
     m, t = read_case(a.dir)
     with np.errstate(under="ignore"):
-        out, final = run(m, t, prec)
+        out, final = run(m, t, prec, a.segments)
     write_output(a.dir, m, "out", out)
     if FACTORED[1]:
         print(f"two_phase.py: {FACTORED[0]} of {FACTORED[1]} diagonal blocks factored", file=sys.stderr)
