@@ -75,8 +75,14 @@ inline void load_token(const ForwardParams& p, int64_t b, int64_t t, int hv, T* 
       const T a_log = has_a ? static_cast<T>(load_element(p.A_log.data, p.A_log.dtype, hv * p.A_log.stride[0])) : T(0);
       T bias[256];  // K <= 256 (validated); a row load keeps the gate loop free of per-element dtype tests
       load_row(p.dt_bias.data, p.dt_bias.dtype, hv * p.dt_bias.stride[0], p.dt_bias.stride[1], p.K, bias);
-      for (int i = 0; i < p.K; ++i)
-        g_log[i] = gate_log_decay<T>(p.gate_mode, g_log[i], has_a, a_log, bias[i], static_cast<T>(p.lower_bound));
+      const T lb = static_cast<T>(p.lower_bound);
+      if (p.gate_mode == KDA_GATE_BOUNDED) {  // exp(A_log) once a row: the same value gate_log_decay forms
+        using std::exp;
+        const T exp_a = has_a ? exp(a_log) : T(1);
+        for (int i = 0; i < p.K; ++i) g_log[i] = bounded_gate<T>(g_log[i], bias[i], has_a, exp_a, lb);
+      } else {
+        for (int i = 0; i < p.K; ++i) g_log[i] = gate_log_decay<T>(p.gate_mode, g_log[i], has_a, a_log, bias[i], lb);
+      }
     }
   }
   if (beta) {
