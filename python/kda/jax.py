@@ -327,8 +327,9 @@ def fused_recurrent_kda(
     to pool[idx[n, t]]); a negative index marks padding (outputs zero, no slot touched); slots no index names are
     bitwise unchanged. Returns (o, new_pool). JAX arrays are immutable, so the new pool is a new array; inside
     jax.jit with the pool donated (`donate_argnums`) XLA updates the pool's buffer in place, without a copy (not
-    donated, XLA copies the pool first). Inference-only: differentiating it raises NotImplementedError. Not taken
-    (yet): packed sequences (`cu_seqlens`; reshape [1, N*T, ...] to [N, T, ...]).
+    donated, XLA copies the pool first). Inference-only: differentiating it raises NotImplementedError. Packed as
+    vLLM passes them, q [1, N*T, H, K] with `cu_seqlens` [N + 1] = [0, T, 2T, ...] (every sequence T tokens; the
+    values are checked where they are known when the call is traced), the same as q [N, T, H, K].
 
     kda's decode fusions, as kda.fused_recurrent_kda's (state-pool form): `conv_weights=(wq, wk, wv)` with
     `conv_states=(sq, sk, sv)` (the causal short conv of the raw q, k, v, width 4, SiLU; conv-state pools
@@ -352,9 +353,20 @@ def fused_recurrent_kda(
 
     if initial_state is None:
         raise ValueError("kda: initial_state: the state pool is required with ssm_state_indices")
-    if cu_seqlens is not None:
-        raise NotImplementedError("kda: cu_seqlens: the JAX state-pool form takes q as [N, T, H, K] (reshape packed "
-                                  "[1, N*T, ...] inputs), not cu_seqlens")
+    packed = cu_seqlens is not None
+    if packed:  # [1, N * T1, ...] as [N, T1, ...]: the decode runs the same token count for every sequence
+        if q.ndim != 4 or q.shape[0] != 1:
+            raise ValueError(f"kda: cu_seqlens: the batch size must be 1 with cu_seqlens, got q {tuple(q.shape)}")
+        N, T = cu_seqlens.shape[0] - 1, q.shape[1]
+        if N <= 0 or T % N != 0:
+            raise NotImplementedError(f"kda: cu_seqlens: with ssm_state_indices every sequence has the same token "
+                                      f"count; {T} tokens do not split evenly into {N} sequences")
+        _check_equal_lengths(cu_seqlens, N, T // N)
+
+        def per_sequence(x):
+            return None if x is None else x.reshape((N, T // N) + x.shape[2:])
+
+        q, k, v, g, beta, out_gate = map(per_sequence, (q, k, v, g, beta, out_gate))
     # The pool is always returned (output_final_state does not apply); kda's decode has no chunk size.
     flags, A_log, dt_bias = _prepare(q, v, beta, scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
                                      use_beta_sigmoid_in_kernel, allow_neg_eigval, False, lower_bound, A_log, dt_bias,
@@ -364,4 +376,18 @@ def fused_recurrent_kda(
     conv_s = tuple(conv_states) if conv_states is not None else (None,) * 3
     o, new_pool, new_conv = _decode(flags, q, k, v, g, beta, A_log, dt_bias, initial_state, ssm_state_indices,
                                     num_accepted_tokens, conv_w, conv_s, out_norm_weight, out_gate)
+    if packed:
+        o = o.reshape((1, -1) + o.shape[2:])
     return (o, new_pool) if conv_states is None else (o, new_pool, new_conv)
+
+
+def _check_equal_lengths(cu_seqlens, N, T1):
+    """cu_seqlens must be [0, T1, 2 T1, ...]: checked where its values are known when the call is traced (a concrete
+    array); under jax.jit it is a tracer, whose values kda cannot read then (as the PyTorch op under graph capture)."""
+    try:
+        values = np.asarray(cu_seqlens)
+    except jax.errors.TracerArrayConversionError:
+        return
+    if not np.array_equal(values, np.arange(0, (N + 1) * T1, T1)):
+        raise NotImplementedError(f"kda: cu_seqlens: with ssm_state_indices kda runs the same number of tokens per "
+                                  f"sequence (here {T1}: cu_seqlens = [0, {T1}, {2 * T1}, ...]); got {values.tolist()}")

@@ -56,6 +56,20 @@ def check_untouched(new, before, written):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_decode_packed_cu_seqlens(seed, rng, mode):
+    """q [1, N*T, ...] with cu_seqlens [0, T, 2T, ...] (vLLM's packed form) gives the [N, T, ...] call's bits."""
+    N, T, slots = 3, 2, 5
+    t, kw, before = pool_case(rng, N, T, slots)
+    idx = jnp.asarray([4, 0, -1], jnp.int32)
+    o_ref, pool_ref = decode(mode, t, kw, before, idx)
+    flat = {name: x.reshape((1, N * T) + x.shape[2:]) for name, x in t.items()}
+    o, pool = decode(mode, flat, dict(kw, cu_seqlens=jnp.arange(0, (N + 1) * T, T, dtype=jnp.int32)), before, idx)
+    assert o.shape == flat["v"].shape
+    np.testing.assert_array_equal(np.asarray(o).reshape(np.asarray(o_ref).shape), np.asarray(o_ref))
+    np.testing.assert_array_equal(np.asarray(pool), np.asarray(pool_ref))
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 @pytest.mark.parametrize("state_v_first", [False, True])
 @pytest.mark.parametrize("T", [1, 3])
@@ -227,7 +241,12 @@ def test_decode_errors_name_the_argument(seed, rng):
     expect(ValueError, r"q: must be 4-D", q=t["q"][0])
     expect(ValueError, r"A_log", A_log=None)
     expect(ValueError, r"backend", backend="tpu")
-    expect(NotImplementedError, r"cu_seqlens", cu_seqlens=jnp.asarray([0, T, 2 * T], jnp.int32))
+    expect(ValueError, r"cu_seqlens: the batch size must be 1", cu_seqlens=jnp.asarray([0, T, 2 * T], jnp.int32))
+    flat = {name: x.reshape((1, N * T) + x.shape[2:]) for name, x in t.items()}
+    expect(NotImplementedError, r"cu_seqlens: with ssm_state_indices kda runs the same number of tokens", **flat,
+           cu_seqlens=jnp.asarray([0, 1, N * T], jnp.int32))
+    expect(NotImplementedError, r"do not split evenly", **flat, cu_seqlens=jnp.asarray([0, 1, 2, 3, 6], jnp.int32),
+           ssm_state_indices=jnp.asarray([0, 1, 2, 3], jnp.int32))
     expect(TypeError, r"q_conv_weight", q_conv_weight=jnp.zeros((32, 4)))  # the C name is not a keyword
     expect(ValueError, r"conv_weights, conv_states: give both", conv_weights=(jnp.zeros((32, 4)),) * 3)
     expect(ValueError, r"out_norm_weight, out_gate: give both", out_norm_weight=jnp.ones(32))
