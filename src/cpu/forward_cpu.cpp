@@ -95,7 +95,6 @@ void activate_gates(const ForwardParams& p, int hv, int L, Workspace& w) {
   }
 }
 
-
 // True where x * scale keeps the value exactly representable as a normal float (or x is 0): nothing the products
 // below take has overflowed, or flushed a nonzero input below the normal range. scaled and raw: n contiguous
 // values (row blocks of row-major matrices); a vectorized loop, where Eigen's .all() tested element by element
