@@ -262,6 +262,78 @@ TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
 
 // The two launches of a plan name every (sequence, value head, V tile) once: the blocks of the first cover chains
 // 0 .. first_chains - 1, the second's start at chain first_chains.
+// The segment plan (docs/hopper.md "Few heads, long sequences"): the standard workloads (64-96 chains of 128 chunks
+// on 132 SMs, or more chains) keep the unsplit pass; few chains of many chunks split, by the plan's own cost model
+// at <= 0.8 of the unsplit; chains too short for two 4-chunk segments never do.
+TEST(ChunkMap, SegmentPlanSplitsOnlyFewLongChains) {
+  for (int64_t chains : {64, 96, 384, 512, 576}) EXPECT_EQ(plan_segments(chains, 128, 128, 128, 132).segments, 1);
+  const SegmentPlan tp8 = plan_segments(4, 512, 128, 128, 132);  // h4-32k
+  EXPECT_GT(tp8.segments, 1);
+  EXPECT_EQ(plan_segments(1, 64, 128, 128, 132).segments > 1, true);
+  EXPECT_EQ(plan_segments(1, 7, 128, 128, 132).segments, 1);
+  for (int64_t chains = 1; chains <= 600; chains += 7)
+    for (int64_t chunks : {1, 8, 33, 128, 512, 2048})
+      for (int kv : {64, 128}) {
+        const SegmentPlan sp = plan_segments(chains, chunks, kv, kv, 132);
+        ASSERT_TRUE(sp.segments >= 1 && sp.segments <= kMaxSegments && (sp.segments & (sp.segments - 1)) == 0);
+        ASSERT_TRUE(sp.segments == 1 || chunks >= int64_t{sp.segments} * kMinSegmentChunks);
+        ASSERT_EQ(kv % sp.bv, 0);
+      }
+}
+
+// Every (chain, segment, tile of rows) of a segmented pass is one CTA: pass 1 runs segment 0's value rows and every
+// later segment's value and transition rows, pass 2 the later segments' value rows; and segment_chunks cuts a chain's
+// chunks into s consecutive ranges that cover it once (empty ones where the chain is short).
+TEST(ChunkMap, SegmentTilesCoverEveryTileOnce) {
+  for (int K : {64, 128})
+    for (int V : {64, 128})
+      for (int bv : {32, 64})
+        for (int s : {2, 4, 16})
+          for (int pass : {1, 2}) {
+            const int64_t chains = 5, chain0 = 3;
+            const int32_t HV = 2;
+            std::set<std::tuple<int64_t, int, int>> seen;
+            const int64_t per = segment_pass_ctas(pass, s, bv, V, K);
+            for (unsigned b = 0; b < chains * per; ++b) {
+              const SegTile t = seg_tile(b, pass, s, bv, V, K, chain0, HV);
+              ASSERT_EQ(t.rank, t.chain / HV);
+              ASSERT_EQ(t.hv, t.chain % HV);
+              ASSERT_TRUE(t.chain >= chain0 && t.chain < chain0 + chains);
+              ASSERT_TRUE(pass == 1 ? t.seg >= 0 : t.seg >= 1);
+              ASSERT_LT(t.seg, s);
+              ASSERT_EQ(t.v0 % bv, 0);
+              ASSERT_LT(t.v0, pass == 2 || t.seg == 0 ? V : V + K);
+              ASSERT_TRUE(seen.insert({t.chain, t.seg, t.v0}).second) << "tile twice";
+            }
+            const int64_t expect = chains * (pass == 1 ? V / bv + (s - 1) * ((V + K) / bv) : (s - 1) * (V / bv));
+            EXPECT_EQ(static_cast<int64_t>(seen.size()), expect);
+          }
+  for (int64_t len = 0; len <= 40; ++len)
+    for (int s : {2, 4, 16}) {
+      int64_t at = 7;
+      for (int seg = 0; seg < s; ++seg) {
+        int64_t b = 0, e = 0;
+        segment_chunks(7, 7 + len, seg, s, &b, &e);
+        ASSERT_EQ(b, at);
+        ASSERT_LE(b, e);
+        at = e;
+      }
+      ASSERT_EQ(at, 7 + len);
+    }
+}
+
+// The segments' regions follow the forward's workspace, 256-byte aligned, sized [chain][s - 1][V + K][K] and
+// [chain][s - 1][V][K] floats.
+TEST(ChunkMap, SegmentLayoutFollowsTheWorkspace) {
+  const WorkspaceLayout wl = workspace_layout(32768, 1, 4, 128, 128);
+  const SegmentLayout l = segment_layout(wl.bytes, 4, 16, 128, 128);
+  EXPECT_GE(l.ends, wl.bytes);
+  EXPECT_EQ(l.ends % 256, 0);
+  EXPECT_EQ(l.starts % 256, 0);
+  EXPECT_GE(l.starts - l.ends, int64_t{4} * 15 * 256 * 128 * 4);
+  EXPECT_EQ(l.bytes - l.starts, int64_t{4} * 15 * 128 * 128 * 4);
+}
+
 TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
   for (const auto& [N, HV, V, sms] : {std::tuple<int64_t, int, int, int>{1, 96, 128, 132}, {3, 64, 128, 132},
                                      {5, 12, 64, 132}, {2, 7, 128, 16}}) {
