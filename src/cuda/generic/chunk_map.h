@@ -395,7 +395,7 @@ KDA_HOST_DEVICE void segment_chunks(int64_t first, int64_t last, int seg, int s,
   *end = first + (last - first) * (seg + 1) / s;
 }
 // The segments' fp32 regions after the forward's workspace (base = workspace_layout(..).bytes): ends [chain][s - 1]
-// [V + K][K] (B_j's rows, then M_j's) and starts [chain][s - 1][V][K] (X_1 .. X_{s-1}).
+// [V + K][K] (segment j's B_j rows, then its M_j rows, at j - 1) and starts [chain][s - 1][V][K] (X_j at j - 1).
 struct SegmentLayout {
   int64_t ends, starts, bytes;
 };
@@ -405,6 +405,39 @@ KDA_HOST_DEVICE SegmentLayout segment_layout(int64_t base, int64_t chains, int s
   l.starts = l.ends + align256(chains * (s - 1) * (V + K) * int64_t{K} * int64_t{sizeof(float)});
   l.bytes = l.starts + chains * (s - 1) * int64_t{V} * K * int64_t{sizeof(float)};
   return l;
+}
+// Element offsets of X_j (j >= 1) in starts and of segment j's [B_j; M_j] (j >= 1) in ends.
+KDA_HOST_DEVICE int64_t segment_start_at(int64_t chain, int j, int s, int V, int K) {
+  return (chain * (s - 1) + j - 1) * int64_t{V} * K;
+}
+KDA_HOST_DEVICE int64_t segment_end_at(int64_t chain, int j, int s, int V, int K) {
+  return (chain * (s - 1) + j - 1) * int64_t{V + K} * K;
+}
+// What one CTA of a segmented pass (tile t) starts from, writes and ends in.
+struct SegmentRole {
+  enum Start { kInitial, kZero, kIdentity, kHandOff } start;  // kInitial: initial_state (or zeros)
+  int64_t start_at;    // kHandOff: X_seg's offset in starts
+  enum End { kNone, kFinal, kStarts, kEnds } end;
+  int64_t end_at;      // kStarts: X_1's offset; kEnds: [B_seg; M_seg]'s offset
+  bool outputs;        // writes its tokens' outputs
+  bool transition;     // rows v0 >= V: M's, with U = 0
+};
+KDA_HOST_DEVICE SegmentRole segment_role(const SegTile& t, int pass, int s, int V, int K) {
+  SegmentRole r{SegmentRole::kInitial, 0, SegmentRole::kNone, 0, true, t.v0 >= V};
+  if (pass == 2) {
+    r.start = SegmentRole::kHandOff;
+    r.start_at = segment_start_at(t.chain, t.seg, s, V, K);
+    r.end = t.seg == s - 1 ? SegmentRole::kFinal : SegmentRole::kNone;
+  } else if (t.seg == 0) {
+    r.end = SegmentRole::kStarts;
+    r.end_at = segment_start_at(t.chain, 1, s, V, K);
+  } else {
+    r.start = r.transition ? SegmentRole::kIdentity : SegmentRole::kZero;
+    r.end = SegmentRole::kEnds;
+    r.end_at = segment_end_at(t.chain, t.seg, s, V, K);
+    r.outputs = false;
+  }
+  return r;
 }
 
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1

@@ -24,12 +24,12 @@ __global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* e
   const int blocks_per_chain = V / kCombineRows;
   const int64_t chain = blockIdx.x / blocks_per_chain;
   const int r0 = static_cast<int>(blockIdx.x % blocks_per_chain) * kCombineRows, d = threadIdx.x;
-  const int64_t VK = int64_t{V} * K, slot = chain * (s - 1);
+  const int64_t VK = int64_t{V} * K;
 #pragma unroll
-  for (int r = 0; r < kCombineRows; ++r) X[r][d] = starts[slot * VK + int64_t{r0 + r} * K + d];
+  for (int r = 0; r < kCombineRows; ++r) X[r][d] = starts[segment_start_at(chain, 1, s, V, K) + (r0 + r) * K + d];
   for (int j = 1; j + 1 < s; ++j) {
     __syncthreads();  // X complete (the loads above, or the previous step's stores)
-    const float* const e = ends + (slot + j - 1) * (VK + int64_t{K} * K);  // B_j's V rows, then M_j's K rows
+    const float* const e = ends + segment_end_at(chain, j, s, V, K);  // B_j's V rows, then M_j's K rows
     float acc[kCombineRows];
 #pragma unroll
     for (int r = 0; r < kCombineRows; ++r) acc[r] = e[int64_t{r0 + r} * K + d];
@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* e
 #pragma unroll
     for (int r = 0; r < kCombineRows; ++r) {
       X[r][d] = acc[r];
-      starts[(slot + j) * VK + int64_t{r0 + r} * K + d] = acc[r];
+      starts[segment_start_at(chain, j + 1, s, V, K) + (r0 + r) * K + d] = acc[r];
     }
   }
 }

@@ -107,9 +107,10 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const SegTile st = segmented ? seg_tile(blockIdx.x, sg.pass, sg.segments, BV, V, K, chain0, p.HV) : SegTile{};
   const ChainTile ct = segmented ? ChainTile{st.rank, st.hv, st.v0 / BV, st.v0}
                                  : chain_tile(blockIdx.x, vtiles, chain0, BV, p.HV);
-  const int hv = ct.hv, v0 = ct.v0, seg = st.seg;
-  const bool m_rows = segmented && v0 >= V;
-  const bool write_out = p.out != nullptr && (!segmented || sg.pass == 2 || seg == 0);
+  const int hv = ct.hv, v0 = ct.v0;
+  const SegmentRole role = segmented ? segment_role(st, sg.pass, sg.segments, V, K)
+                                     : SegmentRole{SegmentRole::kInitial, 0, SegmentRole::kFinal, 0, true, false};
+  const bool m_rows = role.transition, write_out = p.out != nullptr && role.outputs;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
   const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
@@ -117,15 +118,13 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
   int64_t first = cc.first, last = cc.last;
-  if (segmented) segment_chunks(cc.first, cc.last, seg, sg.segments, &first, &last);
+  if (segmented) segment_chunks(cc.first, cc.last, st.seg, sg.segments, &first, &last);
   const int64_t b = cc.b;
   const TileLayout tl{K, V};
-  // The segment's start (pass 2: X_seg) and end (pass 1: X_1 for segment 0, else [B_seg; M_seg]) rows.
-  const int64_t VK = int64_t{V} * K, slot = st.chain * (sg.segments - 1);
-  const float* const seg_start = segmented && sg.pass == 2 ? sg.starts + (slot + seg - 1) * VK : nullptr;
-  float* const seg_end = !segmented || sg.pass == 2 ? nullptr
-                         : seg == 0                 ? sg.starts + slot * VK
-                                                    : sg.ends + (slot + seg - 1) * (VK + int64_t{K} * K);
+  // The segment's end rows [v][K] in the workspace (X_1, or [B_seg; M_seg]), or null (the final state, or nothing).
+  float* const seg_end = role.end == SegmentRole::kStarts ? sg.starts + role.end_at
+                         : role.end == SegmentRole::kEnds ? sg.ends + role.end_at
+                                                          : nullptr;
 
   // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree): A = the
   // tiles phase A reads {W, U, Qg}, B = those phase B reads {Kd, decay, A_qk}.
@@ -180,10 +179,10 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   float S[NT3][4];
   if (chain) {
     for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
-      if (seg_start != nullptr)  // pass 2: X_seg
-        S[nt][e] = seg_start[int64_t{v0 + v} * K + d];
-      else if (segmented && seg > 0)  // pass 1 beyond segment 0: B from zero, M from the identity
-        S[nt][e] = m_rows && v0 + v - V == d ? 1.0f : 0.0f;
+      if (role.start == SegmentRole::kHandOff)
+        S[nt][e] = sg.starts[role.start_at + int64_t{v0 + v} * K + d];
+      else if (role.start != SegmentRole::kInitial)  // B from zero, M from the identity
+        S[nt][e] = role.start == SegmentRole::kIdentity && v0 + v - V == d ? 1.0f : 0.0f;
       else
         S[nt][e] = p.has_initial_state() ? static_cast<const float*>(p.initial_state.data)[p.state_offset(
                                                p.initial_state.stride, n, hv, v0 + v, d)]
@@ -303,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
       seg_end[int64_t{v0 + v} * K + d] = S[nt][e];
     });
-  } else if (chain && p.has_final_state() && (!segmented || seg == sg.segments - 1)) {
+  } else if (chain && p.has_final_state() && role.end == SegmentRole::kFinal) {
     for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
       static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = S[nt][e];
     });
