@@ -262,6 +262,193 @@ TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
 
 // The two launches of a plan name every (sequence, value head, V tile) once: the blocks of the first cover chains
 // 0 .. first_chains - 1, the second's start at chain first_chains.
+// The segment plan (docs/hopper.md "Few heads, long sequences"): the standard workloads (64-96 chains of 128 chunks
+// on 132 SMs, or more chains) keep the unsplit pass; few chains of many chunks split, by the plan's own cost model
+// at <= 0.8 of the unsplit; chains too short for two 4-chunk segments never do.
+TEST(ChunkMap, SegmentPlanSplitsOnlyFewLongChains) {
+  for (int64_t chains : {64, 96, 384, 512, 576}) EXPECT_EQ(plan_segments(chains, 128, 128, 128, 132).segments, 1);
+  const SegmentPlan tp8 = plan_segments(4, 512, 128, 128, 132);  // h4-32k
+  EXPECT_GT(tp8.segments, 1);
+  EXPECT_EQ(plan_segments(1, 64, 128, 128, 132).segments > 1, true);
+  EXPECT_EQ(plan_segments(1, 7, 128, 128, 132).segments, 1);
+  for (int64_t chains = 1; chains <= 600; chains += 7)
+    for (int64_t chunks : {1, 8, 33, 128, 512, 2048})
+      for (int kv : {64, 128}) {
+        const SegmentPlan sp = plan_segments(chains, chunks, kv, kv, 132);
+        ASSERT_TRUE(sp.segments >= 1 && sp.segments <= kMaxSegments && (sp.segments & (sp.segments - 1)) == 0);
+        ASSERT_TRUE(sp.segments == 1 || chunks >= int64_t{sp.segments} * kMinSegmentChunks);
+        ASSERT_EQ(kv % sp.bv, 0);
+      }
+}
+
+// Every (chain, segment, tile of rows) of a segmented pass is one CTA: pass 1 runs segment 0's value rows and every
+// later segment's value and transition rows, pass 2 the later segments' value rows; and segment_chunks cuts a chain's
+// chunks into s consecutive ranges that cover it once (empty ones where the chain is short).
+TEST(ChunkMap, SegmentTilesCoverEveryTileOnce) {
+  for (int K : {64, 128})
+    for (int V : {64, 128})
+      for (int bv : {32, 64})
+        for (int s : {2, 4, 16})
+          for (int pass : {1, 2}) {
+            const int64_t chains = 5, chain0 = 3;
+            const int32_t HV = 2;
+            std::set<std::tuple<int64_t, int, int>> seen;
+            const int64_t per = segment_pass_ctas(pass, s, bv, V, K);
+            for (unsigned b = 0; b < chains * per; ++b) {
+              const SegTile t = seg_tile(b, pass, s, bv, V, K, chain0, HV);
+              ASSERT_EQ(t.rank, t.chain / HV);
+              ASSERT_EQ(t.hv, t.chain % HV);
+              ASSERT_TRUE(t.chain >= chain0 && t.chain < chain0 + chains);
+              ASSERT_TRUE(pass == 1 ? t.seg >= 0 : t.seg >= 1);
+              ASSERT_LT(t.seg, s);
+              ASSERT_EQ(t.v0 % bv, 0);
+              ASSERT_LT(t.v0, pass == 2 || t.seg == 0 ? V : V + K);
+              ASSERT_TRUE(seen.insert({t.chain, t.seg, t.v0}).second) << "tile twice";
+            }
+            const int64_t expect = chains * (pass == 1 ? V / bv + (s - 1) * ((V + K) / bv) : (s - 1) * (V / bv));
+            EXPECT_EQ(static_cast<int64_t>(seen.size()), expect);
+          }
+  for (int64_t len = 0; len <= 40; ++len)
+    for (int s : {2, 4, 16}) {
+      int64_t at = 7;
+      for (int seg = 0; seg < s; ++seg) {
+        int64_t b = 0, e = 0;
+        segment_chunks(7, 7 + len, seg, s, &b, &e);
+        ASSERT_EQ(b, at);
+        ASSERT_LE(b, e);
+        at = e;
+      }
+      ASSERT_EQ(at, 7 + len);
+    }
+}
+
+// The segmented state pass end to end on the host, in float64 with tiny tiles (C = 3 tokens, K = V = 4 in 2-row
+// tiles): every CTA of pass 1 and pass 2 as seg_tile / segment_role / segment_chunks say (its rows of the state or
+// of the transition, from its start, through its chunks, to its end at the role's offsets), the combine as
+// chunk_segments.cu runs it (X_{j+1} = X_j M_j + B_j at segment_start_at / segment_end_at), against each chain walked
+// whole: the same outputs and final states to rounding. Chains of 0, 1, 2 and 9 chunks at s = 4 (empty segments).
+TEST(ChunkMap, SegmentedPassesEqualTheWholeChain) {
+  constexpr int C = 3, K = 4, V = 4, bv = 2, s = 4;
+  const std::vector<int> lengths = {0, 1, 9, 2};  // chunks of each chain
+  const int64_t chains = static_cast<int64_t>(lengths.size());
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> nd(0.0, 0.5);
+  std::uniform_real_distribution<double> ud(0.3, 1.0);
+  struct Tile {
+    std::array<std::array<double, K>, C> W, Qg, Kd;
+    std::array<std::array<double, V>, C> U;
+    std::array<std::array<double, C>, C> A;  // A_qk, lower triangular
+    std::array<double, K> dec;
+  };
+  std::vector<std::vector<Tile>> tiles(chains);
+  std::vector<std::array<std::array<double, K>, V>> h0(chains);
+  for (int64_t c = 0; c < chains; ++c) {
+    for (auto& row : h0[c])
+      for (double& x : row) x = nd(rng);
+    tiles[c].resize(lengths[c]);
+    for (Tile& t : tiles[c]) {
+      for (int r = 0; r < C; ++r) {
+        for (int d = 0; d < K; ++d) t.W[r][d] = nd(rng), t.Qg[r][d] = nd(rng), t.Kd[r][d] = nd(rng);
+        for (int v = 0; v < V; ++v) t.U[r][v] = nd(rng);
+        for (int q = 0; q < C; ++q) t.A[r][q] = q <= r ? nd(rng) : 0.0;
+      }
+      for (double& x : t.dec) x = ud(rng);
+    }
+  }
+  // One chunk on rows [v0, v0 + n) of a state whose row v (of V + K) is S[v]; outputs into o[chunk][token][v].
+  using Rows = std::vector<std::array<double, K>>;
+  auto advance = [&](const Tile& t, Rows& S, int v0, bool transition, std::array<std::array<double, V>, C>* o) {
+    const int n = static_cast<int>(S.size());
+    std::vector<std::array<double, C>> vn(n);
+    for (int i = 0; i < n; ++i)
+      for (int r = 0; r < C; ++r) {
+        double ws = 0.0;
+        for (int d = 0; d < K; ++d) ws += t.W[r][d] * S[i][d];
+        vn[i][r] = (transition ? 0.0 : t.U[r][v0 + i]) - ws;
+      }
+    if (o != nullptr)
+      for (int i = 0; i < n; ++i)
+        for (int r = 0; r < C; ++r) {
+          double acc = 0.0;
+          for (int d = 0; d < K; ++d) acc += t.Qg[r][d] * S[i][d];
+          for (int q = 0; q <= r; ++q) acc += t.A[r][q] * vn[i][q];
+          (*o)[r][v0 + i] = acc;
+        }
+    for (int i = 0; i < n; ++i)
+      for (int d = 0; d < K; ++d) {
+        double acc = S[i][d] * t.dec[d];
+        for (int r = 0; r < C; ++r) acc += vn[i][r] * t.Kd[r][d];
+        S[i][d] = acc;
+      }
+  };
+  using Out = std::vector<std::array<std::array<double, V>, C>>;
+  std::vector<Out> want(chains), got(chains);
+  std::vector<Rows> want_final(chains), got_final(chains, Rows(V));
+  for (int64_t c = 0; c < chains; ++c) {
+    Rows S(h0[c].begin(), h0[c].end());
+    want[c].resize(lengths[c]);
+    got[c].assign(lengths[c], {});
+    for (int i = 0; i < lengths[c]; ++i) advance(tiles[c][i], S, 0, false, &want[c][i]);
+    want_final[c] = S;
+  }
+  std::vector<double> ends(chains * (s - 1) * (V + K) * K, NAN), starts(chains * (s - 1) * V * K, NAN);
+  for (int pass : {1, 2}) {
+    for (unsigned b = 0; b < chains * segment_pass_ctas(pass, s, bv, V, K); ++b) {
+      const SegTile t = seg_tile(b, pass, s, bv, V, K, 0, 1);
+      const SegmentRole role = segment_role(t, pass, s, V, K);
+      int64_t first = 0, last = 0;
+      segment_chunks(0, lengths[t.chain], t.seg, s, &first, &last);
+      Rows S(bv);
+      for (int i = 0; i < bv; ++i)
+        for (int d = 0; d < K; ++d) {
+          const int v = t.v0 + i;
+          S[i][d] = role.start == SegmentRole::kInitial    ? h0[t.chain][v][d]
+                    : role.start == SegmentRole::kHandOff  ? starts[role.start_at + v * K + d]
+                    : role.start == SegmentRole::kIdentity ? (v - V == d ? 1.0 : 0.0)
+                                                           : 0.0;
+        }
+      for (int64_t ci = first; ci < last; ++ci)
+        advance(tiles[t.chain][ci], S, t.v0, role.transition, role.outputs ? &got[t.chain][ci] : nullptr);
+      for (int i = 0; i < bv; ++i)
+        for (int d = 0; d < K; ++d) {
+          const int v = t.v0 + i;
+          if (role.end == SegmentRole::kStarts) starts[role.end_at + v * K + d] = S[i][d];
+          if (role.end == SegmentRole::kEnds) ends[role.end_at + v * K + d] = S[i][d];
+          if (role.end == SegmentRole::kFinal) got_final[t.chain][v][d] = S[i][d];
+        }
+    }
+    if (pass == 1)  // the combine
+      for (int64_t c = 0; c < chains; ++c)
+        for (int j = 1; j + 1 < s; ++j)
+          for (int v = 0; v < V; ++v)
+            for (int d = 0; d < K; ++d) {
+              const double* e = &ends[segment_end_at(c, j, s, V, K)];
+              double acc = e[v * K + d];
+              for (int k = 0; k < K; ++k) acc += starts[segment_start_at(c, j, s, V, K) + v * K + k] * e[(V + k) * K + d];
+              starts[segment_start_at(c, j + 1, s, V, K) + v * K + d] = acc;
+            }
+  }
+  for (int64_t c = 0; c < chains; ++c) {
+    for (int i = 0; i < lengths[c]; ++i)
+      for (int r = 0; r < C; ++r)
+        for (int v = 0; v < V; ++v) ASSERT_NEAR(got[c][i][r][v], want[c][i][r][v], 1e-9) << c << " " << i;
+    for (int v = 0; v < V; ++v)
+      for (int d = 0; d < K; ++d) ASSERT_NEAR(got_final[c][v][d], want_final[c][v][d], 1e-9) << c;
+  }
+}
+
+// The segments' regions follow the forward's workspace, 256-byte aligned, sized [chain][s - 1][V + K][K] and
+// [chain][s - 1][V][K] floats.
+TEST(ChunkMap, SegmentLayoutFollowsTheWorkspace) {
+  const WorkspaceLayout wl = workspace_layout(32768, 1, 4, 128, 128);
+  const SegmentLayout l = segment_layout(wl.bytes, 4, 16, 128, 128);
+  EXPECT_GE(l.ends, wl.bytes);
+  EXPECT_EQ(l.ends % 256, 0);
+  EXPECT_EQ(l.starts % 256, 0);
+  EXPECT_GE(l.starts - l.ends, int64_t{4} * 15 * 256 * 128 * 4);
+  EXPECT_EQ(l.bytes - l.starts, int64_t{4} * 15 * 128 * 128 * 4);
+}
+
 TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
   for (const auto& [N, HV, V, sms] : {std::tuple<int64_t, int, int, int>{1, 96, 128, 132}, {3, 64, 128, 132},
                                      {5, 12, 64, 132}, {2, 7, 128, 16}}) {

@@ -6,12 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
+#include <string>
 
 #include "common/cases.h"
 #include "common/compare.h"
 #include "common/device.h"
 #include "common/suites.h"
+#include "cuda/generic/chunk_map.h"
 #include "gpu/gpu_test.h"
 
 namespace kda::testing {
@@ -144,6 +147,37 @@ std::vector<CaseSpec> chunked_cases() {
     s.recipe.qkv_std = 0.08;
     v.push_back(s);
   }
+  // Few chains of many chunks: the state pass cuts them into segments (chunk_map.h plan_segments; on ~100 SMs or
+  // more, SegmentCasesSplitTheirChains checks that the plan does): one long sequence; a packed batch with an empty,
+  // a one-token and an off-grid sequence (segments empty, or of one chunk); beta near 2 with near-identical keys,
+  // where the hand-off's transitions are closest to singular; K = V = 64; the key-first state without h0.
+  { CaseSpec s = base("k128_one_long_chain_segments"); s.B = 1; s.H = s.HV = 1; s.T = 4096; v.push_back(s); }
+  {
+    CaseSpec s = base("k128_packed_few_chains_segments");
+    s.H = s.HV = 2;
+    s.seqlens = {2500, 0, 1, 1100};
+    v.push_back(s);
+  }
+  {
+    CaseSpec s = base("k128_beta_2_near_identical_keys_segments");
+    s.B = 1;
+    s.H = s.HV = 1;
+    s.T = 2048;
+    s.neg_eigval = true;
+    s.recipe.beta_mean = 8;
+    s.recipe.key_jitter = 1e-3;
+    v.push_back(s);
+  }
+  { CaseSpec s = base("k64_long_chain_segments"); s.K = s.V = 64; s.B = 1; s.H = s.HV = 2; s.T = 3000; v.push_back(s); }
+  {
+    CaseSpec s = base("k128_k_first_no_h0_segments");
+    s.B = 2;
+    s.H = s.HV = 1;
+    s.T = 2000;
+    s.v_first = false;
+    s.has_h0 = false;
+    v.push_back(s);
+  }
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Own, CudaChunked, ::testing::ValuesIn(chunked_cases()),
@@ -206,6 +240,23 @@ TEST_F(CudaBehaviour, WorkspaceQueryPerPath) {
       EXPECT_EQ(ws, size_t{0}) << "backend " << w.be;
     EXPECT_EQ(dp.run(), KDA_STATUS_SUCCESS) << kda_last_error();
   }
+}
+
+// The "_segments" cases of chunked_cases split their chains on this GPU (the plan is a function of the shapes and the
+// SM count), so CudaChunked / CudaHopper run the segmented state pass on them: pass 1, the combine, pass 2.
+TEST_F(CudaBehaviour, SegmentCasesSplitTheirChains) {
+  const int sms = cuda_device_sm_count();
+  if (sms < 100) GTEST_SKIP() << "the segment cases are sized for ~100 SMs or more; this GPU has " << sms;
+  int cases = 0;
+  for (const CaseSpec& s : chunked_cases()) {
+    if (s.name.find("_segments") == std::string::npos) continue;
+    int64_t tokens = s.B * s.T;
+    if (!s.seqlens.empty()) tokens = std::accumulate(s.seqlens.begin(), s.seqlens.end(), int64_t{0});
+    const int64_t n = s.seqlens.empty() ? s.B : static_cast<int64_t>(s.seqlens.size());
+    EXPECT_GT(cuda::plan_segments(n * s.HV, cuda::chunks_of(tokens), s.V, s.K, sms).segments, 1) << s.name;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 5);
 }
 
 // AUTO on CUDA tensors runs the generic CUDA path.

@@ -79,6 +79,15 @@ int cuda_device_cc_major() {
   return major;
 }
 
+int cuda_device_sm_count() {
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return sms;
+}
+
 std::string cuda_device_name() {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "unknown";
@@ -517,6 +526,7 @@ kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, 
 
 int cuda_device_count() { return 0; }
 int cuda_device_cc_major() { return 0; }
+int cuda_device_sm_count() { return 0; }
 std::string cuda_device_name() { return "none"; }
 DeviceProblem::DeviceProblem(const Case&, const Outputs&, kda_backend_t) {
   throw std::runtime_error("this kda build has no CUDA");

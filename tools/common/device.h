@@ -14,6 +14,7 @@ namespace kda::testing {
 
 int cuda_device_count();
 int cuda_device_cc_major();  // device 0's compute capability major (0 without one)
+int cuda_device_sm_count();  // device 0's multiprocessors (0 without one)
 std::string cuda_device_name();
 
 struct TimingStats {

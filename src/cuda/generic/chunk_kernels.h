@@ -125,6 +125,21 @@ cudaError_t launch_state(const ForwardParams& p, const char* workspace, const St
 cudaError_t launch_state_chains(const ForwardParams& p, const char* workspace, int bv, int64_t chain0, int64_t count,
                                 cudaStream_t s, const BackwardSaves& saves = {});
 
+// The state pass with its chains cut into segments (chunk_map.h plan_segments; chunk_segments.cu): one pass of the
+// generic kernel over every chain (pass 1 or 2, SegmentArgs), the combine between them, and the three as one call.
+struct SegmentArgs {
+  int segments = 1;          // s; 1: the unsplit pass
+  int pass = 0;              // 1 or 2
+  float* ends = nullptr;     // chunk_map.h SegmentLayout
+  float* starts = nullptr;
+};
+cudaError_t launch_state_segment_pass(const ForwardParams& p, const char* workspace, int bv, const SegmentArgs& sg,
+                                      cudaStream_t s);
+// The plan for p's chains on `sms` SMs (1 segment where the split does not pay, or the forward saves for a backward).
+SegmentPlan segment_plan(const ForwardParams& p, int sms);
+size_t segment_workspace_bytes(const ForwardParams& p, int sms);  // the forward's workspace with the segments'
+cudaError_t launch_segmented_state(const ForwardParams& p, char* workspace, const SegmentPlan& plan, cudaStream_t s);
+
 // The state pass on sm_90a wgmma (hopper/state_wgmma.cu): available for K = 128 (V a multiple of 64) on an sm_90
 // device of a build with CuTe; it runs (launch_state takes it) for the 64-column launches of a plan under
 // KDA_BACKEND_CUDA_HOPPER.

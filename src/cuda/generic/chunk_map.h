@@ -327,6 +327,119 @@ KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& 
                      seq_first[n], seq_first[n + 1], packed ? 0 : n, n};
 }
 
+// Chains cut into segments (docs/hopper.md "Few heads, long sequences"; chunk_segments.cu): with few chains on many
+// SMs, each chain's chunks split into s near-equal ranges (by the chain's own chunk count, known on the device, so a
+// packed batch needs no lengths on the host). Pass 1: segment 0 from the initial state, with its outputs, ending in
+// X_1; every later segment j from a zero state, with its K x K transition M_j carried as K more state rows that start
+// as the identity and take U = 0, ending in [B_j; M_j]. The combine: X_{j+1} = X_j M_j + B_j in fp32. Pass 2: the
+// segments j >= 1 from X_j with their outputs, the last one ending in the final state. The CPU model of its rounding:
+// scripts/models/two_phase.py --segments.
+constexpr int kMaxSegments = 16;
+constexpr int kMinSegmentChunks = 4;
+
+// choose_v_tile's cost model over both passes (a CTA-chunk of bv columns or rows costs bv + 64, one CTA an SM), plus
+// the s - 2 combine steps and the two extra launches at ~one 64-column chunk step (128) each: estimates until the
+// H200 measures them. max_chunks bounds the longest chain. Returns s in {1, 2, 4, 8, 16} and the tile width; s > 1
+// only where predicted at <= 0.8 of the unsplit pass (choose_v_tile's width).
+struct SegmentPlan {
+  int segments, bv;
+};
+KDA_HOST_DEVICE SegmentPlan plan_segments(int64_t chains, int64_t max_chunks, int V, int K, int sms) {
+  auto waves = [&](int64_t ctas) { return sms > 0 ? (ctas + sms - 1) / sms : ctas; };
+  const int bv1 = choose_v_tile(chains, V, sms);
+  const int64_t unsplit = waves(chains * (V / bv1)) * max_chunks * (bv1 + 64);
+  SegmentPlan best{1, bv1};
+  int64_t best_cost = unsplit;
+  for (int s = 2; s <= kMaxSegments && max_chunks >= int64_t{s} * kMinSegmentChunks; s *= 2) {
+    for (int bv = 64; bv >= 32; bv /= 2) {
+      if (V % bv != 0 || K % bv != 0) continue;
+      const int64_t pass1 = waves(chains * (V / bv + int64_t{s - 1} * ((V + K) / bv)));
+      const int64_t pass2 = waves(chains * int64_t{s - 1} * (V / bv));
+      const int64_t cost = (pass1 + pass2) * ((max_chunks + s - 1) / s) * (bv + 64) + int64_t{s} * 128;
+      if (5 * cost <= 4 * unsplit && cost < best_cost) {
+        best = SegmentPlan{s, bv};
+        best_cost = cost;
+      }
+    }
+  }
+  return best;
+}
+
+// A segmented pass's CTAs over the chains chain0 ..: per chain, pass 1 runs segment 0's V / bv tiles, then s - 1
+// segments of (V + K) / bv tiles (rows v0 >= V: the transition's), pass 2 s - 1 segments of V / bv tiles.
+KDA_HOST_DEVICE int64_t segment_pass_ctas(int pass, int s, int bv, int V, int K) {
+  return pass == 1 ? V / bv + int64_t{s - 1} * ((V + K) / bv) : int64_t{s - 1} * (V / bv);
+}
+struct SegTile {
+  int64_t chain, rank;  // chain: its index in the launch (chain0 + ..), rank as chain_tile's
+  int hv, seg, v0;      // v0: the tile's first state row, >= V for the transition's rows
+};
+KDA_HOST_DEVICE SegTile seg_tile(unsigned block, int pass, int s, int bv, int V, int K, int64_t chain0, int32_t HV) {
+  const int64_t per = segment_pass_ctas(pass, s, bv, V, K);
+  const int64_t nh = chain0 + block / per;
+  int64_t r = block % per;
+  int seg = 0;
+  if (pass == 1 && r < V / bv) {
+    seg = 0;
+  } else {
+    if (pass == 1) r -= V / bv;
+    const int tiles = pass == 1 ? (V + K) / bv : V / bv;
+    seg = 1 + static_cast<int>(r / tiles);
+    r %= tiles;
+  }
+  return SegTile{nh, nh / HV, static_cast<int>(nh % HV), seg, static_cast<int>(r) * bv};
+}
+// Segment seg's chunks [*begin, *end) of a chain whose chunks are [first, last) (empty where the chain is short).
+KDA_HOST_DEVICE void segment_chunks(int64_t first, int64_t last, int seg, int s, int64_t* begin, int64_t* end) {
+  *begin = first + (last - first) * seg / s;
+  *end = first + (last - first) * (seg + 1) / s;
+}
+// The segments' fp32 regions after the forward's workspace (base = workspace_layout(..).bytes): ends [chain][s - 1]
+// [V + K][K] (segment j's B_j rows, then its M_j rows, at j - 1) and starts [chain][s - 1][V][K] (X_j at j - 1).
+struct SegmentLayout {
+  int64_t ends, starts, bytes;
+};
+KDA_HOST_DEVICE SegmentLayout segment_layout(int64_t base, int64_t chains, int s, int K, int V) {
+  SegmentLayout l;
+  l.ends = align256(base);
+  l.starts = l.ends + align256(chains * (s - 1) * (V + K) * int64_t{K} * int64_t{sizeof(float)});
+  l.bytes = l.starts + chains * (s - 1) * int64_t{V} * K * int64_t{sizeof(float)};
+  return l;
+}
+// Element offsets of X_j (j >= 1) in starts and of segment j's [B_j; M_j] (j >= 1) in ends.
+KDA_HOST_DEVICE int64_t segment_start_at(int64_t chain, int j, int s, int V, int K) {
+  return (chain * (s - 1) + j - 1) * int64_t{V} * K;
+}
+KDA_HOST_DEVICE int64_t segment_end_at(int64_t chain, int j, int s, int V, int K) {
+  return (chain * (s - 1) + j - 1) * int64_t{V + K} * K;
+}
+// What one CTA of a segmented pass (tile t) starts from, writes and ends in.
+struct SegmentRole {
+  enum Start { kInitial, kZero, kIdentity, kHandOff } start;  // kInitial: initial_state (or zeros)
+  int64_t start_at;    // kHandOff: X_seg's offset in starts
+  enum End { kNone, kFinal, kStarts, kEnds } end;
+  int64_t end_at;      // kStarts: X_1's offset; kEnds: [B_seg; M_seg]'s offset
+  bool outputs;        // writes its tokens' outputs
+  bool transition;     // rows v0 >= V: M's, with U = 0
+};
+KDA_HOST_DEVICE SegmentRole segment_role(const SegTile& t, int pass, int s, int V, int K) {
+  SegmentRole r{SegmentRole::kInitial, 0, SegmentRole::kNone, 0, true, t.v0 >= V};
+  if (pass == 2) {
+    r.start = SegmentRole::kHandOff;
+    r.start_at = segment_start_at(t.chain, t.seg, s, V, K);
+    r.end = t.seg == s - 1 ? SegmentRole::kFinal : SegmentRole::kNone;
+  } else if (t.seg == 0) {
+    r.end = SegmentRole::kStarts;
+    r.end_at = segment_start_at(t.chain, 1, s, V, K);
+  } else {
+    r.start = r.transition ? SegmentRole::kIdentity : SegmentRole::kZero;
+    r.end = SegmentRole::kEnds;
+    r.end_at = segment_end_at(t.chain, t.seg, s, V, K);
+    r.outputs = false;
+  }
+  return r;
+}
+
 // The chunked backward's workspace (backward_chunked.cu): the forward's workspace_layout (chunk list and phase-1
 // tiles, recomputed by the backward's first launches) followed by, each region 256-byte aligned, fp32 unless named
 // (planes: bf16 [2][...], the hi plane then the lo plane of the fp32 values, split as the bf16x3 products split

@@ -13,6 +13,8 @@
 // chunks, SM throughput 35%, one CTA and 8 warps per SM), against ~4-5 K of tensor issue. Now each phase runs 16
 // warps on two independent products, and a chunk has two barriers.
 // The state is loaded from initial_state (either layout, or zeros) and written to final_state (either layout).
+// Segmented (SegmentArgs, the kSeg instance; chunk_segments.cu): a CTA walks one segment of its chain, from zeros or
+// the identity (the transition's rows, v0 >= V, with U = 0 and no output) or a hand-off state, to a workspace end.
 // For the backward's recompute (BackwardSaves, chunk_kernels.h) it also writes each chunk's start state and V_new,
 // as bf16 hi / lo planes (the split this pass makes of them for its own products), and skips the output where p.out
 // is null.
@@ -72,9 +74,11 @@ struct StateLayout {
   static constexpr size_t kBytes = kDec + 4 * K;
 };
 
-template <int K, int BV>
+// kSeg: the instance for segmented passes (SegmentArgs); the unsplit one compiles without their code.
+template <int K, int BV, bool kSeg>
 __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams p, const char* ws, int vtiles,
-                                                            int64_t chain0, const BackwardSaves keep) {
+                                                            int64_t chain0, const BackwardSaves keep,
+                                                            const SegmentArgs sg) {
   using Ly = StateLayout<K, BV>;
   constexpr int PK = Ly::PK, PA = Ly::PA, PV = Ly::PV, PU = Ly::PU;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -96,17 +100,31 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int grp = lane >> 2, tig = lane & 3;
-  const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, BV, p.HV);
-  const int hv = ct.hv, v0 = ct.v0;
   const int V = p.V;
+  // A segmented pass (SegmentArgs, chunk_map.h plan_segments): this CTA's segment, and whether its rows are the
+  // transition's (v0 >= V: identity at the start, U = 0, no output).
+  const bool segmented = kSeg && sg.segments > 1;
+  const SegTile st = segmented ? seg_tile(blockIdx.x, sg.pass, sg.segments, BV, V, K, chain0, p.HV) : SegTile{};
+  const ChainTile ct = segmented ? ChainTile{st.rank, st.hv, st.v0 / BV, st.v0}
+                                 : chain_tile(blockIdx.x, vtiles, chain0, BV, p.HV);
+  const int hv = ct.hv, v0 = ct.v0;
+  const SegmentRole role = segmented ? segment_role(st, sg.pass, sg.segments, V, K)
+                                     : SegmentRole{SegmentRole::kInitial, 0, SegmentRole::kFinal, 0, true, false};
+  const bool m_rows = role.transition, write_out = p.out != nullptr && role.outputs;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
   const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
   const int64_t n = cc.n;
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
-  const int64_t first = cc.first, last = cc.last, b = cc.b;
+  int64_t first = cc.first, last = cc.last;
+  if (segmented) segment_chunks(cc.first, cc.last, st.seg, sg.segments, &first, &last);
+  const int64_t b = cc.b;
   const TileLayout tl{K, V};
+  // The segment's end rows [v][K] in the workspace (X_1, or [B_seg; M_seg]), or null (the final state, or nothing).
+  float* const seg_end = role.end == SegmentRole::kStarts ? sg.starts + role.end_at
+                         : role.end == SegmentRole::kEnds ? sg.ends + role.end_at
+                                                          : nullptr;
 
   // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree): A = the
   // tiles phase A reads {W, U, Qg}, B = those phase B reads {Kd, decay, A_qk}.
@@ -116,14 +134,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
       const float* t = tile_of(ci);
       load_planes<kThreads, kC, K, PK>(Wh, reinterpret_cast<const bf16*>(t + tl.W()), tid);
       load_planes<kThreads, kC, K, PK>(Qh, reinterpret_cast<const bf16*>(t + tl.Qg()), tid);
-      // U [64][V] fp32 rows, this tile's BV columns, in passes of 4-float pieces (chunk_map.h copy_piece).
+      // U [64][V] fp32 rows, this tile's BV columns, in passes of 4-float pieces (chunk_map.h copy_piece); the
+      // transition's rows take U = 0 (zeroed once below).
       constexpr int kURows = copy_rows_per_pass(BV, 4, kThreads);
       static_assert(kThreads % (BV / 4) == 0 && kC % kURows == 0, "U copy: passes must tile the rows");
       const CopyPiece u0 = copy_piece(tid, 0, BV, 4, kThreads);
       const float* const usrc = t + tl.U() + int64_t{u0.row} * V + v0 + u0.col;
 #pragma unroll
       for (int i = 0; i < kC / kURows; ++i)
-        cp_async16(Us + (u0.row + kURows * i) * PU + u0.col, usrc + int64_t{kURows * i} * V);
+        if (!m_rows) cp_async16(Us + (u0.row + kURows * i) * PU + u0.col, usrc + int64_t{kURows * i} * V);
     }
     cp_async_commit();
   };
@@ -136,6 +155,8 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
     }
     cp_async_commit();
   };
+  if (m_rows)
+    for (int e = tid; e < kC * PU; e += kThreads) Us[e] = 0.0f;  // before the first barrier, as load_a's copies
   load_a(first);
 
   // ldmatrix rows of this lane (mma_layout.h).
@@ -158,10 +179,14 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   float S[NT3][4];
   if (chain) {
     for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
-      S[nt][e] = p.has_initial_state()
-                     ? static_cast<const float*>(p.initial_state.data)[p.state_offset(p.initial_state.stride, n, hv,
-                                                                                       v0 + v, d)]
-                     : 0.0f;
+      if (role.start == SegmentRole::kHandOff)
+        S[nt][e] = sg.starts[role.start_at + int64_t{v0 + v} * K + d];
+      else if (role.start != SegmentRole::kInitial)  // B from zero, M from the identity
+        S[nt][e] = role.start == SegmentRole::kIdentity && v0 + v - V == d ? 1.0f : 0.0f;
+      else
+        S[nt][e] = p.has_initial_state() ? static_cast<const float*>(p.initial_state.data)[p.state_offset(
+                                               p.initial_state.stride, n, hv, v0 + v, d)]
+                                         : 0.0f;
     });
   }
   auto store_state_planes = [&] {
@@ -253,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = half ? r1 : r0;
-        if (r >= rec.len || p.out == nullptr) continue;
+        if (r >= rec.len || !write_out) continue;
         const int64_t rb_ = ob + (rec.start + r) * p.out_stride[1];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
@@ -273,7 +298,11 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
   // Every read of initial_state by this CTA happened before the first barrier and no other CTA touches these
   // entries, so final_state may alias initial_state. (Each thread writes the entries it read.)
   cp_async_wait<0>();
-  if (chain && p.has_final_state()) {
+  if (chain && seg_end != nullptr) {
+    for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
+      seg_end[int64_t{v0 + v} * K + d] = S[nt][e];
+    });
+  } else if (chain && p.has_final_state() && role.end == SegmentRole::kFinal) {
     for_each_tile_element<NT3>(sv, dn0, tig, [&](int nt, int e, int v, int d) {
       static_cast<float*>(p.final_state)[p.state_offset(p.final_state_stride, n, hv, v0 + v, d)] = S[nt][e];
     });
@@ -282,13 +311,15 @@ __global__ void __launch_bounds__(kThreads, 1) state_kernel(const ForwardParams 
 
 template <int K, int BV>
 cudaError_t launch(const ForwardParams& p, const char* ws, int64_t chain0, int64_t chains, cudaStream_t s,
-                   const BackwardSaves& keep) {
+                   const BackwardSaves& keep, const SegmentArgs& sg = {}) {
   const size_t bytes = StateLayout<K, BV>::kBytes;
-  cudaError_t e =
-      cudaFuncSetAttribute(state_kernel<K, BV>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  const bool seg = sg.segments > 1;
+  auto* const kernel = seg ? state_kernel<K, BV, true> : state_kernel<K, BV, false>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const int vtiles = p.V / BV;
-  state_kernel<K, BV><<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep);
+  const int64_t per = seg ? segment_pass_ctas(sg.pass, sg.segments, BV, p.V, K) : vtiles;
+  kernel<<<static_cast<unsigned>(chains * per), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep, sg);
   return cudaSuccess;
 }
 
@@ -305,6 +336,13 @@ cudaError_t launch_state_chains(const ForwardParams& p, const char* ws, int bv, 
   if (state_wgmma_runs(p, bv)) return launch_state_wgmma(p, ws, chain0, count, s, keep);
   return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
     return launch<decltype(k)::value, decltype(v)::value>(p, ws, chain0, count, s, keep);
+  });
+}
+
+cudaError_t launch_state_segment_pass(const ForwardParams& p, const char* ws, int bv, const SegmentArgs& sg,
+                                      cudaStream_t s) {
+  return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
+    return launch<decltype(k)::value, decltype(v)::value>(p, ws, 0, p.N * p.HV, s, BackwardSaves{}, sg);
   });
 }
 

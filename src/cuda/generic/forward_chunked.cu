@@ -133,6 +133,15 @@ cudaError_t chunk::launch_forward_phases(const ForwardParams& p, char* ws, const
                                          cudaStream_t s) {
   const int64_t cap = workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).cap;
   cudaError_t e;
+  // Few chains on many SMs: the chains cut into segments (chunk_segments.cu). Never where the state pass keeps its
+  // intermediates for a backward (keep), whose workspace is the backward's layout.
+  const bool keeps = keep.state.starts != nullptr || keep.state.vnew != nullptr || keep.phase1.akk != nullptr;
+  const SegmentPlan seg = keeps ? SegmentPlan{1, 64} : segment_plan(p, sms);
+  if (seg.segments > 1) {
+    if ((e = launch_prepare(p, ws, cap, s, keep.phase1)) != cudaSuccess) return e;
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    return launch_segmented_state(p, ws, seg, s);
+  }
   // A partial last wave of the wgmma state pass: its heads first, the other heads' phase 1 beside their state pass
   // (chunk_map.h overlap_first_heads).
   const int64_t first = state_wgmma_runs(p, 64) ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
@@ -154,10 +163,20 @@ cudaError_t chunk::launch_forward_phases(const ForwardParams& p, char* ws, const
 }
 
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
-  // save_for_backward: the backward's whole layout (its first part is this forward's own).
-  *bytes = p.N == 0                ? 0
-           : p.save_for_backward ? static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group).bytes)
-                                 : static_cast<size_t>(workspace_layout(p.B * p.T, p.N, p.HV, p.K, p.V).bytes);
+  // save_for_backward: the backward's whole layout (its first part is this forward's own); else the forward's, with
+  // the segments' regions where the plan cuts the chains (which takes the device's SM count).
+  if (p.N == 0) {
+    *bytes = 0;
+  } else if (p.save_for_backward) {
+    *bytes = static_cast<size_t>(backward_layout(p.B, p.T, p.N, p.HV, p.K, p.V, p.group).bytes);
+  } else {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id) != cudaSuccess) {
+      cudaGetLastError();
+      return Status{KDA_STATUS_CUDA_ERROR, "workspace size: cannot read the device's SM count"};
+    }
+    *bytes = chunk::segment_workspace_bytes(p, sms);
+  }
   return Status::Ok();
 }
 
