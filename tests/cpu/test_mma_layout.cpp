@@ -536,5 +536,34 @@ TEST(MmaLayout, GradTcSteppedOffsetsEqualTheDirectOnes) {
   for (int n : seen) ASSERT_EQ(n, 1);
 }
 
+// chunk_grad_tc.cu's dq / dk finishing (grad_tc_finishes_qk): at K = 128 the two halves' warps and lanes store every
+// (row, channel) of a row block as one bf16 pair, the pair's second channel read at the first's shared-memory offset
+// XOR 1, and every (warp & 1, row) partial dot slot is written once (by the tig = 0 lane of its rows).
+TEST(MmaLayout, GradTcFinishingCoversEveryRowAndChannelOnce) {
+  constexpr int kC = 64, K = 128;
+  auto at = [](int r, int d) { return r * 64 + (d ^ grad_col_swizzle(r)); };
+  std::vector<int> stored(kC * K, 0), part(2 * kC, 0);
+  for (int half = 0; half < K / 64; ++half)
+    for (int warp = 0; warp < 8; ++warp)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int grp = lane >> 2, tig = lane & 3, rb = 16 * (warp >> 1), n0 = 32 * (warp & 1);
+        const int dglob = 64 * half + n0;
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = rb + grp + 8 * hh;
+          if (half == 0 && tig == 0) ++part[(warp & 1) * kC + r];
+          const int pair0 = (r * K + dglob + 2 * tig) / 2;  // a row's element offset, halved (strides even)
+          for (int n = 0; n < 4; ++n) {
+            const int dl = n0 + 8 * n + 2 * tig, pair = pair0 + 4 * n;
+            ASSERT_EQ(at(r, dl) ^ 1, at(r, dl + 1)) << r << " " << dl;
+            ASSERT_EQ(2 * pair, r * K + 64 * half + dl) << half << " " << warp << " " << lane << " " << n;
+            ++stored[static_cast<size_t>(2 * pair)];
+            ++stored[static_cast<size_t>(2 * pair + 1)];
+          }
+        }
+      }
+  for (int n : stored) ASSERT_EQ(n, 1);
+  for (int n : part) ASSERT_EQ(n, 1);
+}
+
 }  // namespace
 }  // namespace kda::cuda::chunk

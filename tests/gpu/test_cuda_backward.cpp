@@ -179,6 +179,34 @@ std::vector<BwdCase> backward_cases() {
     c.dfinal = false;
     v.push_back(c);
   }
+  // bf16 gradients of a group of one value head: where the tensor-core gradient pass writes dq and dk through the L2
+  // norm itself (chunk_kernels.h grad_tc_finishes_qk): K = 128 on HOPPER (the halves a 2-CTA cluster; CHUNKED keeps
+  // the per-row pass there), K = 64 on CHUNKED; packed with short and empty sequences (rows past a chunk's end), and
+  // without the norm.
+  {
+    BwdCase c{base("packed_bounded_bf16_grads_k128")};
+    c.s.seqlens = {70, 0, 1, 131, 64};
+    c.s.K = c.s.V = 128;
+    c.grads_in_input_dtype = true;
+    v.push_back(c);
+  }
+  {
+    BwdCase c{base("softplus_bf16_grads_k64")};
+    c.s.T = 200;
+    c.s.gate = KDA_GATE_SOFTPLUS;
+    c.grads_in_input_dtype = true;
+    v.push_back(c);
+  }
+  {
+    BwdCase c{base("log_decay_no_norm_bf16_grads_k128")};
+    c.s.T = 150;
+    c.s.K = c.s.V = 128;
+    c.s.gate = KDA_GATE_LOG_DECAY;
+    c.s.l2norm = false;
+    c.s.recipe.qkv_std = 0.2;
+    c.grads_in_input_dtype = true;
+    v.push_back(c);
+  }
   return v;
 }
 

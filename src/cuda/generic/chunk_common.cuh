@@ -275,6 +275,7 @@ __device__ __forceinline__ void prefetch_input_row(const ForwardParams& p, const
 // rows' loop 8% fewer instructions; session 37).
 template <bool kBf16, int kGate>
 struct IoSpec {
+  static constexpr bool kBf16Io = kBf16;
   static __device__ __forceinline__ kda_dtype_t dt(kda_dtype_t d) { return kBf16 ? KDA_DTYPE_BFLOAT16 : d; }
   static __device__ __forceinline__ int64_t cs(int64_t stride) { return kBf16 ? 1 : stride; }  // channel stride
   static __device__ __forceinline__ kda_gate_mode_t gate(kda_gate_mode_t m) {
@@ -324,15 +325,21 @@ struct RowOffsets {
   }
 };
 
-// The raw bits of a row (RowOffsets': q, k, g at channels c + 32 j, and beta): the gradient passes' row loads
-// (chunk_grad.cu P0, chunk_grad_tc.cu, chunk_grad_rows.cu), issued together and converted where they are used.
+// The raw bits of a row (RowOffsets': q, k, g at channels c + 32 j, and beta; load_gate_bits: g and beta only): the
+// gradient passes' row loads (chunk_grad.cu P0, chunk_grad_tc.cu, chunk_grad_rows.cu), issued together and converted
+// where they are used.
+template <class Spec, int CK>
+__device__ __forceinline__ void load_gate_bits(const ForwardParams& p, const RowOffsets<Spec>& o, uint32_t (&g)[CK],
+                                               uint32_t& beta) {
+  load_bits_strided(g, p.g.data, Spec::dt(p.g.dtype), o.g, 32 * Spec::cs(p.g.stride[3]));
+  beta = load_bits(p.beta.data, Spec::dt(p.beta.dtype), o.beta);
+}
 template <class Spec, int CK>
 __device__ __forceinline__ void load_row_bits(const ForwardParams& p, const RowOffsets<Spec>& o, uint32_t (&q)[CK],
                                               uint32_t (&k)[CK], uint32_t (&g)[CK], uint32_t& beta) {
   load_bits_strided(q, p.q.data, Spec::dt(p.q.dtype), o.q, 32 * Spec::cs(p.q.stride[3]));
   load_bits_strided(k, p.k.data, Spec::dt(p.k.dtype), o.k, 32 * Spec::cs(p.k.stride[3]));
-  load_bits_strided(g, p.g.data, Spec::dt(p.g.dtype), o.g, 32 * Spec::cs(p.g.stride[3]));
-  beta = load_bits(p.beta.data, Spec::dt(p.beta.dtype), o.beta);
+  load_gate_bits<Spec>(p, o, g, beta);
 }
 
 // 8 values of a 16-byte vector of bf16 or fp16.

@@ -2,7 +2,8 @@
 // chunk_grad_tc.cu has put dq_hat, dk_hat and d g_log where the task's QS, BK and KD tiles were (ProdLayout) and
 // dbeta's third term's row sums in TBrow. Per (chunk, value head), a warp a row, everything a row at a time:
 //   dq, dk   through the L2 norm's backward (1 / |x| and x_hat . dx_hat over the row), straight into the gradients
-//            for a group of one value head, else dq_hat / dk_hat into the workspace's dqk for finalize_qk_kernel
+//            for a group of one value head, else dq_hat / dk_hat into the workspace's dqk for finalize_qk_kernel;
+//            neither where chunk_grad_tc.cu wrote dq and dk itself (qk_done: grad_tc_finishes_qk), nor q / k's loads
 //   dg       through the gate activation's backward; the chunk's partial sums of ddt_bias (per channel) and dA_log
 //   dbeta    rowsum(dA . A') + rowsum(dBV . V) + rowsum(BK . K . E), through the sigmoid;  dv = beta dBV
 // the operations and their order those of chunk_grad.cu's P5-P7, which does the same for steep chunks. Nothing is
@@ -29,7 +30,7 @@ struct RowsLayout {  // bytes of shared memory: per-warp partial sums of ddt_bia
 };
 
 template <int K, int V, class Spec>
-__global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardParams bp, char* ws) {
+__global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardParams bp, char* ws, bool qk_done) {
   constexpr int CK = K / 32, CV = V / 32, CA = kC / 32;
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(16) double red[];  // [kWarps][K] ddt_bias, then [kWarps][32] dA_log
@@ -75,14 +76,20 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
     // Every load of the row first (one round trip a row), then its arithmetic.
     uint32_t qr[CK], kr[CK], gr[CK], vr[CV], braw_bits;
     float dq[CK], dk[CK], dg[CK], bv[CV], ap[CA], da[CA];
-    load_row_bits<Spec>(p, RowOffsets<Spec>(p, b, t, h, hv, lane, 0), qr, kr, gr, braw_bits);
+    const RowOffsets<Spec> ro(p, b, t, h, hv, lane, 0);
+    if (qk_done)
+      load_gate_bits<Spec>(p, ro, gr, braw_bits);
+    else
+      load_row_bits<Spec>(p, ro, qr, kr, gr, braw_bits);
     load_bits_strided(vr, p.v.data, Spec::dt(p.v.dtype),
                       b * p.v.stride[0] + t * p.v.stride[1] + hv * p.v.stride[2] + lane * Spec::cs(p.v.stride[3]),
                       32 * Spec::cs(p.v.stride[3]));
 #pragma unroll
     for (int j = 0; j < CK; ++j) {
-      dq[j] = DQ[r * K + 32 * j + lane];
-      dk[j] = DK[r * K + 32 * j + lane];
+      if (!qk_done) {
+        dq[j] = DQ[r * K + 32 * j + lane];
+        dk[j] = DK[r * K + 32 * j + lane];
+      }
       dg[j] = DG[r * K + 32 * j + lane];
     }
 #pragma unroll
@@ -94,7 +101,8 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       da[m] = c < r ? dA[r * kC + c] : 0.0f;
     }
     const float tb = lane < CK ? prod[pl.TBrow() + lane * kC + r] : 0.0f;
-    const float inv_qk[2] = {p.use_qk_l2norm ? inv_norms[r] : 1.0f, p.use_qk_l2norm ? inv_norms[kC + r] : 1.0f};
+    const bool norm = p.use_qk_l2norm && !qk_done;
+    const float inv_qk[2] = {norm ? inv_norms[r] : 1.0f, norm ? inv_norms[kC + r] : 1.0f};
 
     // dbeta and dv (chunk_grad.cu P5a / P5b's sums in their order).
     const float braw = bits_to_float(braw_bits, Spec::dt(p.beta.dtype));
@@ -142,6 +150,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       acc_a += dAl;
     }
     // dq, dk (chunk_grad.cu P7 / P6's dqk).
+    if (qk_done) continue;
     if (p.group > 1) {
 #pragma unroll
       for (int j = 0; j < CK; ++j) {
@@ -197,7 +206,7 @@ cudaError_t launch_spec(const BackwardParams& bp, char* ws, cudaStream_t s) {
   const size_t bytes = RowsLayout<K>::kBytes;
   const ForwardParams& p = bp.f;
   const int64_t tasks = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group).fwd.cap * p.HV;
-  grad_rows_kernel<K, V, Spec><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws);
+  grad_rows_kernel<K, V, Spec><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws, grad_tc_finishes_qk(bp));
   return cudaSuccess;
 }
 

@@ -10,14 +10,20 @@
 // KD tiles in place (each element read, then written, by the one lane that owns it), with dbeta's third term,
 // rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow), and copies the chunk's tame flag (Tame) from
 // phase 1's saves (chunk_prepare.cu: with the rows' inverse L2 norms, what needs every channel of a row);
-// chunk_grad_rows.cu then finishes the task (dbeta, dv, the L2 norms' and the gate's backward). A steep chunk's tiles
-// this pass leaves as they are, for chunk_grad.cu's spanning sums. Its index math, lane by lane, is scripts/models/
+// chunk_grad_rows.cu then finishes the task (dbeta, dv, the L2 norms' and the gate's backward). Where
+// grad_tc_finishes_qk says so (a group of one value head, bf16 gradients; at K = 128 a 2-CTA cluster on sm_90, the
+// halves exchanging their rows' partial dots through distributed shared memory), this pass writes dq and dk through
+// the L2 norm's backward itself instead of dq_hat / dk_hat over QS / BK: their fp32 tiles' write and read and q / k's
+// second read (~128 KB a task at K = V = 128) leave the backward. A steep chunk's tiles this pass leaves as they are,
+// for chunk_grad.cu's spanning sums. Its index math, lane by lane, is scripts/models/
 // grad_fragments.py's fragment_pass (equal to the direct sums in float64; python/tests/test_grad_fragments.py).
 //
 // A CTA per (chunk, value head, 64-channel half), 8 warps: warp w owns the 16 rows of block w / 2 and the half's 32
 // channels 32 (w % 2) .. +31 (4 n8 tiles, 48 accumulator registers). Shared memory: q_hat, k_hat and the cumulated
 // log2 decays of the half, dM and dA (84 KB): two CTAs an SM at <= 128 registers a thread, twice the warps of
 // chunk_grad.cu's one 230 KB CTA.
+#include <cooperative_groups.h>
+
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
@@ -38,18 +44,52 @@ struct TcLayout {  // float offsets into shared memory
   static constexpr int kQ = 0, kK = kQ + kC * kHalf, kG = kK + kC * kHalf, kM = kG + kC * kHalf, kA = kM + kC * kC;
   static constexpr int kBeta = kA + kC * kC, kTot = kBeta + kC;  // tot [kSubBlocks][2][kHalf]: the blocks' totals
   static constexpr int kCs = kTot + kSubBlocks * 2 * kHalf;        // the half's CS [kHalf], for dg's chunk-end term
-  static constexpr size_t kBytes = sizeof(float) * (kCs + kHalf);
+  // The rows' partial dots q_hat . dq_hat, k_hat . dk_hat over each warp's 32 channels [2 warps][q, k][kC] (finishing
+  // dq / dk here), which the cluster's other half reads too.
+  static constexpr int kPart = kCs + kHalf;
+  static constexpr size_t kBytes = sizeof(float) * (kPart + 4 * kC);
   // The swizzles of chunk_grad.cu's arrays (mma_layout.h; a pitch of 64 keeps their conflict-free reads).
   static __device__ __forceinline__ int at(int r, int d) { return r * kHalf + (d ^ grad_col_swizzle(r)); }
   static __device__ __forceinline__ int pair_at(int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); }
 };
 
+// The K = 128 halves of a task as a cluster of two CTAs (sm_90; launched only where grad_tc_finishes_qk says so, so
+// the other compilation passes trap): a barrier over both CTAs (arrive with release, wait with acquire semantics, every
+// thread of both), and the partner's shared memory.
+struct HalfPair {
+  static __device__ __forceinline__ void arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cooperative_groups::this_cluster().barrier_arrive();
+#else
+    __trap();
+#endif
+  }
+  static __device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cooperative_groups::this_cluster().barrier_wait();
+#else
+    __trap();
+#endif
+  }
+  static __device__ __forceinline__ const float* partner(float* own) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const auto cl = cooperative_groups::this_cluster();
+    return cl.map_shared_rank(own, static_cast<int>(cl.block_rank()) ^ 1);
+#else
+    __trap();
+    return own;
+#endif
+  }
+};
+
 // bl: the workspace's layout, formed on the host (each thread forming it was 2% of this kernel's instructions).
-template <int K, int V, class Spec>
+// kQk: dq and dk finished here (grad_tc_finishes_qk; bf16 gradients, H = HV), else dq_hat / dk_hat over QS / BK.
+template <int K, int V, class Spec, bool kQk>
 __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardParams bp, char* ws,
                                                               const BackwardLayout bl) {
   using Ly = TcLayout;
   constexpr int CH = kHalf / 32, H = K / kHalf;
+  static_assert(H == 1 || H == 2, "grad_tc_kernel: one CTA or a pair a task");
   static_assert(K % kHalf == 0 && kThreads == 256 && kSubBlocks == 4, "grad_tc_kernel: 8 warps = 4 blocks x 2");
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(16) float smem[];
@@ -286,14 +326,17 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   }
 
   // ---- Epilogue: accumulator element i = 2 hh + e is (row rb + grp + 8 hh, channel n0 + 8 n + 2 tig + e); the
-  // exponent terms join elementwise, dq / dk go over QS / BK in place, dGam is summed backwards inside the block by
-  // shuffles (the upper 8 rows first), the blocks' totals meet in shared memory.
+  // exponent terms join elementwise, dq / dk go over QS / BK in place (kQk: they stay in registers for the L2 norm's
+  // backward below), dGam is summed backwards inside the block by shuffles (the upper 8 rows first), the blocks'
+  // totals meet in shared memory.
   float* const gQS = prod + pl.QS();
   float* const gKD = prod + pl.KD();
   float* const gBK = prod + pl.BK();
   const int dglob = kHalf * half + n0;  // the warp's first channel in the value head
   float keep[kNT][2][2];                // dGam's in-block suffix sums [n][e][hh]
   float tbr[2] = {0.0f, 0.0f};          // dbeta's third term over this lane's channels, rows rb + grp + 8 hh
+  float2 dqv[kQk ? kNT : 1][2], dkv[kQk ? kNT : 1][2];  // kQk: dq_hat, dk_hat [n][hh]
+  float pq[2] = {0.0f, 0.0f}, pk[2] = {0.0f, 0.0f};     // kQk: q_hat . dq_hat, k_hat . dk_hat over them [hh]
   // The exponent terms' operands, n8 tile n + 1's loaded before tile n's stores (which the compiler may not move them
   // above: the same arrays), so one tile's L2 latency hides behind the last one's arithmetic. All four tiles' at
   // once spill at 128 registers; two buffers cost 12.
@@ -321,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
       for (int hh = 0; hh < 2; ++hh) {
         const int i = 2 * hh + e, r = rb + grp + 8 * hh, o = Ly::at(r, dl);
         const float gr = Gc[o], a = ex2(gr - gmc[n][e]), bb = ex2(gmc[n][e] - gr);
-        const float E = ex2(gr), Esuf = ex2(gend - gr), br = beta_s[r], kv = Ks[o];
+        const float E = ex2(gr), Esuf = ex2(gend - gr), br = beta_s[r], kv = Ks[o], qv = Qs[o];
         const float2 qt = qs[n % 2][hh], bt = bk[n % 2][hh], kt = kd[n % 2][hh];
         const float qsv = e ? qt.y : qt.x, bkv = e ? bt.y : bt.x, kdv = e ? kt.y : kt.x;
         const float dq = qsv * E + a * rq[n][i];
@@ -329,7 +372,11 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
         const float dk = (kg + kdd) + (dkr + dkc);
         (e ? dq_out[hh].y : dq_out[hh].x) = dq;
         (e ? dk_out[hh].y : dk_out[hh].x) = dk;
-        dgam[hh] = Qs[o] * dq + kv * ((dkr + kg) - (dkc + kdd));
+        if constexpr (kQk) {
+          pq[hh] = fmaf(qv, dq, pq[hh]);
+          pk[hh] = fmaf(kv, dk, pk[hh]);
+        }
+        dgam[hh] = qv * dq + kv * ((dkr + kg) - (dkc + kdd));
         kdk += kv * kdd;
         tbr[hh] += bkv * kv * E;
       }
@@ -352,24 +399,101 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
     }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int64_t off = int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig;
-      *reinterpret_cast<float2*>(gQS + off) = dq_out[hh];
-      *reinterpret_cast<float2*>(gBK + off) = dk_out[hh];
+      if constexpr (kQk) {
+        dqv[n][hh] = dq_out[hh];
+        dkv[n][hh] = dk_out[hh];
+      } else {
+        const int64_t off = int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig;
+        *reinterpret_cast<float2*>(gQS + off) = dq_out[hh];
+        *reinterpret_cast<float2*>(gBK + off) = dk_out[hh];
+      }
     }
   }
+  float* const part = smem + Ly::kPart;  // [warp & 1][q, k][row]
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {  // the warp's 32 channels of each row, in a fixed order
     tbr[hh] += __shfl_xor_sync(kFull, tbr[hh], 1);
     tbr[hh] += __shfl_xor_sync(kFull, tbr[hh], 2);
-    if (tig == 0) prod[pl.TBrow() + (2 * half + (warp & 1)) * kC + rb + grp + 8 * hh] = tbr[hh];
+    if constexpr (kQk) {
+      pq[hh] += __shfl_xor_sync(kFull, pq[hh], 1);
+      pq[hh] += __shfl_xor_sync(kFull, pq[hh], 2);
+      pk[hh] += __shfl_xor_sync(kFull, pk[hh], 1);
+      pk[hh] += __shfl_xor_sync(kFull, pk[hh], 2);
+      if (tig == 0) {
+        part[(2 * (warp & 1)) * kC + rb + grp + 8 * hh] = pq[hh];
+        part[(2 * (warp & 1) + 1) * kC + rb + grp + 8 * hh] = pk[hh];
+      }
+    }
   }
-  __syncthreads();
+  // The rows' inverse norms, loaded before the barrier: a cluster barrier's wait invalidates L1 (CCTL.IVALL).
+  float nq[2] = {1.0f, 1.0f}, nk[2] = {1.0f, 1.0f};
+  if (kQk && inv_norms) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      nq[hh] = inv_norms[rb + grp + 8 * hh];
+      nk[hh] = inv_norms[kC + rb + grp + 8 * hh];
+    }
+  }
+  // The cluster barrier's arrive (release semantics) is a MEMBAR.ALL.GPU in SASS, which waits for this thread's
+  // outstanding global stores: TBrow's go out after it.
+  constexpr bool kPair = kQk && H == 2;  // the partner CTA holds the other half's partial dots
+  if constexpr (kPair) {
+    HalfPair::arrive();
+    HalfPair::wait();  // also this CTA's barrier: every thread of both arrives
+  } else {
+    __syncthreads();
+  }
+  if constexpr (kQk) {
+    // The rows' dots over the value head's channels, in the same order in both halves (the first half's two warps,
+    // then the second's), and dq / dk through the L2 norm's backward, d <- (d - x_hat dot) / |x|, as
+    // chunk_grad_rows.cu's; rows past L are not the task's.
+    const float* const p0 = kPair && half == 1 ? HalfPair::partner(part) : part;
+    const float* const p1 = kPair ? (half == 0 ? HalfPair::partner(part) : part) : nullptr;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = rb + grp + 8 * hh;
+      float dot[2];
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        dot[w] = p0[w * kC + r] + p0[(2 + w) * kC + r];
+        if (kPair) dot[w] += p1[w * kC + r] + p1[(2 + w) * kC + r];
+      }
+      pq[hh] = dot[0];
+      pk[hh] = dot[1];
+    }
+    if constexpr (kPair) HalfPair::arrive();  // done with the partner's shared memory: it may exit after its wait
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh)
+    if (tig == 0) prod[pl.TBrow() + (2 * half + (warp & 1)) * kC + rb + grp + 8 * hh] = tbr[hh];
+  if constexpr (kQk) {
+    using bf162 = __nv_bfloat162;
+    bf162* const gq = static_cast<bf162*>(bp.dq.data);
+    bf162* const gk = static_cast<bf162*>(bp.dk.data);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = rb + grp + 8 * hh;
+      if (r >= L) continue;
+      const float dotq = inv_norms ? pq[hh] : 0.0f, dotk = inv_norms ? pk[hh] : 0.0f;
+      const int64_t t = t0 + r;
+      // Element offsets / 2 (grad_tc_finishes_qk checked the strides even): the lane's channel pairs.
+      const int64_t oq = (b * bp.dq.stride[0] + t * bp.dq.stride[1] + h * bp.dq.stride[2] + dglob + 2 * tig) / 2;
+      const int64_t ok = (b * bp.dk.stride[0] + t * bp.dk.stride[1] + h * bp.dk.stride[2] + dglob + 2 * tig) / 2;
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+        const int o = Ly::at(r, n0 + 8 * n + 2 * tig), o1 = o ^ 1;  // channel + 1: the swizzle XOR, bit 0 flipped
+        const float2 dq = dqv[n][hh], dk = dkv[n][hh];
+        gq[oq + 4 * n] = __floats2bfloat162_rn((dq.x - Qs[o] * dotq) * nq[hh], (dq.y - Qs[o1] * dotq) * nq[hh]);
+        gk[ok + 4 * n] = __floats2bfloat162_rn((dk.x - Ks[o] * dotk) * nk[hh], (dk.y - Ks[o1] * dotk) * nk[hh]);
+      }
+    }
+  }
   // dg = the in-block suffix + the later blocks' totals (the last first) + the chunk-end terms, which every token's
   // reverse sum reaches: CS . E_C and colsum(k . KD . Esuf). The last two depend on (block, channel) only: a thread
   // each forms them once (the lanes had formed them per element pair: ~4% of this kernel's instructions, session 43's
-  // profile), into k_hat's place (no warp reads it after the barrier above).
-  float* const carry_s = Ks;  // [kSubBlocks][kHalf]: the later blocks' totals
-  float* const end_s = Ks + kSubBlocks * kHalf;
+  // profile), into dM's place (no warp reads it after the barrier above; q_hat and k_hat stay for dq / dk).
+  float* const carry_s = dMs;  // [kSubBlocks][kHalf]: the later blocks' totals
+  float* const end_s = dMs + kSubBlocks * kHalf;
   {
     static_assert(kThreads == kSubBlocks * kHalf, "grad_tc_kernel: a thread a (block, channel)");
     const int J0 = tid / kHalf, dl = tid % kHalf;
@@ -396,32 +520,66 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
     for (int hh = 0; hh < 2; ++hh)
       *reinterpret_cast<float2*>(gKD + int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig) = dg_out[hh];
   }
+  if constexpr (kPair) HalfPair::wait();  // the partner has read this CTA's partial dots
 }
 
-template <int K, int V, class Spec>
+template <int K, int V, class Spec, bool kQk>
 cudaError_t launch_spec(const BackwardParams& bp, char* ws, cudaStream_t s) {
   const size_t bytes = TcLayout::kBytes;
-  const auto kernel = grad_tc_kernel<K, V, Spec>;
-  const cudaError_t e =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  const auto kernel = grad_tc_kernel<K, V, Spec, kQk>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
   const ForwardParams& p = bp.f;
   const BackwardLayout bl = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group);
-  const int64_t ctas = bl.fwd.cap * p.HV * (K / kHalf);
-  kernel<<<static_cast<unsigned>(ctas), kThreads, bytes, s>>>(bp, ws, bl);
-  return cudaSuccess;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(bl.fwd.cap * p.HV * (K / kHalf)));  // a task's halves adjacent
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = s;
+  cudaLaunchAttribute pair[1];
+  if (kQk && K / kHalf == 2) {  // the halves as one cluster (HalfPair)
+    pair[0].id = cudaLaunchAttributeClusterDimension;
+    pair[0].val.clusterDim.x = 2;
+    pair[0].val.clusterDim.y = 1;
+    pair[0].val.clusterDim.z = 1;
+    cfg.attrs = pair;
+    cfg.numAttrs = 1;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, bp, ws, bl);
 }
 
 }  // namespace
 
 size_t grad_tc_smem_bytes() { return TcLayout::kBytes; }
 
+bool grad_tc_finishes_qk(const BackwardParams& bp) {
+  const ForwardParams& p = bp.f;
+  // Packed bf16 pairs: every term of a row pair's element offset even.
+  const auto even = [](const GradView& g) { return ((g.stride[0] | g.stride[1] | g.stride[2]) & 1) == 0; };
+  if (p.group != 1 || !grad_io_fast(bp) || !even(bp.dq) || !even(bp.dk)) return false;
+  if (p.K == kHalf) return true;
+  // K = 128: the halves' cluster, on the Hopper path's device (the sm_90a build of this file).
+  int major = 0;
+  if (p.backend != KDA_BACKEND_CUDA_HOPPER ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device_id) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9;
+}
+
 cudaError_t launch_grad_tc(const BackwardParams& bp, char* ws, cudaStream_t s) {
   const ForwardParams& p = bp.f;
+  const bool qk = grad_tc_finishes_qk(bp);
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
-    return with_io_spec(grad_io_fast(bp), p.gate_mode,
-                        [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, s); });
+    return with_io_spec(grad_io_fast(bp), p.gate_mode, [&](auto spec) {
+      using Spec = decltype(spec);
+      if constexpr (Spec::kBf16Io) {  // grad_tc_finishes_qk's bf16 gradients
+        if (qk) return launch_spec<K, V, Spec, true>(bp, ws, s);
+      }
+      return launch_spec<K, V, Spec, false>(bp, ws, s);
+    });
   });
 }
 

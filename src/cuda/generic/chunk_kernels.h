@@ -175,6 +175,10 @@ constexpr float kTameBits = 8.0f;
 // dbeta's third term's row sums and the chunk's tame flag.
 size_t grad_tc_smem_bytes();
 cudaError_t launch_grad_tc(const BackwardParams& bp, char* workspace, cudaStream_t s);
+// Whether launch_grad_tc writes a tame chunk's dq and dk itself (through the L2 norm's backward, into the gradients),
+// not dq_hat / dk_hat for launch_grad_rows: a group of one value head, the bf16 instance (grad_io_fast) with even
+// row strides of dq / dk, and K = 64, or K = 128 on sm_90 under KDA_BACKEND_CUDA_HOPPER (its halves a 2-CTA cluster).
+bool grad_tc_finishes_qk(const BackwardParams& bp);
 
 // The tame chunks' per-row finishing (chunk_grad_rows.cu), after chunk_grad_tc.cu: per (chunk, value head), dq and dk
 // through the L2 norms (or dq_hat, dk_hat per value head into BackwardLayout dqk), dv, dg, dbeta, the gate parameters'
