@@ -538,11 +538,12 @@ TEST(MmaLayout, GradTcSteppedOffsetsEqualTheDirectOnes) {
 
 // chunk_grad_tc.cu's dq / dk finishing (grad_tc_finishes_qk): at K = 128 the two halves' warps and lanes store every
 // (row, channel) of a row block as one bf16 pair, the pair's second channel read at the first's shared-memory offset
-// XOR 1, and every (warp & 1, row) partial dot slot is written once (by the tig = 0 lane of its rows).
+// XOR 1; the partial dot slots (grad_tc_dot_slot) are each written by one lane of a CTA (tig = 0 of its rows) and fill
+// the [2][2][C] array.
 TEST(MmaLayout, GradTcFinishingCoversEveryRowAndChannelOnce) {
   constexpr int kC = 64, K = 128;
   auto at = [](int r, int d) { return r * 64 + (d ^ grad_col_swizzle(r)); };
-  std::vector<int> stored(kC * K, 0), part(2 * kC, 0);
+  std::vector<int> stored(kC * K, 0), part(4 * kC, 0);
   for (int half = 0; half < K / 64; ++half)
     for (int warp = 0; warp < 8; ++warp)
       for (int lane = 0; lane < 32; ++lane) {
@@ -550,7 +551,8 @@ TEST(MmaLayout, GradTcFinishingCoversEveryRowAndChannelOnce) {
         const int dglob = 64 * half + n0;
         for (int hh = 0; hh < 2; ++hh) {
           const int r = rb + grp + 8 * hh;
-          if (half == 0 && tig == 0) ++part[(warp & 1) * kC + r];
+          if (half == 0 && tig == 0)
+            for (int which = 0; which < 2; ++which) ++part[static_cast<size_t>(grad_tc_dot_slot(warp & 1, which, r))];
           const int pair0 = (r * K + dglob + 2 * tig) / 2;  // a row's element offset, halved (strides even)
           for (int n = 0; n < 4; ++n) {
             const int dl = n0 + 8 * n + 2 * tig, pair = pair0 + 4 * n;

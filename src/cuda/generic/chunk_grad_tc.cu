@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
       }
     }
   }
-  float* const part = smem + Ly::kPart;  // [warp & 1][q, k][row]
+  float* const part = smem + Ly::kPart;  // grad_tc_dot_slot's [warp & 1][q, k][row]
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {  // the warp's 32 channels of each row, in a fixed order
     tbr[hh] += __shfl_xor_sync(kFull, tbr[hh], 1);
@@ -420,8 +420,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
       pk[hh] += __shfl_xor_sync(kFull, pk[hh], 1);
       pk[hh] += __shfl_xor_sync(kFull, pk[hh], 2);
       if (tig == 0) {
-        part[(2 * (warp & 1)) * kC + rb + grp + 8 * hh] = pq[hh];
-        part[(2 * (warp & 1) + 1) * kC + rb + grp + 8 * hh] = pk[hh];
+        part[grad_tc_dot_slot(warp & 1, 0, rb + grp + 8 * hh)] = pq[hh];
+        part[grad_tc_dot_slot(warp & 1, 1, rb + grp + 8 * hh)] = pk[hh];
       }
     }
   }
@@ -455,8 +455,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
       float dot[2];
 #pragma unroll
       for (int w = 0; w < 2; ++w) {
-        dot[w] = p0[w * kC + r] + p0[(2 + w) * kC + r];
-        if (kPair) dot[w] += p1[w * kC + r] + p1[(2 + w) * kC + r];
+        dot[w] = p0[grad_tc_dot_slot(0, w, r)] + p0[grad_tc_dot_slot(1, w, r)];
+        if (kPair) dot[w] += p1[grad_tc_dot_slot(0, w, r)] + p1[grad_tc_dot_slot(1, w, r)];
       }
       pq[hh] = dot[0];
       pk[hh] = dot[1];

@@ -155,5 +155,8 @@ KDA_HOST_DEVICE int grad_col_swizzle(int r) { return ((r & 3) << 3) | ((r >> 2) 
 // dM[k][m]: rows r0 + tig (+4), columns c0 + grp (+8)) has grp in bits 0-2, tig in bits 3-4. Bits 0-1 of the XOR are
 // zero, so 16-byte groups of 4 columns stay whole (the cp.async copies that stage them).
 KDA_HOST_DEVICE int grad_pair_swizzle(int r) { return ((r & 3) << 3) | (((r >> 2) & 1) << 2); }
+// chunk_grad_tc.cu's partial row dots (finishing dq / dk): the slot of row r's dot of q (which = 0) or k (1) over the
+// 32 channels of a block's warp w2 (warp & 1), in a [2][2][C] float array that the cluster's other half reads too.
+KDA_HOST_DEVICE int grad_tc_dot_slot(int w2, int which, int r) { return (2 * w2 + which) * 64 + r; }
 
 }  // namespace kda::cuda::chunk
