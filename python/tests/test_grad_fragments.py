@@ -30,6 +30,21 @@ def test_fragment_pass_equals_the_direct_sums(seed, Kc, L):
     assert np.max(np.abs(tb - want)) <= 1e-12 * np.max(np.abs(want))
 
 
+@pytest.mark.parametrize("Kc,L", [(128, 64), (64, 64), (128, 45)])
+def test_finishing_dq_dk_equals_the_norms_backward(seed, Kc, L):
+    """chunk_grad_tc.cu's dq / dk finishing (grad_tc_finishes_qk): the rows' dots gathered from the lanes' partials,
+    the warps' and the halves', equal the L2 norm's backward of the direct dq_hat, dk_hat: (d - x (x . d)) / |x|."""
+    rng = np.random.default_rng(seed)
+    x = gf.tame_chunk(rng, Kc, L)
+    inv = (rng.uniform(0.5, 4.0, gf.C), rng.uniform(0.5, 4.0, gf.C))
+    *_, dqn, dkn = gf.fragment_pass(*x, inv_norms=inv)
+    assert not (np.isnan(dqn).any() or np.isnan(dkn).any()), "an output element no lane wrote"
+    Q, K = x[0], x[1]
+    dq, dk, _ = gf.direct(*x)
+    want = [(d - xh * (xh * d).sum(1, keepdims=True)) * iv[:, None] for d, xh, iv in ((dq, Q, inv[0]), (dk, K, inv[1]))]
+    assert _worst(want, [dqn, dkn]) < 1e-12
+
+
 def test_the_direct_difference_form_equals_the_runs_form(seed):
     """direct() against P4 as the kernels run it (dg summed over the runs each decay spans, never a difference), in
     float64 on a tame chunk: the difference form is the same function where nothing cancels badly."""

@@ -57,15 +57,20 @@ def shfl_down_suffix(v):
     return v
 
 
-def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
+def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS, inv_norms=None):
     """dq, dk, dg [C, Kc] as kernel A (src/cuda/generic/chunk_grad_tc.cu) forms them, lane by lane (float64
     arithmetic, the kernel's operand forms and reference points), and tb [Kc / 32, C]: dbeta's third term,
     rowsum(BK . K . E), per warp's 32 channels (ProdLayout TBrow). Every output element is written by exactly one
-    lane; unwritten ones stay NaN."""
+    lane; unwritten ones stay NaN. With inv_norms = (1 / |q|, 1 / |k|) [C] each, also dq, dk through the L2 norm's
+    backward as the kernel finishes them where grad_tc_finishes_qk (the rows' partial dots per warp's 32 channels,
+    summed over tig by shuffles, then over the block's two warps and the two halves in the kernel's order), returned
+    as (dq, dk, dg, tb, dqn, dkn)."""
     Kc = Q.shape[1]
     gc = np.cumsum(G, 0)
     dq, dk, dg = (np.full((C, Kc), np.nan) for _ in range(3))
     tb = np.full((Kc // 32, C), np.nan)
+    part = np.full((Kc // 64, 2, 2, C), np.nan)  # [half][warp & 1][q, k][row]: grad_tc_dot_slot's array a CTA
+    lanes = []  # (r, d) of every element, the lane that holds it, for the finishing below
     for half in range(Kc // 64):
         tot = np.zeros((4, 2, 64))  # [block, (dgam, k . dk_KD), channel of the half]: the blocks' totals
         keep = {}
@@ -94,6 +99,7 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                     ck[n] += mma(am, bq) + mma(aa, bk)
             # Epilogue: each lane's c_i is (row rb + grp + 8 h, channel n0 + 8 n + 2 tig + e), i = 2 h + e.
             tbr = np.zeros((2, LANES))  # dbeta's third term over the lane's channels, rows rb + grp + 8 h
+            pdot = np.zeros((2, 2, LANES))  # [q, k][h]: the lane's partial dots x_hat . dx_hat, rows rb + grp + 8 h
             for n in range(4):
                 for e in range(2):
                     d = n0 + 8 * n + 2 * TIG + e
@@ -107,6 +113,9 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                         kg, kd = B[r] * BK[r, d] * E, KD[r, d] * Esuf
                         q_out = QS[r, d] * E + 2.0 ** (g_r - g_m) * rq[n, i]
                         dq[r, d], dk[r, d] = q_out, kg + kd + dkr + dkc
+                        pdot[0, h] += Q[r, d] * q_out
+                        pdot[1, h] += K[r, d] * dk[r, d]
+                        lanes.append((r, d))
                         tbr[h] += BK[r, d] * K[r, d] * E
                         vals.append((Q[r, d] * q_out - K[r, d] * (dkc + kd) + K[r, d] * (dkr + kg), K[r, d] * kd))
                     # Reverse sums inside the block: the upper 8 rows, then the lower ones with the upper total.
@@ -120,6 +129,11 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                 for off in (1, 2):
                     tbr[h] = tbr[h] + tbr[h][np.arange(LANES) ^ off]
                 tb[2 * half + w % 2, rb + GRP[TIG == 0] + 8 * h] = tbr[h][TIG == 0]
+                for which in range(2):
+                    p = pdot[which, h]
+                    for off in (1, 2):
+                        p = p + p[np.arange(LANES) ^ off]
+                    part[half, w % 2, which, rb + GRP[TIG == 0] + 8 * h] = p[TIG == 0]
         # After the CTA's barrier: each block adds the later blocks' totals (last first) and the chunk-end terms.
         for w in range(8):
             I, n0 = w // 2, 64 * half + 32 * (w % 2)
@@ -133,7 +147,17 @@ def fragment_pass(Q, K, G, B, dM, dA, QS, BK, KD, CS):
                     lo, hi = keep[(w, n, e)]
                     dg[S * I + GRP + 8, d] = hi + carry + end
                     dg[S * I + GRP, d] = lo + carry + end
-    return dq, dk, dg, tb
+    if inv_norms is None:
+        return dq, dk, dg, tb
+    # The finishing: a row's dot, the first half's two warps then the second's, in both halves; d <- (d - x dot) inv.
+    dot = part[0, 0] + part[0, 1]
+    if Kc == 128:
+        dot = dot + (part[1, 0] + part[1, 1])
+    dqn, dkn = (np.full((C, Kc), np.nan) for _ in range(2))
+    for r, d in lanes:
+        dqn[r, d] = (dq[r, d] - Q[r, d] * dot[0, r]) * inv_norms[0][r]
+        dkn[r, d] = (dk[r, d] - K[r, d] * dot[1, r]) * inv_norms[1][r]
+    return dq, dk, dg, tb, dqn, dkn
 
 
 def tame_chunk(rng, Kc, L=C, min_bits=-8.0):
