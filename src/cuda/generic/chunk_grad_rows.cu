@@ -3,7 +3,7 @@
 // dbeta's third term's row sums in TBrow. Per (chunk, value head), a warp a row, everything a row at a time:
 //   dq, dk   through the L2 norm's backward (1 / |x| and x_hat . dx_hat over the row), straight into the gradients
 //            for a group of one value head, else dq_hat / dk_hat into the workspace's dqk for finalize_qk_kernel;
-//            neither where chunk_grad_tc.cu wrote dq and dk itself (qk_done: grad_tc_finishes_qk), nor q / k's loads
+//            neither where chunk_grad_tc.cu wrote dq and dk itself (kQkDone: grad_tc_finishes_qk), nor q / k's loads
 //   dg       through the gate activation's backward; the chunk's partial sums of ddt_bias (per channel) and dA_log
 //   dbeta    rowsum(dA . A') + rowsum(dBV . V) + rowsum(BK . K . E), through the sigmoid;  dv = beta dBV
 // the operations and their order those of chunk_grad.cu's P5-P7, which does the same for steep chunks. Nothing is
@@ -29,8 +29,10 @@ struct RowsLayout {  // bytes of shared memory: per-warp partial sums of ddt_bia
   static constexpr size_t kBytes = sizeof(double) * kWarps * (K + 32);
 };
 
-template <int K, int V, class Spec>
-__global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardParams bp, char* ws, bool qk_done) {
+// kQkDone: chunk_grad_tc.cu wrote dq and dk (an instance of its own: the other path's live values had made the bf16
+// K = V = 128 instance spill 12 bytes at its 80 registers, ptxas sm_90a).
+template <int K, int V, class Spec, bool kQkDone>
+__global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardParams bp, char* ws) {
   constexpr int CK = K / 32, CV = V / 32, CA = kC / 32;
   const ForwardParams& p = bp.f;
   extern __shared__ __align__(16) double red[];  // [kWarps][K] ddt_bias, then [kWarps][32] dA_log
@@ -77,7 +79,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
     uint32_t qr[CK], kr[CK], gr[CK], vr[CV], braw_bits;
     float dq[CK], dk[CK], dg[CK], bv[CV], ap[CA], da[CA];
     const RowOffsets<Spec> ro(p, b, t, h, hv, lane, 0);
-    if (qk_done)
+    if (kQkDone)
       load_gate_bits<Spec>(p, ro, gr, braw_bits);
     else
       load_row_bits<Spec>(p, ro, qr, kr, gr, braw_bits);
@@ -86,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
                       32 * Spec::cs(p.v.stride[3]));
 #pragma unroll
     for (int j = 0; j < CK; ++j) {
-      if (!qk_done) {
+      if (!kQkDone) {
         dq[j] = DQ[r * K + 32 * j + lane];
         dk[j] = DK[r * K + 32 * j + lane];
       }
@@ -101,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       da[m] = c < r ? dA[r * kC + c] : 0.0f;
     }
     const float tb = lane < CK ? prod[pl.TBrow() + lane * kC + r] : 0.0f;
-    const bool norm = p.use_qk_l2norm && !qk_done;
+    const bool norm = p.use_qk_l2norm && !kQkDone;
     const float inv_qk[2] = {norm ? inv_norms[r] : 1.0f, norm ? inv_norms[kC + r] : 1.0f};
 
     // dbeta and dv (chunk_grad.cu P5a / P5b's sums in their order).
@@ -150,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
       acc_a += dAl;
     }
     // dq, dk (chunk_grad.cu P7 / P6's dqk).
-    if (qk_done) continue;
+    if (kQkDone) continue;
     if (p.group > 1) {
 #pragma unroll
       for (int j = 0; j < CK; ++j) {
@@ -201,12 +203,12 @@ __global__ void __launch_bounds__(kThreads, 3) grad_rows_kernel(const BackwardPa
   }
 }
 
-template <int K, int V, class Spec>
+template <int K, int V, class Spec, bool kQkDone>
 cudaError_t launch_spec(const BackwardParams& bp, char* ws, cudaStream_t s) {
   const size_t bytes = RowsLayout<K>::kBytes;
   const ForwardParams& p = bp.f;
   const int64_t tasks = backward_layout(p.B, p.T, p.N, p.HV, K, V, p.group).fwd.cap * p.HV;
-  grad_rows_kernel<K, V, Spec><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws, grad_tc_finishes_qk(bp));
+  grad_rows_kernel<K, V, Spec, kQkDone><<<static_cast<unsigned>(tasks), kThreads, bytes, s>>>(bp, ws);
   return cudaSuccess;
 }
 
@@ -216,8 +218,13 @@ cudaError_t launch_grad_rows(const BackwardParams& bp, char* ws, cudaStream_t s)
   const ForwardParams& p = bp.f;
   return dispatch_kn<64, 128>(p.K, p.V, [&](auto k, auto v) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
-    return with_io_spec(grad_io_fast(bp), p.gate_mode,
-                        [&](auto spec) { return launch_spec<K, V, decltype(spec)>(bp, ws, s); });
+    return with_io_spec(grad_io_fast(bp), p.gate_mode, [&](auto spec) {
+      using Spec = decltype(spec);
+      if constexpr (Spec::kBf16Io) {  // grad_tc_finishes_qk's bf16 gradients
+        if (grad_tc_finishes_qk(bp)) return launch_spec<K, V, Spec, true>(bp, ws, s);
+      }
+      return launch_spec<K, V, Spec, false>(bp, ws, s);
+    });
   });
 }
 
