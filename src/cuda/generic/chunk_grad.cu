@@ -636,9 +636,13 @@ bool grad_io_fast(const BackwardParams& bp) {
   const auto out = [](const GradView& g) {
     return g.data == nullptr || (g.dtype == KDA_DTYPE_BFLOAT16 && g.stride[3] == 1);
   };
+  // dq / dk: chunk_grad_tc.cu's finishing stores bf16 pairs, every term of a row's element offset even.
+  const auto pairs = [&](const GradView& g) {
+    return out(g) && (g.data == nullptr || ((g.stride[0] | g.stride[1] | g.stride[2]) & 1) == 0);
+  };
   const bool beta = p.beta.dtype == KDA_DTYPE_BFLOAT16 &&
                     (bp.dbeta.data == nullptr || bp.dbeta.dtype == KDA_DTYPE_BFLOAT16);
-  return io_fast(p.q) && io_fast(p.k) && io_fast(p.v) && io_fast(p.g) && beta && out(bp.dq) && out(bp.dk) &&
+  return io_fast(p.q) && io_fast(p.k) && io_fast(p.v) && io_fast(p.g) && beta && pairs(bp.dq) && pairs(bp.dk) &&
          out(bp.dv) && out(bp.dg);
 }
 

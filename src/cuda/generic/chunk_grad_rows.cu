@@ -220,10 +220,8 @@ cudaError_t launch_grad_rows(const BackwardParams& bp, char* ws, cudaStream_t s)
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     return with_io_spec(grad_io_fast(bp), p.gate_mode, [&](auto spec) {
       using Spec = decltype(spec);
-      if constexpr (Spec::kBf16Io) {  // grad_tc_finishes_qk's bf16 gradients
-        if (grad_tc_finishes_qk(bp)) return launch_spec<K, V, Spec, true>(bp, ws, s);
-      }
-      return launch_spec<K, V, Spec, false>(bp, ws, s);
+      return grad_tc_finishes_qk(bp) ? launch_spec<K, V, Spec, true>(bp, ws, s)
+                                     : launch_spec<K, V, Spec, false>(bp, ws, s);
     });
   });
 }

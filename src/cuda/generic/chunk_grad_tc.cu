@@ -11,11 +11,11 @@
 // rowsum(BK . K . E), as row sums per 32 channels (ProdLayout TBrow), and copies the chunk's tame flag (Tame) from
 // phase 1's saves (chunk_prepare.cu: with the rows' inverse L2 norms, what needs every channel of a row);
 // chunk_grad_rows.cu then finishes the task (dbeta, dv, the L2 norms' and the gate's backward). Where
-// grad_tc_finishes_qk says so (a group of one value head, bf16 gradients; at K = 128 a 2-CTA cluster on sm_90, the
-// halves exchanging their rows' partial dots through distributed shared memory), this pass writes dq and dk through
-// the L2 norm's backward itself instead of dq_hat / dk_hat over QS / BK: their fp32 tiles' write and read and q / k's
-// second read (~128 KB a task at K = V = 128) leave the backward. A steep chunk's tiles this pass leaves as they are,
-// for chunk_grad.cu's spanning sums. Its index math, lane by lane, is scripts/models/
+// grad_tc_finishes_qk says so (a group of one value head, any gradient dtype or layout; at K = 128 a 2-CTA cluster
+// on sm_90, the halves exchanging their rows' partial dots through distributed shared memory), this pass writes dq
+// and dk through the L2 norm's backward itself instead of dq_hat / dk_hat over QS / BK: their fp32 tiles' write and
+// read and q / k's second read (~128 KB a task at K = V = 128) leave the backward. A steep chunk's tiles this pass
+// leaves as they are, for chunk_grad.cu's spanning sums. Its index math, lane by lane, is scripts/models/
 // grad_fragments.py's fragment_pass (equal to the direct sums in float64; python/tests/test_grad_fragments.py).
 //
 // A CTA per (chunk, value head, 64-channel half), 8 warps: warp w owns the 16 rows of block w / 2 and the half's 32
@@ -83,7 +83,7 @@ struct HalfPair {
 };
 
 // bl: the workspace's layout, formed on the host (each thread forming it was 2% of this kernel's instructions).
-// kQk: dq and dk finished here (grad_tc_finishes_qk; bf16 gradients, H = HV), else dq_hat / dk_hat over QS / BK.
+// kQk: dq and dk finished here (grad_tc_finishes_qk: H = HV), else dq_hat / dk_hat over QS / BK.
 template <int K, int V, class Spec, bool kQk>
 __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardParams bp, char* ws,
                                                               const BackwardLayout bl) {
@@ -467,24 +467,51 @@ __global__ void __launch_bounds__(kThreads, 2) grad_tc_kernel(const BackwardPara
   for (int hh = 0; hh < 2; ++hh)
     if (tig == 0) prod[pl.TBrow() + (2 * half + (warp & 1)) * kC + rb + grp + 8 * hh] = tbr[hh];
   if constexpr (kQk) {
-    using bf162 = __nv_bfloat162;
-    bf162* const gq = static_cast<bf162*>(bp.dq.data);
-    bf162* const gk = static_cast<bf162*>(bp.dk.data);
+    // The bf16 instance stores a lane's channel pairs as one bf16x2 (grad_io_fast: channels contiguous, the rows'
+    // strides even); the other (fp32 / fp16 gradients, strided channels, odd strides) element by element through
+    // store_out. Both round the same floats: a layout does not change the bits (test: CudaBackwardBehaviour.
+    // ChannelStridedGradientsMatchContiguous). Two loops, not one with the store chosen inside: that one had the bf16
+    // K = 128 instances spill 16 bytes at their 128 registers (ptxas sm_90a), these none.
+    if constexpr (Spec::kBf16Io) {
+      using bf162 = __nv_bfloat162;
+      bf162* const gq = static_cast<bf162*>(bp.dq.data);
+      bf162* const gk = static_cast<bf162*>(bp.dk.data);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = rb + grp + 8 * hh;
-      if (r >= L) continue;
-      const float dotq = inv_norms ? pq[hh] : 0.0f, dotk = inv_norms ? pk[hh] : 0.0f;
-      const int64_t t = t0 + r;
-      // Element offsets / 2 (grad_tc_finishes_qk checked the strides even): the lane's channel pairs.
-      const int64_t oq = (b * bp.dq.stride[0] + t * bp.dq.stride[1] + h * bp.dq.stride[2] + dglob + 2 * tig) / 2;
-      const int64_t ok = (b * bp.dk.stride[0] + t * bp.dk.stride[1] + h * bp.dk.stride[2] + dglob + 2 * tig) / 2;
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = rb + grp + 8 * hh;
+        if (r >= L) continue;
+        const float dotq = inv_norms ? pq[hh] : 0.0f, dotk = inv_norms ? pk[hh] : 0.0f;
+        const int64_t t = t0 + r;
+        // Element offsets / 2 (grad_io_fast: the strides even): the lane's channel pairs.
+        const int64_t oq = (b * bp.dq.stride[0] + t * bp.dq.stride[1] + h * bp.dq.stride[2] + dglob + 2 * tig) / 2;
+        const int64_t ok = (b * bp.dk.stride[0] + t * bp.dk.stride[1] + h * bp.dk.stride[2] + dglob + 2 * tig) / 2;
 #pragma unroll
-      for (int n = 0; n < kNT; ++n) {
-        const int o = Ly::at(r, n0 + 8 * n + 2 * tig), o1 = o ^ 1;  // channel + 1: the swizzle XOR, bit 0 flipped
-        const float2 dq = dqv[n][hh], dk = dkv[n][hh];
-        gq[oq + 4 * n] = __floats2bfloat162_rn((dq.x - Qs[o] * dotq) * nq[hh], (dq.y - Qs[o1] * dotq) * nq[hh]);
-        gk[ok + 4 * n] = __floats2bfloat162_rn((dk.x - Ks[o] * dotk) * nk[hh], (dk.y - Ks[o1] * dotk) * nk[hh]);
+        for (int n = 0; n < kNT; ++n) {
+          const int o = Ly::at(r, n0 + 8 * n + 2 * tig), o1 = o ^ 1;  // channel + 1: the swizzle XOR, bit 0 flipped
+          const float2 dq = dqv[n][hh], dk = dkv[n][hh];
+          gq[oq + 4 * n] = __floats2bfloat162_rn((dq.x - Qs[o] * dotq) * nq[hh], (dq.y - Qs[o1] * dotq) * nq[hh]);
+          gk[ok + 4 * n] = __floats2bfloat162_rn((dk.x - Ks[o] * dotk) * nk[hh], (dk.y - Ks[o1] * dotk) * nk[hh]);
+        }
+      }
+    } else {
+      const int64_t cq = bp.dq.stride[3], ck = bp.dk.stride[3];
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = rb + grp + 8 * hh;
+        if (r >= L) continue;
+        const float dotq = inv_norms ? pq[hh] : 0.0f, dotk = inv_norms ? pk[hh] : 0.0f;
+        const int64_t t = t0 + r;
+        const int64_t oq = b * bp.dq.stride[0] + t * bp.dq.stride[1] + h * bp.dq.stride[2] + (dglob + 2 * tig) * cq;
+        const int64_t ok = b * bp.dk.stride[0] + t * bp.dk.stride[1] + h * bp.dk.stride[2] + (dglob + 2 * tig) * ck;
+#pragma unroll
+        for (int n = 0; n < kNT; ++n) {
+          const int o = Ly::at(r, n0 + 8 * n + 2 * tig), o1 = o ^ 1;
+          const float2 dq = dqv[n][hh], dk = dkv[n][hh];
+          store_out(bp.dq.data, bp.dq.dtype, oq + 8 * n * cq, (dq.x - Qs[o] * dotq) * nq[hh]);
+          store_out(bp.dq.data, bp.dq.dtype, oq + (8 * n + 1) * cq, (dq.y - Qs[o1] * dotq) * nq[hh]);
+          store_out(bp.dk.data, bp.dk.dtype, ok + 8 * n * ck, (dk.x - Ks[o] * dotk) * nk[hh]);
+          store_out(bp.dk.data, bp.dk.dtype, ok + (8 * n + 1) * ck, (dk.y - Ks[o1] * dotk) * nk[hh]);
+        }
       }
     }
   }
@@ -554,9 +581,7 @@ size_t grad_tc_smem_bytes() { return TcLayout::kBytes; }
 
 bool grad_tc_finishes_qk(const BackwardParams& bp) {
   const ForwardParams& p = bp.f;
-  // Packed bf16 pairs: every term of a row pair's element offset even.
-  const auto even = [](const GradView& g) { return ((g.stride[0] | g.stride[1] | g.stride[2]) & 1) == 0; };
-  if (p.group != 1 || !grad_io_fast(bp) || !even(bp.dq) || !even(bp.dk)) return false;
+  if (p.group != 1) return false;  // a group's dq_hat / dk_hat are summed over its value heads first
   if (p.K == kHalf) return true;
   // K = 128: the halves' cluster, on the Hopper path's device (the sm_90a build of this file).
   int major = 0;
@@ -575,10 +600,7 @@ cudaError_t launch_grad_tc(const BackwardParams& bp, char* ws, cudaStream_t s) {
     constexpr int K = decltype(k)::value, V = decltype(v)::value;
     return with_io_spec(grad_io_fast(bp), p.gate_mode, [&](auto spec) {
       using Spec = decltype(spec);
-      if constexpr (Spec::kBf16Io) {  // grad_tc_finishes_qk's bf16 gradients
-        if (qk) return launch_spec<K, V, Spec, true>(bp, ws, s);
-      }
-      return launch_spec<K, V, Spec, false>(bp, ws, s);
+      return qk ? launch_spec<K, V, Spec, true>(bp, ws, s) : launch_spec<K, V, Spec, false>(bp, ws, s);
     });
   });
 }

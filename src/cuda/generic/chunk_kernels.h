@@ -176,8 +176,9 @@ constexpr float kTameBits = 8.0f;
 size_t grad_tc_smem_bytes();
 cudaError_t launch_grad_tc(const BackwardParams& bp, char* workspace, cudaStream_t s);
 // Whether launch_grad_tc writes a tame chunk's dq and dk itself (through the L2 norm's backward, into the gradients),
-// not dq_hat / dk_hat for launch_grad_rows: a group of one value head, the bf16 instance (grad_io_fast) with even
-// row strides of dq / dk, and K = 64, or K = 128 on sm_90 under KDA_BACKEND_CUDA_HOPPER (its halves a 2-CTA cluster).
+// not dq_hat / dk_hat for launch_grad_rows: a group of one value head, and K = 64, or K = 128 on sm_90 under
+// KDA_BACKEND_CUDA_HOPPER (its halves a 2-CTA cluster). Never by the gradients' dtype or layout: the bits of one
+// input's gradients do not depend on where they are written.
 bool grad_tc_finishes_qk(const BackwardParams& bp);
 
 // The tame chunks' per-row finishing (chunk_grad_rows.cu), after chunk_grad_tc.cu: per (chunk, value head), dq and dk
@@ -190,7 +191,8 @@ cudaError_t launch_grad_rows(const BackwardParams& bp, char* workspace, cudaStre
 size_t grad_smem_bytes(int K, int V);
 cudaError_t launch_grad(const BackwardParams& bp, char* workspace, int sms, cudaStream_t s);
 // Every input (q, k, v, g, beta) and every gradient the passes write (dq, dk, dv, dg, dbeta; an absent one counts) in
-// bf16, those with channels contiguous (io_fast): the three gradient launches take the instance built for that.
+// bf16, those with channels contiguous (io_fast), dq's and dk's rows at even element offsets (bf16 pairs): the three
+// gradient launches take the instance built for that.
 bool grad_io_fast(const BackwardParams& bp);
 
 }  // namespace kda::cuda::chunk
