@@ -149,8 +149,12 @@ std::vector<CaseSpec> chunked_cases() {
   }
   // Few chains of many chunks: the state pass cuts them into segments (chunk_map.h plan_segments; on ~100 SMs or
   // more, SegmentCasesSplitTheirChains checks that the plan does): one long sequence; a packed batch with an empty,
-  // a one-token and an off-grid sequence (segments empty, or of one chunk); beta near 2 with near-identical keys,
-  // where the hand-off's transitions are closest to singular; K = V = 64; the key-first state without h0.
+  // a one-token and an off-grid sequence (segments empty, or of one chunk); beta near 2 (the hand-off's transitions
+  // reflect: eigenvalues near -1) and near-identical keys at beta near 1 (near-singular transitions: I - k k^T),
+  // the verifier's two stress probes at test size; K = V = 64; the key-first state without h0. Not both at once: on
+  // near-identical keys at beta near 2 the chunked forward is at its bound with or without segments (session 47: a
+  // seed failed here, state 2.6e-3 against 1.95e-3, and the CPU model of the unsplit chain measures the same errors
+  // as the split one on such inputs; docs/numerics.md).
   { CaseSpec s = base("k128_one_long_chain_segments"); s.B = 1; s.H = s.HV = 1; s.T = 4096; v.push_back(s); }
   {
     CaseSpec s = base("k128_packed_few_chains_segments");
@@ -159,12 +163,20 @@ std::vector<CaseSpec> chunked_cases() {
     v.push_back(s);
   }
   {
-    CaseSpec s = base("k128_beta_2_near_identical_keys_segments");
+    CaseSpec s = base("k128_beta_2_segments");
     s.B = 1;
     s.H = s.HV = 1;
     s.T = 2048;
     s.neg_eigval = true;
-    s.recipe.beta_mean = 8;
+    s.recipe.beta_mean = 12;
+    v.push_back(s);
+  }
+  {
+    CaseSpec s = base("k128_near_identical_keys_segments");
+    s.B = 1;
+    s.H = s.HV = 1;
+    s.T = 2048;
+    s.recipe.beta_mean = 12;
     s.recipe.key_jitter = 1e-3;
     v.push_back(s);
   }
