@@ -268,7 +268,7 @@ TEST_F(CudaBehaviour, SegmentCasesSplitTheirChains) {
     EXPECT_GT(cuda::plan_segments(n * s.HV, cuda::chunks_of(tokens), s.V, s.K, sms).segments, 1) << s.name;
     ++cases;
   }
-  EXPECT_EQ(cases, 5);
+  EXPECT_EQ(cases, 6);
 }
 
 // AUTO on CUDA tensors runs the generic CUDA path.
