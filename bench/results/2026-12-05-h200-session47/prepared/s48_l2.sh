@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepared in session 47: kda beside FLA through the PyTorch op in one process each (~500 s + start; FLA's Triton
-# autotuning of a fresh machine takes most of it), on main47py (e67af5d, the kernels of 59917a1, built with scripts/gpu_build.sh --python):
+# autotuning of a fresh machine takes most of it), on main47py (e67af5d, the kernels of 59917a1, built with
+# scripts/gpu_build.sh --python):
 #   1  the training step at train-h64-fixed (issue #9 criterion 4: FLA, kda with recompute, kda with the forward's
 #      saves; step time, peak extra memory, gradient errors), last measured in session 42 (kda-saved 0.747x FLA)
 #   2  prefill at h4-32k (issue #6: the few-head workload segsplit made 1.98x faster; FLA never run there)
