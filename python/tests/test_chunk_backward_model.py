@@ -138,9 +138,13 @@ def test_the_difference_form_of_dg_needs_the_runs_only_where_a_decay_is_steep(se
     # 1727501124: 4.5e-4 of it, so fp32 rounding read 1.8e-4 of itself): there the channel-relative figure is the test.
     kept = err(cbr.kernels_backward(*args, dg_form="difference", min_bits=-12.0))
     plain = err(cbr.kernels_backward(*args, dg_form="difference"))
+    # With the dead token: the difference form keeps no digit of token 30's dg (its residue is 1e3-1e21 times the
+    # value, or the difference rounds to exactly 0: relative error 1, seed 174231), the runs' form keeps it. That value
+    # is itself a cancelling sum of e^-60 products, so fp32 reaches it to u times its own condition: over seeds 0-399
+    # kept[1] was at most 9.6e-4 (99% under 3.2e-5; seed 300935: 1.04e-4), the channel-relative kept[0] 1.1e-5.
     if dead:
-        assert max(kept) < 1e-4, f"{kept} (seed {seed})"
-        assert plain[0] < 1e-4 and plain[1] > 1e3, f"{plain} (seed {seed}): the cancellation did not show at token 30"
+        assert kept[0] < 1e-4 and kept[1] < 1e-2, f"{kept} (seed {seed})"
+        assert plain[0] < 1e-4 and plain[1] >= 0.5, f"{plain} (seed {seed}): the cancellation did not show at token 30"
     else:
         assert kept[0] < 1e-4 and plain[0] < 1e-4, f"{kept}, {plain} (seed {seed})"
 
