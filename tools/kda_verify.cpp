@@ -20,6 +20,7 @@ using namespace kda::testing;
 
 int main(int argc, char** argv) {
   std::string suite = "quick", impl_name = "cpu", json, filter, baseline_name;
+  std::string class_name;
   bool fp32_grads = false, input_dtype_grads = false;
   uint64_t seed = fresh_seed();
   std::string command = "kda-verify";
@@ -39,19 +40,22 @@ int main(int argc, char** argv) {
     else if (a == "--seed") seed = std::strtoull(next().c_str(), nullptr, 0);
     else if (a == "--filter") filter = next();
     else if (a == "--baseline") baseline_name = next();
+    else if (a == "--class") class_name = next();
     else if (a == "--fp32-grads") fp32_grads = true;
     else if (a == "--input-dtype-grads") input_dtype_grads = true;
     else {
       std::printf("usage: kda-verify [--suite quick|full|decode-quick|decode-full|backward-quick|backward-full] [--impl NAME]\n"
                   "                  [--json PATH] [--seed N] [--filter SUBSTRING[,SUBSTRING...]] [--baseline NAME]\n"
-                  "                  [--fp32-grads | --input-dtype-grads]\n"
+                  "                  [--fp32-grads | --input-dtype-grads] [--class fp32|tensor-core]\n"
                   "  NAME: cpu | reference | cuda-generic | cuda-chunked | cuda-recurrent | \"cmd:COMMAND\" (an external implementation:\n"
                   "        COMMAND DIR reads DIR/case.json and the inputs, writes DIR/out.bin and DIR/final_state.bin, or for a\n"
                   "        backward request the gradient files; see docs/verifier_protocol.md)\n"
                   "  --baseline NAME (backward suites): NAME's gradients on the same inputs; ours must be no worse (rel RMSE)\n"
                   "  --fp32-grads (backward suites): a \"cmd:\" implementation returns fp32 gradients, judged as fp32 tensors\n"
                   "  --input-dtype-grads (backward suites): every case asks dq .. dbeta in their inputs' dtypes, as autograd\n"
-                  "        returns them (bf16 at the workloads), judged with their storage rounding\n");
+                  "        returns them (bf16 at the workloads), judged with their storage rounding\n"
+                  "  --class fp32|tensor-core: a \"cmd:\" implementation's compute class (forward, decode and backward; default\n"
+                  "        tensor-core, the loosest): an fp32 implementation asks to be judged as one\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -61,6 +65,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (fp32_grads) impl.backward_grads_in_input_dtype = false;
+  if (!class_name.empty()) {
+    if (impl_name.rfind("cmd:", 0) != 0 || (class_name != "fp32" && class_name != "tensor-core")) {
+      std::fprintf(stderr, "kda-verify: --class: fp32 or tensor-core, for a \"cmd:\" implementation (ours have theirs)\n");
+      return 2;
+    }
+    impl.cls = impl.decode_cls = impl.backward_cls =
+        class_name == "fp32" ? ComputeClass::kFp32 : ComputeClass::kTensorCore;
+  }
   if (input_dtype_grads) impl.backward_grads_in_input_dtype = true;
   if (!impl.run) {
     std::fprintf(stderr, "kda-verify: unknown implementation '%s'\n", impl_name.c_str());
@@ -88,6 +100,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!baseline_name.empty()) std::printf("kda-verify  baseline %s\n", baseline_name.c_str());
+  if (!class_name.empty()) std::printf("kda-verify  judged as the %s class (--class)\n", class_name.c_str());
   std::printf("kda-verify  suite %s  impl %s  run seed %llu (replay: --seed %llu)\n", suite.c_str(), impl_name.c_str(),
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
   std::vector<VerifyResult> results;

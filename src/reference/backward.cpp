@@ -54,7 +54,8 @@ void norm_backward(const T* xh, T r, const T* dxh, int n, T* dx_acc) {
 }  // namespace
 
 template <typename T>
-Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* g, bool chunked) {
+Status backward(const ForwardParams& p, const T* dout, const T* dfinal, GradientsT<T>* g, bool chunked,
+                double key_scale) {
   const std::vector<SequenceSpan> seqs = host_sequences(p);
   const int K = p.K, V = p.V, H = p.H, HV = p.HV;
   const int64_t BT = p.B * p.T;
@@ -98,6 +99,8 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           const int64_t t = sp.start + i;
           load_token<T>(raw, sp.batch, t, hv, &q[i * K], &k[i * K], &v[i * V], &x[i * K], &braw[i]);
           load_token<T>(p, sp.batch, t, hv, &qh[i * K], &kh[i * K], nullptr, &glog[i * K], &beta[i]);
+          if (key_scale != 1.0)
+            for (int d = 0; d < K; ++d) kh[i * K + d] *= static_cast<T>(key_scale);
           if (p.use_qk_l2norm) {
             T sq = 0, sk = 0;
             for (int d = 0; d < K; ++d) {
@@ -289,6 +292,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
   return Status::Ok();
 }
 
-template Status backward<double>(const ForwardParams&, const double*, const double*, GradientsT<double>*, bool);
+template Status backward<double>(const ForwardParams&, const double*, const double*, GradientsT<double>*, bool,
+                                 double);
 
 }  // namespace kda::reference

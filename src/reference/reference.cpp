@@ -1,6 +1,7 @@
 // reference.cpp: the float64 token-by-token recurrence (operator.md, "The recurrence"), value-first state.
 #include "reference/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -9,7 +10,7 @@
 
 namespace kda::reference {
 
-Status forward(const ForwardParams& p, double* out_mag) {
+Status forward(const ForwardParams& p, double* out_mag, const KeyScaleTangent* tangent) {
   const std::vector<SequenceSpan> seqs = host_sequences(p);
   const int K = p.K, V = p.V, HV = p.HV;
   const int64_t tasks = p.N * HV;
@@ -18,6 +19,8 @@ Status forward(const ForwardParams& p, double* out_mag) {
 #pragma omp parallel num_threads(worker_threads(p.cpu_threads))
   {
     std::vector<double> S(static_cast<size_t>(V) * K), q(K), k(K), v(V), g(K), alpha(K);
+    // The tangent Y = dS / d eps of the state under k_hat -> (1 + eps) k_hat at every token (reference.h).
+    std::vector<double> Y(tangent ? static_cast<size_t>(V) * K : 0);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t n = task / HV;
@@ -30,6 +33,7 @@ Status forward(const ForwardParams& p, double* out_mag) {
                                ? load_element(p.initial_state.data, p.initial_state.dtype,
                                               p.state_offset(p.initial_state.stride, n, hv, vi, ki))
                                : 0.0;
+      std::fill(Y.begin(), Y.end(), 0.0);  // h0 is an input: no tangent
       // Prefix-cache checkpoints, written when the token count reaches theirs.
       HostCheckpoints ckpts(p, n, hv, sp.length);
       auto state = [&](int vi, int ki) { return S[vi * K + ki]; };
@@ -49,6 +53,22 @@ Status forward(const ForwardParams& p, double* out_mag) {
             sk += row[ki] * k[ki];
           }
           const double u = beta * (v[vi] - sk);
+          if (tangent) {
+            // Y_t = Y_{t-1} D (I - beta k k^T) + (beta v - 2 beta S_{t-1} D k) k^T, row by row as S; dO = scale Y_t q.
+            double* yrow = &Y[static_cast<size_t>(vi) * K];
+            double yk = 0;
+            for (int ki = 0; ki < K; ++ki) {
+              yrow[ki] *= alpha[ki];
+              yk += yrow[ki] * k[ki];
+            }
+            const double w = beta * (v[vi] - yk - 2 * sk);
+            double dout = 0;
+            for (int ki = 0; ki < K; ++ki) {
+              yrow[ki] += w * k[ki];
+              dout += yrow[ki] * q[ki];
+            }
+            tangent->out[((sp.batch * p.T + t) * HV + hv) * V + vi] = scale * dout;
+          }
           double o = 0, mag = 0;
 #pragma omp simd reduction(+ : o, mag)
           for (int ki = 0; ki < K; ++ki) {
@@ -67,6 +87,10 @@ Status forward(const ForwardParams& p, double* out_mag) {
           for (int ki = 0; ki < K; ++ki)
             store_element(p.final_state, p.final_state_dtype, p.state_offset(p.final_state_stride, n, hv, vi, ki),
                           S[vi * K + ki]);
+      if (p.has_final_state() && tangent)
+        for (int vi = 0; vi < V; ++vi)
+          for (int ki = 0; ki < K; ++ki)
+            tangent->final_state[p.state_offset(p.final_state_stride, n, hv, vi, ki)] = Y[vi * K + ki];
     }
   }
   return Status::Ok();

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <random>
 #include <string>
 
+#include "common/host_access.h"
 #include "common/verify.h"
 
 namespace kda::testing {
@@ -195,6 +197,84 @@ TEST(BackwardVerifier, BaselineComparison) {
   r = verify_backward_case(bc, bf16, seed, &cpu);
   EXPECT_FALSE(r.pass);
   EXPECT_NE(r.error.find("worse than the baseline"), std::string::npos) << r.error;
+}
+
+// reference::backward's key_scale is the backward of the case whose keys are scaled: checked where the keys are inputs
+// (no in-kernel norm), held to 8 bits so that k (1 + 2^-12) is exact in the fp32 inputs.
+TEST(BackwardVerifier, OracleKeyScaleIsTheScaledKeysBackward) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  CaseSpec s;
+  s.T = 80;
+  s.H = 1;
+  s.HV = 2;
+  s.in_dtype = s.g_dtype = s.beta_dtype = KDA_DTYPE_FLOAT32;
+  s.l2norm = false;
+  Case c = make_case(s, seed);
+  for (int64_t i = 0; i < c.k.numel(); ++i) c.k.set(i, bf16_bits_to_float(float_to_bf16_bits(c.k.at(i) / 8)));
+  const Upstream up = make_upstream(c, true, seed);
+  const double f = 1 + std::ldexp(1.0, -12);
+  Case scaled = c;
+  for (int64_t i = 0; i < c.k.numel(); ++i) scaled.k.set(i, c.k.at(i) * f);
+  const reference::Gradients a = backward_oracle(c, up, f), b = backward_oracle(scaled, up);
+  Grads g = make_grads(c, false);
+  const std::vector<GradItem> ia = grad_items(s, g, a), ib = grad_items(s, g, b);
+  for (size_t k = 0; k < ia.size(); ++k) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < ia[k].ref->size(); ++i) {
+      worst = std::max(worst, std::fabs((*ia[k].ref)[i] - (*ib[k].ref)[i]));
+      scale = std::max(scale, std::fabs((*ib[k].ref)[i]));
+    }
+    EXPECT_LE(worst, 1e-12 * scale) << ia[k].name;
+  }
+}
+
+// The key norm's rounding in the backward (verify.cpp, compare.h fit_key_norm): an implementation returning the
+// oracle's gradients plus delta times their tangents (central differences of the oracle with every k_hat scaled by
+// 1 +- 2^-20) passes under the fp32 class with delta recovered for delta within the limit, and fails past it or for
+// an error of the same sizes with pseudo-random signs.
+TEST(BackwardVerifier, KeyNormFitTakesOutOnlyAKeyScaleWithinTheLimit) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  BackwardCase bc{"stress", CaseSpec{}};
+  bc.spec.name = "bwd_near_identical_keys_beta_at_2";
+  bc.spec.T = 512;
+  bc.spec.recipe.key_jitter = 1e-3;
+  bc.spec.neg_eigval = true;
+  bc.spec.recipe.beta_mean = 12;
+  const double u = std::ldexp(1.0, -24), limit = key_norm_delta_limit(bc.spec.K);
+  auto returning = [&](double delta, int kind) {
+    return verify_backward_case(bc, variant("oracle_plus_key_scale", ComputeClass::kFp32,
+                                            [delta, kind](Case& c, const Upstream& up, Grads& g) {
+      const double h = std::ldexp(1.0, -20);
+      const reference::Gradients r = backward_oracle(c, up), rp = backward_oracle(c, up, 1 + h),
+                                 rm = backward_oracle(c, up, 1 - h);
+      const std::vector<GradItem> items = grad_items(c.spec, g, r), ip = grad_items(c.spec, g, rp),
+                                  im = grad_items(c.spec, g, rm);
+      std::mt19937 sign(11);
+      for (size_t k = 0; k < items.size(); ++k) {
+        HostTensor& out = const_cast<HostTensor&>(*items[k].got);
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          const double t = ((*ip[k].ref)[i] - (*im[k].ref)[i]) / (2 * h);
+          out.set(i, (*items[k].ref)[i] + delta * t * (kind == 0 || (sign() & 1) ? 1.0 : -1.0));
+        }
+      }
+      return KDA_STATUS_SUCCESS;
+    }), seed);
+  };
+  const VerifyResult exact = returning(0, 0);
+  EXPECT_TRUE(exact.pass) << verify_row(exact);
+  EXPECT_LT(exact.key_norm_delta, 0) << "the plain bounds held: no fit";
+  const VerifyResult within = returning(0.5 * limit, 0);
+  std::printf("  %s\n", verify_row(within).c_str());
+  EXPECT_TRUE(within.pass) << verify_row(within);
+  EXPECT_NEAR(within.key_norm_delta, 0.5 * limit / u, 0.02 * limit / u) << "the fitted delta";
+  const VerifyResult past = returning(2 * limit, 0);
+  std::printf("  %s\n", verify_row(past).c_str());
+  EXPECT_FALSE(past.pass) << verify_row(past);
+  const VerifyResult other = returning(0.5 * limit, 1);
+  std::printf("  %s\n", verify_row(other).c_str());
+  EXPECT_FALSE(other.pass) << verify_row(other);
 }
 
 }  // namespace

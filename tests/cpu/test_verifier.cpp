@@ -321,6 +321,94 @@ TEST(Verifier, RejectsFinalStateInTheOtherLayout) {
   }), "workload_standard_recipe_h4");
 }
 
+// The key norm's rounding (compare.h fit_key_norm, docs/numerics.md). The oracle's tangents are the derivatives of
+// its outputs and final state when every normalized key is scaled by (1 + eps): checked against central differences
+// of the reference on keys given as inputs (no in-kernel norm), rounded to bf16 first so that k (1 +- 2^-12) is exact
+// in the fp32 inputs.
+TEST(KeyNorm, TangentsMatchCentralDifferences) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  CaseSpec s;
+  s.name = "key_tangent_fd";
+  s.T = 96;
+  s.H = 1;
+  s.HV = 2;  // a group of two value heads on one key head
+  s.in_dtype = s.g_dtype = s.beta_dtype = KDA_DTYPE_FLOAT32;
+  s.l2norm = false;
+  Case c = make_case(s, seed);
+  for_rows(c.k, [&](int64_t at, int64_t D) {  // unit rows, each element then rounded to bf16
+    double n2 = 0;
+    for (int64_t d = 0; d < D; ++d) n2 += c.k.at(at + d) * c.k.at(at + d);
+    for (int64_t d = 0; d < D; ++d) c.k.set(at + d, bf16_bits_to_float(float_to_bf16_bits(c.k.at(at + d) / std::sqrt(n2))));
+  });
+  const Oracle t = run_oracle(c, true);
+  const double h = std::ldexp(1.0, -12);
+  Case plus = c, minus = c;
+  for (int64_t i = 0; i < c.k.numel(); ++i) {
+    plus.k.set(i, c.k.at(i) * (1 + h));
+    minus.k.set(i, c.k.at(i) * (1 - h));
+  }
+  const Oracle op = run_oracle(plus), om = run_oracle(minus);
+  auto check = [&](const HostTensor& a, const HostTensor& b, const std::vector<double>& tangent, const char* what) {
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      worst = std::max(worst, std::fabs((a.at(i) - b.at(i)) / (2 * h) - tangent[i]));
+      scale = std::max(scale, std::fabs(tangent[i]));
+    }
+    std::printf("  %s: tangent up to %.3g, central difference off by %.3g\n", what, scale, worst);
+    EXPECT_GT(scale, 0) << what;
+    EXPECT_LT(worst, 1e-5 * scale) << what;
+  };
+  check(op.out, om.out, t.out_tangent, "out");
+  check(op.final_state, om.final_state, t.state_tangent, "final state");
+}
+
+// verify_case fits the key norm's rounding only where the plain bounds fail, within the limit, and along its own
+// direction: an implementation that returns the oracle's result plus delta times its tangents (the error a key norm
+// off by delta makes, to first order) passes under the fp32 class with delta recovered for delta within the limit,
+// and fails for delta past it or for an error of the same size and another shape.
+TEST(KeyNorm, FitTakesOutOnlyAKeyScaleWithinTheLimit) {
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  VerifyCase vc;
+  vc.family = "stress";
+  vc.spec.name = "near_identical_keys_beta_at_2";
+  vc.spec.T = 1024;
+  vc.spec.recipe.key_jitter = 1e-3;
+  vc.spec.neg_eigval = true;
+  vc.spec.recipe.beta_mean = 12;
+  const double u = std::ldexp(1.0, -24), limit = key_norm_delta_limit(vc.spec.K);
+  // kind 0: along the tangents; 1: the same sizes with the signs of a fixed pseudo-random pattern
+  auto returning = [&](double delta, int kind) {
+    Implementation impl;
+    impl.name = "oracle_plus_key_scale";
+    impl.cls = ComputeClass::kFp32;
+    impl.run = [delta, kind](Case& c, Outputs& o) {
+      const Oracle t = run_oracle(c, true);
+      std::mt19937 sign(7);
+      auto err = [&](double tangent) { return delta * tangent * (kind == 0 || (sign() & 1) ? 1.0 : -1.0); };
+      for (int64_t i = 0; i < o.out.numel(); ++i) o.out.set(i, t.out.at(i) + err(t.out_tangent[i]));
+      for (int64_t i = 0; i < o.final_state.numel(); ++i)
+        o.final_state.set(i, t.final_state.at(i) + err(t.state_tangent[i]));
+      return KDA_STATUS_SUCCESS;
+    };
+    return verify_case(vc, impl, seed);
+  };
+  const VerifyResult exact = returning(0, 0);
+  EXPECT_TRUE(exact.pass) << verify_row(exact);
+  EXPECT_LT(exact.key_norm_delta, 0) << "the plain bounds held: no fit";
+  const VerifyResult within = returning(0.5 * limit, 0);
+  std::printf("  %s\n", verify_row(within).c_str());
+  EXPECT_TRUE(within.pass) << verify_row(within);
+  EXPECT_NEAR(within.key_norm_delta, 0.5 * limit / u, 0.01 * limit / u) << "the fitted delta";
+  const VerifyResult past = returning(2 * limit, 0);
+  std::printf("  %s\n", verify_row(past).c_str());
+  EXPECT_FALSE(past.pass) << verify_row(past);
+  const VerifyResult other = returning(0.5 * limit, 1);
+  std::printf("  %s\n", verify_row(other).c_str());
+  EXPECT_FALSE(other.pass) << verify_row(other);
+}
+
 // Decode: the CPU backend passes decode-quick (the fused conv / norm cases included), and a decode that skips a fusion's
 // part is caught by the case built for it.
 std::vector<std::string> decode_failures(const Implementation& impl, uint64_t seed) {

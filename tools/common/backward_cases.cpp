@@ -63,7 +63,7 @@ kda_status_t run_backward_host(Case& c, const Upstream& up, kda_backend_t be, Gr
   return kda_backward(&a, nullptr, 0, nullptr);
 }
 
-reference::Gradients backward_oracle(Case& c, const Upstream& up) {
+reference::Gradients backward_oracle(Case& c, const Upstream& up, double key_scale) {
   Outputs unused = make_outputs(c, KDA_DTYPE_FLOAT64, KDA_DTYPE_FLOAT64);
   kda_forward_args_t fa = host_args(c, unused, KDA_BACKEND_REFERENCE);
   ForwardParams p;
@@ -77,7 +77,7 @@ reference::Gradients backward_oracle(Case& c, const Upstream& up) {
   for (size_t i = 0; i < dout.size(); ++i) dout[i] = up.dout.at(static_cast<int64_t>(i));
   for (size_t i = 0; i < dfinal.size(); ++i) dfinal[i] = up.dfinal.at(static_cast<int64_t>(i));
   reference::Gradients ref;
-  s = reference::backward<double>(p, dout.data(), dfinal.empty() ? nullptr : dfinal.data(), &ref);
+  s = reference::backward<double>(p, dout.data(), dfinal.empty() ? nullptr : dfinal.data(), &ref, false, key_scale);
   if (!s.ok()) {
     throw std::runtime_error("backward oracle: " + c.spec.name + ": " + s.message);  // as an invalid case: one failure
   }
@@ -95,6 +95,13 @@ std::vector<GradItem> grad_items(const CaseSpec& s, const Grads& g, const refere
   if (g.ddt_bias.present()) items.push_back({"ddt_bias", &g.ddt_bias, &ref.ddt_bias, &ref.mag_ddt_bias, {HV, K, 1}});
   if (g.dh0.present()) items.push_back({"dh0", &g.dh0, &ref.dh0, nullptr, {HV, V * K, 1}});
   return items;
+}
+
+int64_t key_head_of(const GradItem& it, const CaseSpec& s, int64_t i) {
+  const int64_t group = s.HV / s.H;
+  if (it.name == "dq" || it.name == "dk") return (i / s.K) % s.H;
+  if (it.name == "dA_log") return i / group;  // [HV]
+  return (i / it.layout.inner) % it.layout.heads / group;  // dv, dg, dbeta, ddt_bias, dh0: value heads
 }
 
 }  // namespace kda::testing

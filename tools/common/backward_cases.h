@@ -32,8 +32,9 @@ Grads make_grads(const Case& c, bool input_dtype);
 // kda_backward on host memory with backend be (CPU or REFERENCE); fills *g (already made by make_grads).
 kda_status_t run_backward_host(Case& c, const Upstream& up, kda_backend_t be, Grads* g);
 
-// The float64 reference backward on the case's rounded inputs and upstream gradients.
-reference::Gradients backward_oracle(Case& c, const Upstream& up);
+// The float64 reference backward on the case's rounded inputs and upstream gradients (key_scale: reference::backward's,
+// every normalized key scaled by it).
+reference::Gradients backward_oracle(Case& c, const Upstream& up, double key_scale = 1.0);
 
 // One gradient to judge: its name, the tensor, the oracle (and magnitude sums where the reference gives them) and
 // its compare_grad layout. Only gradients whose input is present are listed.
@@ -45,5 +46,7 @@ struct GradItem {
   GradLayout layout;
 };
 std::vector<GradItem> grad_items(const CaseSpec& s, const Grads& g, const reference::Gradients& ref);
+// The q / k head whose keys element i of gradient `it` depends on (the key norm's fit is one delta per such head).
+int64_t key_head_of(const GradItem& it, const CaseSpec& s, int64_t i);
 
 }  // namespace kda::testing

@@ -81,6 +81,9 @@ struct GradVerdict {
   bool provided = true;
   ErrorStats e;
   double baseline_rel_rmse = std::numeric_limits<double>::quiet_NaN();  // with --baseline
+  // e's relative RMSE before the key norm's fit (the same as e's without one): what --baseline compares, the
+  // baseline's figure being unfitted too.
+  double plain_rel_rmse = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct VerifyResult {
@@ -93,6 +96,9 @@ struct VerifyResult {
   std::string error;     // status message, or what a behaviour probe found
   double seconds = 0;
   double oracle_seconds = 0;  // backward cases: the float64 oracle backward's share of seconds
+  // Judged with the key norm's rounding fitted out (compare.h fit_key_norm; forward and backward cases): the largest
+  // |delta| of the case's q / k heads in units of 2^-24; -1 where the plain bounds held (no fit).
+  double key_norm_delta = -1;
 };
 
 // Judges implementation impl on case vc with inputs drawn from seed.
