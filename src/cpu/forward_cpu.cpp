@@ -34,6 +34,7 @@ namespace {
 
 using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowVec = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // One chunk's tiles that do not depend on the state (phase 1 of the chunked form): what the state chain takes.
 struct ChunkTiles {
@@ -62,11 +63,13 @@ struct Workspace {
   Mat Vnew, O;           // C x V: the chain's corrections and outputs for the rows it advances
   Mat X;                 // C x K: the gate's argument
   RowVec bias;           // K: dt_bias of the head
+  MatD Ld, Rd, Pd;       // gram_block's operands (C x K) and product (C x C) in double
 
   Workspace(int C, int K, int V)
       : Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), EG(C, K),
         Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K), E(kSubBlock, K), F(kSubBlock, K), Qf(kSubBlock, K),
-        Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K), mid(K), Vnew(C, V), O(C, V), X(C, K), bias(K) {}
+        Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K), mid(K), Vnew(C, V), O(C, V), X(C, K), bias(K), Ld(C, K),
+        Rd(C, K), Pd(C, C) {}
 };
 
 // The chunk's raw gates (w.G's first L rows, as loaded) to log-decays: gate_log_decay<float> (common/math.h) on
@@ -110,6 +113,20 @@ bool all_normal(const float* scaled, const float* raw, int n) {
   return bad == 0;
 }
 
+// Akk's block at (r0, c0) = left right^T, accumulated in double and rounded once. With near-identical keys each
+// k_r . k_c sums K terms of one sign, and an fp32 accumulation errs alike in every pair of the chunk; T = (I + A_kk)^-1
+// carries that as an error along the repeated key, which beta near 2 (a reflection at every token) keeps from
+// decaying: near-identical keys at beta near 2 ended 2.2x past the fp32 class's state bound with the key norm's
+// rounding fitted out (docs/numerics.md, "The key norm's rounding"), 0.6x with this.
+template <typename A, typename B>
+void gram_block(Workspace& w, const A& left, const B& right, int r0, int c0) {
+  const auto m = left.rows(), n = right.rows();
+  w.Ld.topRows(m) = left.template cast<double>();
+  w.Rd.topRows(n) = right.template cast<double>();
+  w.Pd.topLeftCorner(m, n).noalias() = w.Ld.topRows(m) * w.Rd.topRows(n).transpose();
+  w.Akk.block(r0, c0, m, n) = w.Pd.topLeftCorner(m, n).template cast<float>();
+}
+
 // The block r0 .. r0 + nb - 1's pairs through a reference point in mid-block: with Gloc the block's inclusive
 // prefix sums of g and S its total, exp(Gamma_r - Gamma_c) = F_r / F_c for F = exp(Gloc - S / 2), and F and 1 / F
 // stay within exp(|S| / 2) of 1, so Aqk = (Q . F) (K / F)^T and Akk = (K . F) (K / F)^T are two small matrix
@@ -132,7 +149,7 @@ bool factored_block(Workspace& w, Mat& aqk, int r0, int nb) {
       !all_normal(kb.data(), w.Kk.row(r0).data(), n))
     return false;
   aqk.block(r0, r0, nb, nb).noalias() = qf * kb.transpose();
-  w.Akk.block(r0, r0, nb, nb).noalias() = kf * kb.transpose();
+  gram_block(w, kf, kb, r0, r0);
   aqk.block(r0, r0, nb, nb).triangularView<Eigen::StrictlyUpper>().setZero();
   w.Akk.block(r0, r0, nb, nb).triangularView<Eigen::Upper>().setZero();
   return true;
@@ -157,8 +174,9 @@ void intra_chunk_coefficients(Workspace& w, Mat& aqk, int L) {
       e.array().rowwise() *= w.Kk.row(c).array();
       aqk.col(c).segment(c, n) = (w.Q.middleRows(c, n).array() * e.array()).rowwise().sum().matrix();
       if (n > 1)
-        w.Akk.col(c).segment(c + 1, n - 1) =
-            (w.Kk.middleRows(c + 1, n - 1).array() * e.bottomRows(n - 1).array()).rowwise().sum().matrix();
+        w.Akk.col(c).segment(c + 1, n - 1) = (w.Kk.middleRows(c + 1, n - 1).array().template cast<double>() *
+                                              e.bottomRows(n - 1).array().template cast<double>())
+                                                 .rowwise().sum().template cast<float>().matrix();  // as gram_block
     }
     if (r0 == 0) continue;
     // Rows r in the block against all columns c < r0, through the reference point r0 - 1.
@@ -170,7 +188,7 @@ void intra_chunk_coefficients(Workspace& w, Mat& aqk, int L) {
       w.Kc.row(c) = (w.Kk.row(c).array() * w.suffix.array().exp()).matrix();
       w.suffix += w.G.row(c);
     }
-    w.Akk.block(r0, 0, nb, r0).noalias() = w.Kr.topRows(nb) * w.Kc.topRows(r0).transpose();
+    gram_block(w, w.Kr.topRows(nb), w.Kc.topRows(r0), r0, 0);
     aqk.block(r0, 0, nb, r0).noalias() = w.Qr.topRows(nb) * w.Kc.topRows(r0).transpose();
   }
 }
