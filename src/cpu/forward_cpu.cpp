@@ -1,6 +1,7 @@
 // forward_cpu.cpp: the CPU backend. Chunked WY form of the recurrence in fp32 with an fp32 state, the matrix
-// products through Eigen; OpenMP over (sequence, value head) chains, and inside each chain where there are fewer
-// chains than workers (its chunks' phase 1 in parallel, then its state rows in parallel blocks).
+// products through Eigen (A_kk's and the triangular solve in double, rounded once: gram_block says why); OpenMP over
+// (sequence, value head) chains, and inside each chain where there are fewer chains than workers (its chunks'
+// phase 1 in parallel, then its state rows in parallel blocks).
 //
 // Exponent arrangement (why no gate can overflow it). With Gamma the cumulative log-decay inside a chunk
 // (non-increasing, every g_log <= 0), the intra-chunk coefficients need exp(Gamma_r - Gamma_c) for c <= r.
@@ -63,13 +64,14 @@ struct Workspace {
   Mat Vnew, O;           // C x V: the chain's corrections and outputs for the rows it advances
   Mat X;                 // C x K: the gate's argument
   RowVec bias;           // K: dt_bias of the head
-  MatD Ld, Rd, Pd;       // gram_block's operands (C x K) and product (C x C) in double
+  MatD Ld, Rd, Pd;       // gram_block's operands (C x K) and product (C x C) in double; Pd is the solve's A_kk too
+  MatD Sd;               // C x (V + K): the solve's right-hand sides in double
 
   Workspace(int C, int K, int V)
       : Q(C, K), Kk(C, K), Vv(C, V), G(C, K), beta(C), Gam(C, K), Gloc(C, K), Akk(C, C), EG(C, K),
         Kr(kSubBlock, K), Qr(kSubBlock, K), Kc(C, K), E(kSubBlock, K), F(kSubBlock, K), Qf(kSubBlock, K),
         Kf(kSubBlock, K), Kb(kSubBlock, K), suffix(K), mid(K), Vnew(C, V), O(C, V), X(C, K), bias(K), Ld(C, K),
-        Rd(C, K), Pd(C, C) {}
+        Rd(C, K), Pd(C, C), Sd(C, V + K) {}
 };
 
 // The chunk's raw gates (w.G's first L rows, as loaded) to log-decays: gate_log_decay<float> (common/math.h) on
@@ -227,7 +229,16 @@ void prepare_chunk(const ForwardParams& p, const SequenceSpan& sp, int hv, int64
   auto rhs = t.UW.topRows(L);
   rhs.leftCols(V) = w.beta.head(L).asDiagonal() * w.Vv.topRows(L);
   rhs.rightCols(K) = w.beta.head(L).asDiagonal() * (w.Kk.topRows(L).array() * w.EG.topRows(L).array()).matrix();
-  akk.triangularView<Eigen::UnitLower>().solveInPlace(rhs);
+  {  // In double, rounded once (as gram_block): with near-identical keys at beta near 2, T's rows alternate in sign
+     // and each row of the substitution cancels its terms, so an fp32 solve's error (up to 1.4x the fp32 class's
+     // 2^-17 at the quick suite's length, 0.3% of seeds) passed the chunk's rows on along the repeated key.
+    auto a = w.Pd.topLeftCorner(L, L);
+    auto x = w.Sd.topRows(L);
+    a = akk.cast<double>();
+    x = rhs.cast<double>();
+    a.triangularView<Eigen::UnitLower>().solveInPlace(x);
+    rhs = x.cast<float>();
+  }
 
   t.Qg.topRows(L) = (w.Q.topRows(L).array() * w.EG.topRows(L).array()).matrix();
   // exp(Gam_last - Gam) . K, the suffix sums taken backwards.
