@@ -1,4 +1,4 @@
-"""state_condition.py: a study of docs/numerics.md's open question (how ill-conditioned a case's final state is), as
+"""state_condition.py: the study behind docs/numerics.md, "The key norm's rounding" (how ill-conditioned a case's final state is), as
 an outside implementation of kda-verify (`--impl "cmd:python3 scripts/models/state_condition.py --log FILE"`). It
 answers with the float64 recurrence (so the verifier passes it) and appends to FILE, per case, three first-order
 measures of how errors of relative size u = 2^-24 reach the final state, computed in float64 from the case alone
