@@ -300,4 +300,21 @@ KeyNormFit fit_key_norm(const Case& c, const HostTensor& out, const HostTensor* 
   return f;
 }
 
+ForwardVerdict judge_forward(Case& c, const Oracle& o, const HostTensor& out, const HostTensor* state,
+                             const Tolerance& tol) {
+  const int64_t block = int64_t{c.spec.K} * c.spec.V;
+  ForwardVerdict v;
+  v.out = compare_out(out, o, tol);
+  if (state) v.state = compare_state(*state, o, tol, block);
+  v.pass = v.out.pass && v.state.pass;
+  if (v.pass || !c.spec.l2norm || v.out.nonfinite > 0 || v.state.nonfinite > 0) return v;
+  const Oracle ot = run_oracle(c, true);
+  const KeyNormFit fit = fit_key_norm(c, out, state, ot, tol);
+  v.key_norm_delta = fit.max_delta;
+  v.out = compare_out(out, ot, tol, &fit.out_shift);
+  if (state) v.state = compare_state(*state, ot, tol, block, &fit.state_shift);
+  v.pass = v.out.pass && v.state.pass;
+  return v;
+}
+
 }  // namespace kda::testing

@@ -103,6 +103,18 @@ double key_norm_delta_limit(int K);
 KeyNormFit fit_key_norm(const Case& c, const HostTensor& out, const HostTensor* state, const Oracle& o,
                         const Tolerance& tol);
 
+// The forward's verdict on a case: compare_out, and compare_state where the case has a final state; where those fail
+// with the in-kernel key norm and nothing non-finite, the same again with the key norm's rounding fitted out
+// (fit_key_norm, on run_oracle(c, true): the tangents double the oracle's work, so only then). Every forward check
+// judges through it: kda-verify's cases and the CPU and GPU tests.
+struct ForwardVerdict {
+  ErrorStats out, state;
+  bool pass = false;
+  double key_norm_delta = -1;  // the fit's largest |delta| in units of 2^-24; -1 where the plain bounds held
+};
+ForwardVerdict judge_forward(Case& c, const Oracle& o, const HostTensor& out, const HostTensor* state,
+                             const Tolerance& tol);
+
 // A gradient tensor viewed as [tokens, heads, inner] (dq: [B*T, H, K]; dh0: [N, HV, V*K] with token_block 1;
 // ddt_bias: [1, HV, K]; dA_log: [1, 1, HV]). Its element blocks are (token_block consecutive tokens, head).
 struct GradLayout {
