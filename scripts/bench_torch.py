@@ -4,6 +4,10 @@
   decode   H = 32 and 12, batch 1 to 512, one token per sequence against an fp32 value-first state pool:
            kda.fused_recurrent_kda against FLA's fused_recurrent_kda (the form vLLM calls), graph replay rotating
            input sets so L2 does not hold the pools (R = ceil(3 x 60 MB / bytes per call), at most 32)
+  fusions  the decode fusions (issue #7: what each saves), H = 32 and 12: the causal short conv of q, k, v (width 4,
+           SiLU, conv-state pools through the same slots) and the gated RMSNorm of the output, each fused into
+           kda.fused_recurrent_kda or composed around it in eager PyTorch as a user would (vLLM's
+           causal_conv1d_update and FusedRMSNormGated written as torch ops): unfused, conv fused, norm fused, both
   train    forward + backward of the six through autograd (upstream gradients for the output and the final state),
            eager calls between CUDA events, with each step's peak extra memory (saved tensors + temporaries); kda
            twice: recomputing in the backward (FLA's default) and with disable_recompute=True (kda-saved)
@@ -20,7 +24,7 @@ TFLOP/s and percent of the floor. FlashKDA (not on PyPI) appears as its publishe
 Ratios come from this one run; one JSON record per (workload, impl) in kda-bench's schema, rewritten after every
 workload so a run cut off by a time limit keeps what it measured.
 
-usage: python3 scripts/bench_torch.py [--part prefill|decode|train]... [--workload NAME]...
+usage: python3 scripts/bench_torch.py [--part prefill|decode|fusions|train]... [--workload NAME]...
                                       [--impl kda|kda-saved|fla]... [--backend cuda-generic|cuda-chunked]
                                       [--iters N] [--json PATH] [--commit SHA]
 Without CUDA it runs kda's CPU backend on small workloads of each part (a smoke test of the script; FLA needs a GPU).
@@ -48,6 +52,9 @@ PEER_GATE = 2e-2  # a peer's output / state relative RMSE beyond this is a wrong
 FLAGS = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, lower_bound=-5.0)
 CPU_PREFILL = {"cpu-smoke": (2, [200, 57])}
 CPU_DECODE = [(2, 3)]
+FUSIONS = [(32, 1), (32, 32), (32, 256), (12, 32)]  # (H, B); on the CPU, CPU_DECODE
+FUSION_VARIANTS = {"unfused": (False, False), "conv-fused": (True, False), "norm-fused": (False, True),
+                   "fused": (True, True)}  # (conv inside the call, norm inside the call)
 
 
 def rel_rmse(x, ref):
@@ -240,6 +247,89 @@ def bench_decode(run, impls, shapes):
         run.dump()
 
 
+def conv_step(x, w, states, idx):
+    """The causal short conv of one token a sequence as a user composes it in eager PyTorch (vLLM's
+    causal_conv1d_update): x [B, dim], w [dim, 4] (column 3 on the current token), states [slots, dim, 3] (oldest input
+    first), updated in place at idx; silu of the conv in fp32, returned in x's dtype."""
+    seq = torch.cat([states[idx], x.float().unsqueeze(-1)], dim=-1)  # [B, dim, 4]
+    states[idx] = seq[..., 1:]
+    return torch.nn.functional.silu((seq * w).sum(-1)).to(x.dtype)
+
+
+def gated_rmsnorm(o, w, gate, eps):
+    """FusedRMSNormGated (sigmoid gate) as torch ops, in fp32, returned in o's dtype."""
+    of = o.float()
+    return (of * torch.rsqrt(of.pow(2).mean(-1, keepdim=True) + eps) * w * torch.sigmoid(gate.float())).to(o.dtype)
+
+
+def bench_fusions(run, shapes):
+    """fusions-hH-bB: the four arrangements of FUSION_VARIANTS on the same inputs, each verified against kda's
+    REFERENCE backend with both fusions (outputs, pool and conv states), then timed as decode is (graph replay over
+    rotated input sets, conv states included); prints what each fusion saves against the unfused composition."""
+    import kda
+    for H, B in shapes:
+        name = f"fusions-h{H}-b{B}"
+        K, V = bc.K, bc.V
+        dims = {"q": H * K, "k": H * K, "v": H * V}
+        nbytes = bc.decode_min_bytes(H, B) + B * (2 * 3 * 4 * sum(dims.values()) + H * V * 2)  # conv states, gate
+        R = min(32, max(1, math.ceil(3 * 60e6 / nbytes))) if run.cuda else 1
+        cw = {n: 0.5 * torch.randn(d, 4, generator=run.gen, device=run.dev) for n, d in dims.items()}
+        nw = 1 + 0.1 * torch.randn(V, generator=run.gen, device=run.dev)
+
+        def inputs():
+            x = bc.decode_inputs(H, B, run.gen, run.dev)
+            slots = x["initial_state"].shape[0]
+            cs = {n: torch.randn(slots, d, 3, generator=run.gen, device=run.dev) for n, d in dims.items()}
+            gate = torch.randn(x["v"].shape, generator=run.gen, device=run.dev).to(torch.bfloat16)
+            return x, cs, gate
+
+        def fresh(x, cs, gate):
+            return dict(x, initial_state=x["initial_state"].clone()), {n: t.clone() for n, t in cs.items()}, gate
+
+        x0, cs0, gate0 = inputs()
+        hx = host(x0, torch.float32)
+        ref_cs = tuple(cs0[n].cpu().clone() for n in "qkv")
+        ref_o, ref_pool = kda.fused_recurrent_kda(
+            **hx, **FLAGS, state_v_first=True, backend="reference", conv_weights=tuple(cw[n].cpu() for n in "qkv"),
+            conv_states=ref_cs, out_norm_weight=nw.cpu(), out_gate=gate0.cpu().float(), out_norm_eps=1e-5)
+        sets = [inputs() for _ in range(R)]
+        print(f"{name}: H={H}, batch {B}, {R} input set(s)")
+        times = {}
+        for variant, (conv, norm) in FUSION_VARIANTS.items():
+            def make(x, cs, gate):
+                idx = x["ssm_state_indices"].long()
+                fused = dict(out_norm_weight=nw, out_gate=gate, out_norm_eps=1e-5) if norm else {}
+                if conv:
+                    fused.update(conv_weights=(cw["q"], cw["k"], cw["v"]), conv_states=(cs["q"], cs["k"], cs["v"]))
+
+                def call():
+                    y = x if conv else dict(x, **{n: conv_step(x[n].reshape(B, -1), cw[n], cs[n], idx).reshape(
+                        x[n].shape) for n in "qkv"})
+                    o = kda.fused_recurrent_kda(**y, **FLAGS, state_v_first=True, backend=run.backend, **fused)[0]
+                    return o if norm else gated_rmsnorm(o, nw, gate, 1e-5)
+                return call
+
+            x, cs, gate = fresh(x0, cs0, gate0)
+            o = make(x, cs, gate)()
+            eo, es = rel_rmse(o, ref_o), rel_rmse(x["initial_state"], ref_pool)
+            ec = max(rel_rmse(cs[n], ref_cs[i]) for i, n in enumerate("qkv"))
+            within = eo <= OUT_BOUND and es <= STATE_BOUND and ec <= STATE_BOUND
+            rec = run.record(name, "kda-torch-" + variant, out_rel_rmse=eo, state_rel_rmse=es, conv_state_rel_rmse=ec,
+                             verified=within, input_sets=R)
+            if not timed_at_all("kda", within, eo, max(es, ec)):
+                continue
+            calls = [make(*fresh(*s)) for s in sets]
+            us = bc.time_graph(calls, run.args.iters) if run.cuda else time_host(calls[0], 5)
+            rec.update(timing(us, "graph" if run.cuda else "host"))
+            times[variant] = rec["median_us"]
+            tail = run.floor(rec, nbytes, 0.0)
+            print(f"  {variant:10s} median {rec['median_us']:9.2f} us  out {eo:.2e}  pool {es:.2e}  conv {ec:.2e}{tail}")
+        if "unfused" in times:
+            print("  saved against unfused: " + ", ".join(f"{v} {times['unfused'] - t:+.2f} us" for v, t in times.items()
+                                                         if v != "unfused"))
+        run.dump()
+
+
 def bench_train(run, impls, names):
     """train-NAME: forward + backward, every input a leaf, gradients reset (not accumulated) before each step."""
     import kda
@@ -304,9 +394,10 @@ def bench_train(run, impls, names):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", action="append", choices=["prefill", "decode", "train"], default=[])
+    ap.add_argument("--part", action="append", choices=["prefill", "decode", "fusions", "train"], default=[])
     ap.add_argument("--workload", action="append", default=[],
-                    help="a prefill workload (h64-fixed; train-h64-fixed; decode-h32-b128); default: every one")
+                    help="a prefill workload (h64-fixed; train-h64-fixed; decode-h32-b128; fusions-h32-b32); default: "
+                         "every one")
     ap.add_argument("--impl", action="append", choices=["kda", "kda-saved", "fla"], default=[],
                     help="kda-saved: the train part with disable_recompute=True (elsewhere it is kda)")
     ap.add_argument("--backend", default="cuda-generic")
@@ -315,21 +406,23 @@ def main():
     ap.add_argument("--commit", default="unknown")
     args = ap.parse_args()
     run = Run(args)
-    parts = args.part or ["prefill", "decode", "train"]
+    parts = args.part or ["prefill", "decode", "fusions", "train"]
     impls = args.impl or (["kda", "kda-saved", "fla"] if run.cuda else ["kda", "kda-saved"])
     base = [i for i in dict.fromkeys("kda" if i == "kda-saved" else i for i in impls)]  # prefill and decode
     if "fla" in impls and not run.cuda:
         sys.exit("bench_torch: FLA needs a GPU")
     prefill = list(bc.WORKLOADS if run.cuda else CPU_PREFILL)
     decode = bc.DECODE if run.cuda else CPU_DECODE
+    fusions = FUSIONS if run.cuda else CPU_DECODE
     w = args.workload
-    known = prefill + [f"train-{n}" for n in prefill] + [f"decode-h{H}-b{B}" for H, B in decode]
+    known = (prefill + [f"train-{n}" for n in prefill] + [f"decode-h{H}-b{B}" for H, B in decode] +
+             [f"fusions-h{H}-b{B}" for H, B in fusions])
     if [n for n in w if n not in known]:
         sys.exit(f"bench_torch: unknown workload(s) {[n for n in w if n not in known]}; known: {known}")
     # A workload no selected part runs is a mistake, not an empty run (session 12: `--part train --workload
     # h96-fixed` timed nothing and exited 0; the train part's names are train-h96-fixed).
     runs = {"prefill": set(prefill), "train": {f"train-{n}" for n in prefill},
-            "decode": {f"decode-h{H}-b{B}" for H, B in decode}}
+            "decode": {f"decode-h{H}-b{B}" for H, B in decode}, "fusions": {f"fusions-h{H}-b{B}" for H, B in fusions}}
     idle = [n for n in w if not any(n in runs[p] for p in parts)]
     if idle:
         sys.exit(f"bench_torch: workload(s) {idle} belong to no part given ({parts}); a train workload is "
@@ -341,6 +434,8 @@ def main():
         bench_prefill(run, base, [n for n in prefill if not w or n in w])
     if "decode" in parts:
         bench_decode(run, base, [(H, B) for H, B in decode if not w or f"decode-h{H}-b{B}" in w])
+    if "fusions" in parts and "kda" in base:
+        bench_fusions(run, [(H, B) for H, B in fusions if not w or f"fusions-h{H}-b{B}" in w])
     if "train" in parts:
         bench_train(run, impls, [n for n in prefill if not w or f"train-{n}" in w])
     run.dump()

@@ -1,6 +1,6 @@
-"""scripts/bench_torch.py, the peer benchmark, on the CPU: every part (prefill, decode, train) runs kda's CPU backend
-on its small workload, verifies it against the float64 reference and times it; the JSON holds a verified, timed record
-per part. (On the GPU the same script times FLA beside kda; this keeps the script itself from rotting between leases.)
+"""scripts/bench_torch.py, the peer benchmark, on the CPU: every part (prefill, decode, fusions, train) runs kda's CPU
+backend on its small workload, verifies it against the float64 reference and times it; the JSON holds a verified, timed
+record per part. (On the GPU the same script times FLA beside kda; this keeps the script itself from rotting between leases.)
 """
 import json
 import os
@@ -23,8 +23,9 @@ def test_bench_torch_cpu_smoke(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     d = json.loads(out.read_text())
     recs = {(x["workload"], x["impl"]): x for x in d["results"]}
+    fusions = {("fusions-h2-b3", "kda-torch-" + v) for v in ("unfused", "conv-fused", "norm-fused", "fused")}
     assert set(recs) == {("cpu-smoke", "kda-torch"), ("decode-h2-b3", "kda-torch"),
-                         ("train-cpu-smoke", "kda-torch"), ("train-cpu-smoke", "kda-torch-saved")}, r.stdout
+                         ("train-cpu-smoke", "kda-torch"), ("train-cpu-smoke", "kda-torch-saved")} | fusions, r.stdout
     for key, rec in recs.items():
         assert rec["verified"], (key, rec)
         assert rec["median_us"] > 0 and rec["iters"] >= 3, (key, rec)
