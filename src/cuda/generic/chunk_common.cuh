@@ -180,25 +180,6 @@ __device__ __forceinline__ uint4 ldg16(const void* p) { return __ldg(static_cast
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// Asks L2 for share `part` of `parts` of the `bytes` (a multiple of 16) at `base` (16-byte aligned), split at 16-byte
-// boundaries: on sm_90 one bulk prefetch by thread 0 (one instruction for the share), elsewhere one 128-byte line a
-// thread of the kThreads. The reverse pass calls it for the previous chunk's tiles, which the CTA and its sibling V
-// tiles read through cp.async a chunk later: phase 1 wrote them long before, so most are out of L2 (ncu, session 17:
-// the forward's state pass, reading the same tiles, hits L2 62% of the time). A hint: it changes no result.
-template <int kThreads>
-__device__ __forceinline__ void prefetch_share_l2(const void* base, int64_t bytes, int part, int parts, int tid) {
-  const int64_t units = bytes / 16, per = (units + parts - 1) / parts;
-  const int64_t lo = 16 * min(units, part * per), hi = 16 * min(units, (part + 1) * per);
-  const char* const b = static_cast<const char*>(base);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (tid == 0 && hi > lo)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + lo), "r"(static_cast<uint32_t>(hi - lo))
-                 : "memory");
-#else
-  for (int64_t off = lo + int64_t{tid} * 128; off < hi; off += int64_t{kThreads} * 128) prefetch_l2(b + off);
-#endif
-}
-
 // Asks L2 for n elements of a [B][T][heads][n] tensor from (b, t, head, col0), one 128-byte line per request; nothing
 // for a strided row (not one range). Only addresses inside the tensor are named; a prefetch changes no result.
 __device__ __forceinline__ void prefetch_row_l2(const TensorView& x, int64_t b, int64_t t, int64_t head, int64_t col0,
@@ -210,14 +191,40 @@ __device__ __forceinline__ void prefetch_row_l2(const TensorView& x, int64_t b, 
   for (int64_t off = 0; off < n * esize; off += 128) prefetch_l2(row + off);
 }
 
-// The reverse passes' (chunk_reverse.cu, hopper/reverse_wgmma.cu) L2 requests a chunk before the reads: the previous
-// chunk's tile (all but U; this CTA's share of what its chain's vtiles V tiles read).
+// The reverse passes' (chunk_reverse.cu, hopper/reverse_wgmma.cu) L2 requests a chunk before the reads: share vt of
+// vtiles (the chain's V tiles) of the previous chunk's tile but U, [W, Qg, Kd] and [A_qk, decay], split at 16-byte
+// boundaries, which the CTA and its siblings read a chunk later: phase 1 wrote them long before, so most are out of
+// L2 (ncu, session 17: the forward's state pass, reading the same tiles, hits L2 62% of the time). On sm_90 one bulk
+// prefetch a range by thread 0, elsewhere one 128-byte line a thread of the kThreads. The share's byte ranges are the
+// same every chunk: formed once (with their 64-bit divisions formed a chunk at a time, the prefetch was ~10% of
+// reverse_wgmma's instructions: ncu, session 44). A hint: it changes no result.
 template <int kThreads>
-__device__ __forceinline__ void prefetch_previous_tile(const float* tile, const TileLayout& tl, int vt, int vtiles,
-                                                       int tid) {
-  prefetch_share_l2<kThreads>(tile, tl.U() * 4, vt, vtiles, tid);                                // W, Qg, Kd
-  prefetch_share_l2<kThreads>(tile + tl.Aqk(), (tl.floats() - tl.Aqk()) * 4, vt, vtiles, tid);  // A_qk, decay
-}
+struct TileShareL2 {
+  int64_t lo[2], hi[2];  // bytes from the tile's start
+  __device__ __forceinline__ TileShareL2(const TileLayout& tl, int vt, int vtiles) {
+    const int64_t start[2] = {0, tl.Aqk() * 4}, end[2] = {tl.U() * 4, tl.floats() * 4};
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const int64_t units = (end[g] - start[g]) / 16, per = (units + vtiles - 1) / vtiles;
+      lo[g] = start[g] + 16 * min(units, vt * per);
+      hi[g] = start[g] + 16 * min(units, (vt + 1) * per);
+    }
+  }
+  __device__ __forceinline__ void prefetch(const float* tile, int tid) const {
+    const char* const b = reinterpret_cast<const char*>(tile);
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if (tid == 0 && hi[g] > lo[g])
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(b + lo[g]),
+                     "r"(static_cast<uint32_t>(hi[g] - lo[g]))
+                     : "memory");
+#else
+      for (int64_t off = lo[g] + int64_t{tid} * 128; off < hi[g]; off += int64_t{kThreads} * 128) prefetch_l2(b + off);
+#endif
+    }
+  }
+};
 
 // dO' = scale dO on a chunk's rows (zeros past its length) for the reverse passes: the CTA's BV columns from v0 as
 // pairs, thread tid's kE pairs at column c = 2 (tid % (BV / 2)) of rows r0 + kRowStep i (r0 = tid / (BV / 2)). load()
@@ -229,7 +236,7 @@ template <int kThreads, int BV>
 struct DoutPairs {
   static constexpr int kPerRow = BV / 2, kRowStep = kThreads / kPerRow, kE = kChunk / kRowStep;
   static_assert(kThreads % kPerRow == 0 && kChunk % kRowStep == 0, "reverse: dO' pairs must tile the CTA");
-  uint32_t raw[kE][2];
+  uint32_t raw[2 * kE];  // pair i's two elements at 2 i, 2 i + 1
   int r0, c;
   __device__ __forceinline__ explicit DoutPairs(int tid) : r0(tid / kPerRow), c(2 * (tid % kPerRow)) {}
   __device__ __forceinline__ void load(const TensorView& dO, const ChunkRec& rec, int64_t b, int hv, int v0) {
@@ -237,19 +244,22 @@ struct DoutPairs {
     const int64_t step = kRowStep * dO.stride[1];
 #pragma unroll
     for (int i = 0; i < kE; ++i, off += step)
-      if (r0 + kRowStep * i < rec.len) load_bits_strided(raw[i], dO.data, dO.dtype, off, dO.stride[3]);
+      if (r0 + kRowStep * i < rec.len) {
+        uint32_t pair[2];
+        load_bits_strided(pair, dO.data, dO.dtype, off, dO.stride[3]);
+        raw[2 * i] = pair[0];
+        raw[2 * i + 1] = pair[1];
+      }
   }
   template <class Store>
   __device__ __forceinline__ void store(kda_dtype_t dtype, float scale, int len, Store st) const {
+    float x[2 * kE];
+    bits_to_float(x, raw, dtype);  // under one dtype switch, not one an element
 #pragma unroll
     for (int i = 0; i < kE; ++i) {
       const int r = r0 + kRowStep * i;
-      float x0 = 0.0f, x1 = 0.0f;
-      if (r < len) {
-        x0 = scale * bits_to_float(raw[i][0], dtype);
-        x1 = scale * bits_to_float(raw[i][1], dtype);
-      }
-      st(i, r, c, x0, x1);
+      const bool in = r < len;
+      st(i, r, c, in ? scale * x[2 * i] : 0.0f, in ? scale * x[2 * i + 1] : 0.0f);
     }
   }
 };

@@ -15,8 +15,8 @@
 // Loads: two cp.async groups per chunk, {Kd, A_qk} for step A and {Qg, W, decay} for step B, each issued as soon as
 // the previous chunk has finished with its buffers and waited for (wait_group 1) just before its step; dO is read
 // with plain loads (all of a thread's issued first, then converted, scaled and split) at the top of each chunk. At
-// the top of each chunk the CTA also asks L2 for its share of the previous chunk's tiles and dO rows
-// (prefetch_share_l2): phase 1 wrote the tiles long before, so most are out of L2 when a chain reaches them.
+// the top of each chunk the CTA also asks L2 for its share of the previous chunk's tiles (TileShareL2) and dO rows:
+// phase 1 wrote the tiles long before, so most are out of L2 when a chain reaches them.
 //
 // Shared memory (K = 128, BV = 64): planes of W, Qg, Kd [64][K + 8], of dS [BV][K + 8], A_qk [64][72], dO' and -dU
 // [64][BV + 8]; decay [K]: 195,072 bytes, one CTA per SM. Registers: dS's tile as the forward's state tile.
@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
 
   // The two load groups of chunk ci (every thread commits each group, empty or not, so the counts agree).
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
+  const TileShareL2<kThreads> share(tl, vt, vtiles);
   auto load_a = [&](int64_t ci) {
     if (ci >= first) {
       const float* t = tile_of(ci);
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1) reverse_kernel(const BackwardPara
   for (int64_t ci = last - 1; ci >= first; --ci) {
     const ChunkRec rec = list[ci];
     if (ci > first) {  // the previous chunk's tile and this CTA's BV columns of its dO rows, one row a thread
-      prefetch_previous_tile<kThreads>(tile_of(ci - 1), tl, vt, vtiles, tid);
+      share.prefetch(tile_of(ci - 1), tid);
       const ChunkRec& prev = list[ci - 1];
       if (tid < prev.len) prefetch_row_l2(bp.dout, b, prev.start + tid, hv, v0, BV);
     }

@@ -211,12 +211,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t o64 = static_cast<uint32_t>(Ly::kO) + dpo.mn64,
                  o32 = static_cast<uint32_t>(Ly::kO32 + (dout.c / 32) * (P / 2)) + dpo.mn32;
   if (last > first) dout.load(bp.dout, list[last - 1], b, hv, v0);
+  const TileShareL2<kThreads> share(tl, vt, vtiles);
 
 #pragma unroll 1
   for (int64_t ci = last - 1; ci >= first; --ci) {
     unsigned char* const sb = sm90::opaque_base(smem);
-    const ChunkRec rec = list[ci];
-    if (ci > first) prefetch_previous_tile<kThreads>(tile_of(ci - 1), tl, vt, vtiles, tid);
+    // The previous chunk's record read first: its dO rows' loads below need it, after this chunk's stores.
+    const ChunkRec rec = list[ci], prev = ci > first ? list[ci - 1] : rec;
+    if (ci > first) share.prefetch(tile_of(ci - 1), tid);
 
     // dO' = scale dO of the chunk's rows (zeros past its length) -> its planes (v, t) and, per value half, (v - 32 h,
     // t); then the previous chunk's rows are loaded, landing while this chunk's steps run.
@@ -231,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sm90::st_shared_u32(a32, h);
         sm90::st_shared_u32(a32 + P, l);
       });
-      if (ci > first) dout.load(bp.dout, list[ci - 1], b, hv, v0);
+      if (ci > first) dout.load(bp.dout, prev, b, hv, v0);
     }
 
     // ---- A: dU = A_qk^T dO' + Kd dS^T, this warpgroup's 32 value columns.
@@ -278,9 +280,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::tma_store_arrive();
     }
     {
-      const float* const dec = reinterpret_cast<const float*>(sb + Ly::kDec);
+      const uint32_t dec = shared_u32(sb + Ly::kDec);
       CUTE_UNROLL
-      for (int i = 0; i < size(dS); ++i) dS(i) *= dec[64 * wg + get<1>(cS(i))];
+      for (int i = 0; i < size(dS); ++i) dS(i) *= sm90::ld_shared_f32(dec + 4 * (64 * wg + get<1>(cS(i))));
       sm90::wgmma_bf16x3(mma_s, thr_s, mn64(sb, Ly::kO), mn64(sb, Ly::kO + P), mn64(sb, half(Ly::kQ, 0, wg)),
                          mn64(sb, half(Ly::kQ, 1, wg)), dS);
       sm90::wgmma_bf16x3(mma_s, thr_s, mn64(sb, Ly::kU), mn64(sb, Ly::kU + P), mn64(sb, half(Ly::kW, 0, wg)),

@@ -265,14 +265,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     clear(acc);
     if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's copy of them, [2][C][V])
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
-      const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl);
+      const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl), us = shared_u32(sb + Ly::kU);
       bf16* const vn = direct_saves && keep.vnew ? keep.vnew + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
       asm volatile("" : "+r"(Vo));
       CUTE_UNROLL
       for (int i = 0; i < size(acc); i += 2) {
         const int t = get<0>(cXS(i)), v = get<1>(cXS(i));
-        const float2 u = *reinterpret_cast<const float2*>(sb + Ly::kU + sm90::u_offset(t, v));
+        const float2 u = sm90::ld_shared_f32x2(us + sm90::u_offset(t, v));
         const float x0 = u.x - acc(i), x1 = u.y - acc(i + 1);
         uint32_t h, l;
         split_bf16x2(x0, x1, h, l);
@@ -296,9 +296,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       cute::tma_store_arrive();
     }
     if (chain) {  // S = S diag(decay) + V_new^T Kd, then its planes for the next chunk's phase A
-      const float* const dec = reinterpret_cast<const float*>(sb + Ly::kDec);
+      const uint32_t dec = shared_u32(sb + Ly::kDec);
       CUTE_UNROLL
-      for (int i = 0; i < size(S); ++i) S(i) *= dec[get<1>(cVK(i))];
+      for (int i = 0; i < size(S); ++i) S(i) *= sm90::ld_shared_f32(dec + 4 * get<1>(cVK(i)));
       sm90::wgmma_bf16x3(mma_vk, thr_vk, mn64(sb, Ly::kVn), mn64(sb, kVl), mn128(sb, Ly::kKd), mn128(sb, kKl), S);
       store_state_planes(sb);
     } else if (p.out != nullptr) {  // o += A_qk V_new; the chunk's L rows to out (no output: the backward's

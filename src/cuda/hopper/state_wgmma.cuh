@@ -104,6 +104,20 @@ __device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+// Loads from shared memory at a shared-space byte address: through the opaque base a plain pointer load is a generic
+// LD, on the long scoreboard (ncu, session 42: V_new's read of U, 9.5% of the state pass's stall samples, 95% of them
+// long scoreboard). Volatile, with the memory clobber: never moved above the barrier that publishes what they read.
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_shared_f32x2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
 // A bf16 plane at byte offset off of the shared-memory base sb, viewed through the GMMA layout Lay.
 template <class Lay>
 __device__ __forceinline__ auto plane(unsigned char* sb, size_t off) {
