@@ -116,6 +116,11 @@ std::vector<CaseSpec> stress(const CaseSpec& b) {
   add("beta_near_0", [](CaseSpec& s) { s.recipe.beta_mean = -12; });
   add("beta_near_1", [](CaseSpec& s) { s.recipe.beta_mean = 12; });
   add("beta_at_2_negative_eigenvalues", [](CaseSpec& s) { s.neg_eigval = true; s.recipe.beta_mean = 12; });
+  add("near_identical_keys_beta_at_2", [](CaseSpec& s) {
+    s.recipe.key_jitter = 1e-3;
+    s.neg_eigval = true;
+    s.recipe.beta_mean = 12;
+  });
   add("h0_up_to_1e4", [](CaseSpec& s) { s.recipe.h0_std = 3000; });
   add("h0_tiny", [](CaseSpec& s) { s.recipe.h0_std = 1e-30; });
   add("q_zero_rows", [](CaseSpec& s) { s.recipe.q_zero_rows = true; });
