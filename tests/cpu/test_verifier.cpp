@@ -413,8 +413,7 @@ TEST(KeyNorm, FitTakesOutOnlyAKeyScaleWithinTheLimit) {
 
 // Near-identical keys at beta near 2 (keys 1e-3 apart, every token a reflection), the probe of docs/numerics.md "The
 // key norm's rounding", at two lengths: the CPU backend meets the fp32 class there, its key norm's rounding fitted out
-// (A_kk and the chunk's solve accumulate in double for it). Not one of the suites' stress probes: the two-phase
-// tensor-core model reaches 1.075 of an output element's bound on some seeds after the fit (session 48).
+// (A_kk and the chunk's solve accumulate in double for it), beside the suites' stress probe of the same name.
 TEST(Verifier, CpuBackendPassesNearIdenticalKeysAtBeta2) {
   const uint64_t seed = run_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

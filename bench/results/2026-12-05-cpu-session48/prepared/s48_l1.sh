@@ -21,8 +21,8 @@ lease_run fwdfull rv5 4 280 ./kda-verify --impl cuda-generic --suite full & pf=$
 lease_run gtests rv5 4 280 ./kda_gpu_tests --gtest_filter='-*Backward*:*Stress*' & pg=$!
 lease_run recur rv5 4 200 ./kda-verify --impl cuda-recurrent --suite full --filter stress_ & pr=$!
 wait $pf $pg $pr
-lease_run bwdrec rv5 6 150 ./kda-verify --impl cuda-recurrent --suite backward-full --filter near_identical_keys & pb=$!
-lease_run bwdgen rv5 6 150 ./kda-verify --impl cuda-generic --suite backward-full --filter near_identical_keys & pc=$!
+lease_run bwdrec rv5 6 100 ./kda-verify --impl cuda-recurrent --suite backward-full --filter near_identical_keys & pb=$!
+lease_run bwdgen rv5 6 100 ./kda-verify --impl cuda-generic --suite backward-full --filter near_identical_keys & pc=$!
 wait $pb $pc
 for n in fwdfull recur bwdrec bwdgen; do lease_passed $n && echo "rv5: $n passed" || echo "rv5: $n FAILED"; done
 grep -hE " FAIL |kda-verify:|key norm fitted" "$W"/fwdfull.log "$W"/recur.log "$W"/bwdrec.log "$W"/bwdgen.log | head -20
@@ -33,7 +33,7 @@ lease_checks_done checks-rv5
 # issue #6, not rv5's, and does not stop the timing.
 fwd_ok() { grep -qE "kda-verify: [0-9]+ passed" "$W/fwdfull.log" && ! grep -E " FAIL " "$W/fwdfull.log" | grep -qv near_identical_keys_beta_at_2; }
 if fwd_ok && grep -q "^\[  PASSED  \]" "$W/gtests.log" && ! grep -q "^\[  FAILED  \]" "$W/gtests.log"; then
-  lease_ab main48,rv5 200 train-h64-fixed h64-fixed
+  lease_ab main48,rv5 170 train-h64-fixed h64-fixed
 else
   echo "rv5 failed its forward checks: no timing"
 fi
