@@ -168,9 +168,24 @@ lease_py_tests() {
   grep -E "passed|failed|FAILED|SKIPPED|Error" "$OUT/py/python_tests.log" | head -30
 }
 
+# lease_triton_cache: Triton's cache (FLA's compiled kernels and its autotuning picks) in TRITON_CACHE_DIR, from
+# .carry/triton.tar.gz where a call carries one (gpu_check.sh's, the same format). FLA's first training workload on a
+# fresh machine spent 326 s (h64-fixed) to over 390 s (h96-fixed) compiling and autotuning, a second call on the same
+# machine 65 s (session 49): carried, that is paid once. lease_triton_save hands the cache back as $OUT/triton.tar.gz
+# (renamed into place whole); run it after each FLA step.
+lease_triton_cache() {
+  export TRITON_CACHE_DIR=/tmp/kda-triton-cache
+  mkdir -p "$TRITON_CACHE_DIR"
+  [ -f .carry/triton.tar.gz ] && tar -xzf .carry/triton.tar.gz -C "$TRITON_CACHE_DIR"
+}
+lease_triton_save() {
+  [ -n "$(ls -A "${TRITON_CACHE_DIR:-/nonexistent}" 2>/dev/null)" ] || return 0
+  tar -czf "$OUT/triton.tar.gz.part" -C "$TRITON_CACHE_DIR" . && mv "$OUT/triton.tar.gz.part" "$OUT/triton.tar.gz"
+}
+
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
-# and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile needs ~300 s of a fresh machine).
+# and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile: lease_triton_cache).
 # The call carries .whl (fla-core and its pure-Python dependencies) and .carry/ab/BUILD.COMMIT.
 lease_torch_train() {
   local b=$1 wl=$2 lim=$3 commit
