@@ -119,6 +119,7 @@ struct Record {
   uint64_t seed = 0;
   bool verified = false;
   ErrorStats out_err, state_err;
+  double key_norm_delta = -1;  // >= 0: judged with the key norm's rounding fitted out (|delta| in units of 2^-24)
   TimingStats t;
   // train-* workloads: the backward's time and its gradients' verdict (worst rel RMSE / bound over the gradients).
   bool has_bwd = false, grads_verified = false;
@@ -456,6 +457,7 @@ int main(int argc, char** argv) {
         r.out_err = v.out;
         r.state_err = v.state;
         r.verified = v.pass;
+        r.key_norm_delta = v.key_norm_delta;
         if (v.key_norm_delta >= 0)
           std::printf("  %-14s judged with the key norm's rounding fitted out: |delta| <= %.2f u\n", impl.c_str(),
                       v.key_norm_delta);
@@ -536,6 +538,7 @@ int main(int argc, char** argv) {
       if (opt.verify)
         f << ", \"out_rel_rmse\": " << r.out_err.rel_rmse << ", \"state_rel_rmse\": " << r.state_err.rel_rmse
           << ", \"out_worst_ratio\": " << r.out_err.worst_ratio << ", \"state_worst_ratio\": " << r.state_err.worst_ratio;
+      if (opt.verify && r.key_norm_delta >= 0) f << ", \"key_norm_delta_u\": " << r.key_norm_delta;
       if (r.has_bwd) {
         f << ", \"bwd_median_us\": " << r.bwd.median_us << ", \"bwd_mean_us\": " << r.bwd.mean_us
           << ", \"bwd_min_us\": " << r.bwd.min_us << ", \"bwd_max_us\": " << r.bwd.max_us
