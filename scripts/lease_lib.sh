@@ -168,6 +168,23 @@ lease_py_tests() {
   grep -E "passed|failed|FAILED|SKIPPED|Error" "$OUT/py/python_tests.log" | head -30
 }
 
+# lease_fwd_checks BUILD: what a forward change must pass before it is timed, in parallel: kda-verify --suite full
+# under cuda-generic ($W/fwdfull.log) and the GPU tests but the backward, stress and decode ones ($W/gtests.log:
+# those are other kernels, and the decode serving cases alone outran a 280 s limit in session 48); prints the
+# verdicts and the probe's row, archives the logs ($OUT/checks-BUILD.tgz); returns 0 when both passed. Call it
+# without & (it waits for its own runs).
+lease_fwd_checks() {
+  local b=$1 pf pg
+  lease_run fwdfull "$b" 6 280 ./kda-verify --impl cuda-generic --suite full & pf=$!
+  lease_run gtests "$b" 4 280 ./kda_gpu_tests --gtest_filter='-*Backward*:*Stress*:*Decode*' & pg=$!
+  wait $pf $pg
+  lease_passed fwdfull && echo "$b: forward full passed" || echo "$b: forward full FAILED"
+  grep -hE " FAIL |kda-verify:|near_identical_keys_beta_at_2" "$W/fwdfull.log" | head
+  grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/gtests.log" | head
+  lease_checks_done "checks-$b"
+  lease_passed fwdfull && grep -q "^\[  PASSED  \]" "$W/gtests.log" && ! grep -q "^\[  FAILED  \]" "$W/gtests.log"
+}
+
 # lease_triton_cache: Triton's cache (FLA's compiled kernels and its autotuning picks) in TRITON_CACHE_DIR, from
 # .carry/triton.tar.gz where a call carries one (gpu_check.sh's, the same format). FLA's first training workload on a
 # fresh machine spent 326 s (h64-fixed) to over 390 s (h96-fixed) compiling and autotuning, a second call on the same
