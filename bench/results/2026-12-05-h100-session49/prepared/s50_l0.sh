@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 49: aqk2 (branch aqk2 = e8734d0 on main 70d0206: a plain forward's A_qk with the query's
+# Prepared in session 49: aqk2 (branch aqk2 = 92a7dad on main d17a9f8, archive .carry/ab/aqk2 built from e8734d0,
+# the same kernel code on 70d0206: a plain forward's A_qk with the query's
 # fragment rounded once to tf32 and the keys' split, two mma a product instead of 3xTF32's three; the CPU model keeps
 # 3xTF32's figures on the probe near_identical_keys_beta_at_2) against main49py (70d0206). ~480 s + start.
 #   1  aqk2's forward checks (lease_fwd_checks: kda-verify --suite full with the probe, the forward GPU tests; its
