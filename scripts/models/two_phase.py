@@ -22,7 +22,8 @@ and the bf16 modes a Hopper wgmma path would use (bf16 runs at twice tf32's rate
 bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf16(a), al = bf16(a - ah)):
 ~16-bit operands for three bf16 products, 1.5x the cost of one tf32 product where 3xTF32 is 3x):
   phase 1:  akk  off-diagonal blocks of A_kk        (default 3xtf32)
-            aqk  off-diagonal blocks of A_qk        (default 3xtf32)
+            aqk  off-diagonal blocks of A_qk        (default tf32b, a plain forward's: the query rounded once, the
+                 keys split; 3xtf32 models a backward's recompute)
             wu   [W | U] = T [beta exp(Gamma) K | beta V]  (default bf16x3 as a plain forward's S5)
             u    U alone: wu (default: U as wu says), or betaT = (T diag(beta)) V in bf16x3, V the input as it is
                  (for bf16 inputs its lo part is zero: two bf16 products), the form that lets phase 1 keep v as
@@ -64,7 +65,7 @@ from kda_protocol import read_case, write_output  # noqa: E402
 F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
-DEFAULTS = {"akk": "3xtf32", "aqk": "3xtf32", "wu": "bf16x3", "u": "wu", "diag": "s3", "tinv": "fp32",
+DEFAULTS = {"akk": "3xtf32", "aqk": "tf32b", "wu": "bf16x3", "u": "wu", "diag": "s3", "tinv": "fp32",
             "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3", "handoff": "fp32"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.

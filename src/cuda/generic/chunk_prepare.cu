@@ -116,14 +116,18 @@ __device__ __forceinline__ void split_to_planes(const float* src, int pitch, bf1
 }
 
 // One k-step of S3's block products (8 channels from c0 = 8 ks + tig): rows r0, r0 + 8 of Kr / Qr (Ks / Qs) against
-// the Ksuf rows n0, n0 + 8 (Gs), whose channels c0 and c0 + 4 are scaled by f0 and f1; A_kk and A_qk in 3xTF32 (S3's
-// comment says why).
-template <int PK>
+// the Ksuf rows n0, n0 + 8 (Gs), whose channels c0 and c0 + 4 are scaled by f0 and f1. A_kk in 3xTF32; A_qk in
+// 3xTF32 for a backward (kQ1 false) and, in a plain forward (kQ1), with the query's fragment rounded once to tf32
+// and the keys' split: qh bl + qh bh, two mma instead of three and no split of Qr (S3's comment says why).
+template <int PK, bool kQ1>
 __device__ __forceinline__ void s3_kstep(float (&akk)[2][4], float (&aqk)[2][4], const float* Ks, const float* Qs,
                                          const float* Gs, int r0, int c0, int n0, float f0, float f1) {
   uint32_t kh[4], kl[4], qh[4], ql[4];
   split_a(Ks, PK, r0, c0, kh, kl);
-  split_a(Qs, PK, r0, c0, qh, ql);
+  if constexpr (kQ1)
+    tf32_a(Qs, PK, r0, c0, qh);
+  else
+    split_a(Qs, PK, r0, c0, qh, ql);
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
     const int nn = n0 + 8 * nt;
@@ -131,7 +135,12 @@ __device__ __forceinline__ void s3_kstep(float (&akk)[2][4], float (&aqk)[2][4],
     split(Gs[nn * PK + c0] * f0, bh[0], bl[0]);
     split(Gs[nn * PK + c0 + 4] * f1, bh[1], bl[1]);
     mma3(akk[nt], kh, kl, bh, bl);
-    mma3(aqk[nt], qh, ql, bh, bl);
+    if constexpr (kQ1) {
+      mma(aqk[nt], qh, bl);
+      mma(aqk[nt], qh, bh);
+    } else {
+      mma3(aqk[nt], qh, ql, bh, bl);
+    }
   }
 }
 
@@ -577,10 +586,13 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 
   // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
   // P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and near-identical keys amplify its
-  // error), A_qk in 3xTF32 too. A plain forward had one TF32 pass there (8 mma a k-step instead of 12, -37 us at
-  // h64-fixed in session 13), but on near-identical keys at beta near 2 it took an output element to 1.075 of its
-  // bound in the CPU model (two_phase.py, session 48: 0.40 with 3xTF32); a backward's recompute needs 3xTF32 anyway
-  // (dV_new takes A_qk^T dO: one pass failed backward-quick's near-identical keys at beta = 2, dv 1.16 of its bound).
+  // error). A_qk: a plain forward had one TF32 pass there (8 mma a k-step instead of 12, -37 us at h64-fixed in
+  // session 13), but on near-identical keys at beta near 2 it took an output element to 1.075 of its bound in the
+  // CPU model (two_phase.py, session 48: 0.40 with 3xTF32). The keys' rounding is the one that matters there (their
+  // near-equal rows cancel), not the query's: with the query rounded once and the keys split (tf32b, 10 mma a k-step)
+  // the model gives 3xTF32's figures (0.40; the query split and the keys rounded once: 1.083; session 49), so a
+  // plain forward takes that. A backward's recompute keeps 3xTF32 (dV_new takes A_qk^T dO: one pass failed
+  // backward-quick's near-identical keys at beta = 2, dv 1.16 of its bound).
   // Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the dependent mma chain halves;
   // splitting a block's two n-tiles instead re-splits the A fragments in both warps: ~60% more instructions): the
   // second half stores its raw partial sums in the block's place, the first adds its own to them after a barrier and
@@ -600,7 +612,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #pragma unroll 2
     for (int ks = half * kSteps; ks < ks_end; ++ks) {
       const int c0 = 8 * ks + tig;
-      s3_kstep<PK>(akk, aqk, Ks, Qs, Gs, a0, c0, 16 * J + grp, F ? F[c0] : 1.0f, F ? F[c0 + 4] : 1.0f);
+      s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, a0, c0, 16 * J + grp, F ? F[c0] : 1.0f, F ? F[c0 + 4] : 1.0f);
     }
     if (half == 1) {
 #pragma unroll
@@ -655,7 +667,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           // form's 0.19x) at the chained form's speed (bench/LEDGER.md, session 23). The nearest key pairs sit in
           // these blocks, and T^T carries their rounding into dv. A forward's outputs passed with the chain whole.
           float tk[2][4] = {}, tq[2][4] = {};
-          s3_kstep<PK>(tk, tq, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+          s3_kstep<PK, !kWide>(tk, tq, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
                               ex2(-bsum_s[B * K + c0 + 4]));
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt)
@@ -665,7 +677,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
               aqk[nt][e] += tq[nt][e];
             }
         } else {
-          s3_kstep<PK>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+          s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
                               ex2(-bsum_s[B * K + c0 + 4]));
         }
       }
