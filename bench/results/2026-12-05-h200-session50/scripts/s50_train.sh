@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Prepared in session 49: issue #9 criterion 4's training step beside FLA through the PyTorch op, one process a
+# workload (FLA, kda recomputing, kda-saved: step time, peak extra memory, gradient errors), on main50 (main e71582d, the kernels of 70d0206;
+# scripts/gpu_build.sh --python, .carry/bin.tar.xz and .carry/COMMIT copied to .carry/ab/main50.*). Session 49 measured train-h64-fixed and
+# train-h96-fixed on an H100 (kda-saved / FLA 0.653 and 0.635); FLA's compile and autotuning took 326 s to over 390 s
+# a workload on a fresh cache, 65 s on a warm one, so Triton's cache goes back as $OUT/triton.tar.gz after each
+# workload: carry it as .carry/triton.tar.gz in the next call. Cold: one workload a call; warm: all four fit.
+# Run as: OUT=$OUT bash .carry/lease/s50_train.sh h64-mixed [h96-mixed h64-uniform h96-uniform]
+# carry [".carry/lease", ".carry/ab/main50.tar.xz", ".whl", ".carry/ab/main50.COMMIT", ".carry/triton.tar.gz"]
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/lease_lib.sh
+lease_begin s50_train
+lease_unpack main50
+lease_triton_cache
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for w in "$@"; do
+  lease_torch_train main50 "$w" 540
+  lease_triton_save
+done
