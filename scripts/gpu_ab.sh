@@ -15,8 +15,8 @@
 # usage (device): bash scripts/gpu_ab.sh --impl cuda-generic --tests '*Decode*' --rounds 2 \
 #                   --workload decode-h32-b1 --workload decode-h32-b256 ...
 #                 bash scripts/gpu_ab.sh --builds main,prep2 --impl cuda-chunked --verify full --workload h64-fixed
-# usage (here):   (cd OTHER_CHECKOUT && scripts/gpu_build.sh) && mkdir -p .carry/ab &&
-#                   cp OTHER_CHECKOUT/.carry/bin.tar.xz .carry/ab/NAME.tar.xz   (once per build, this one too)
+# usage (here):   scripts/gpu_build.sh --ab NAME   (once per build: this checkout's HEAD; a build of another checkout
+#                   is copied in as OTHER_CHECKOUT/.carry/bin.tar.xz -> .carry/ab/NAME.tar.xz)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kda-gpu-out}

@@ -9,6 +9,9 @@
 # does not compile the library there. With it, libkda_jax.so (the XLA FFI handlers, CUDA ones included) too when this
 # machine's Python imports jax: the handlers use only the FFI's C API, which newer jaxlibs keep accepting, so the
 # device image's jax loads them.
+# --ab NAME: also stage the result as an A/B build, .carry/ab/NAME.tar.xz and .carry/ab/NAME.COMMIT (what gpu_ab.sh and
+# lease_lib.sh's lease_unpack read), so a build of this checkout's HEAD needs no copying by hand.
+# usage: scripts/gpu_build.sh [--python] [--ab NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build of this checkout at a time: two at once both write .carry/bin.tar.xz (session 40: two interleaved xz
@@ -17,9 +20,19 @@ mkdir -p .carry
 exec 9> .carry/.build.lock
 flock -n 9 || { echo "gpu_build.sh: another build of this checkout is running" >&2; exit 1; }
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-with_python=""
-if [ "${1:-}" = "--python" ]; then
-  with_python=1
+with_python="" ab=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --python) with_python=1 ;;
+    --ab)
+      [[ ${2:-} =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "gpu_build.sh: --ab needs a NAME of letters, digits, . _ -" >&2; exit 2; }
+      ab=$2
+      shift ;;
+    *) echo "gpu_build.sh: unknown argument '$1' (usage: scripts/gpu_build.sh [--python] [--ab NAME])" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "$with_python" ]; then
   python=(-DKDA_BUILD_PYTHON=ON -DKDA_BUILD_JAX=AUTO)
 else
   python=(-DKDA_BUILD_PYTHON=OFF)
@@ -48,4 +61,10 @@ tar -cf - -C "$stage" . | xz -T1 --lzma2=preset=9,dict=192MiB > .carry/bin.tar.x
 mv .carry/bin.tar.xz.part .carry/bin.tar.xz
 rm -rf "$stage"
 echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)" > .carry/COMMIT
+if [ -n "$ab" ]; then
+  mkdir -p .carry/ab
+  cp .carry/bin.tar.xz ".carry/ab/$ab.tar.xz.part" && mv ".carry/ab/$ab.tar.xz.part" ".carry/ab/$ab.tar.xz"
+  cp .carry/COMMIT ".carry/ab/$ab.COMMIT"
+  echo "gpu_build.sh: staged as .carry/ab/$ab.tar.xz ($(cat .carry/COMMIT))"
+fi
 du -sh .carry

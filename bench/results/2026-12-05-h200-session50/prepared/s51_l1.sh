@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 49, queued again in session 50 (not run: the device budget went to refused tries): on mainpy (main as the next session finds it, built with
-# `scripts/gpu_build.sh --python`, .carry/bin.tar.xz and .carry/COMMIT copied to .carry/ab/mainpy.* (this machine
-# loses them between sessions)), through the PyTorch op beside FLA, Triton's cache handed back as $OUT/triton.tar.gz after each step
+# `scripts/gpu_build.sh --python --ab mainpy` (this machine loses .carry between sessions)), through the PyTorch op beside FLA, Triton's cache handed back as $OUT/triton.tar.gz after each step
 # (carry it as .carry/triton.tar.gz next time: FLA's compile and autotuning are then paid once):
 #   1  issue #7 criterion 4's fusions part with each fusion alone against FLA's kernel for the other part
 #      (conv-fused-fla, norm-fused-fla: new in session 49; ~75 s cold)
