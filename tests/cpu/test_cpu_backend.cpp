@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #include "common/cases.h"
 #include "common/compare.h"
@@ -106,6 +109,38 @@ TEST(CpuBackendLayout, DeterministicAcrossThreadCounts) {
   EXPECT_EQ(o1.out.bytes, o2.out.bytes);
   EXPECT_EQ(o1.final_state.bytes, o2.final_state.bytes);
 }
+
+
+#if defined(__x86_64__)
+// The backend flushes subnormal results in its workers (forward_cpu.cpp, FlushSubnormals) and must hand the caller
+// back its own floating-point mode: with one thread the parallel region runs on the caller's thread itself. Checked
+// with the caller's flush-to-zero off and on, and by arithmetic after the call: a subnormal product survives.
+TEST(CpuBackendLayout, CallersFloatingPointModeRestored) {
+  CaseSpec s = correctness_case_base("mxcsr");
+  Case c = make_case(s, run_seed());
+  const unsigned entry = _mm_getcsr();
+  for (const unsigned ftz : {0u, static_cast<unsigned>(_MM_FLUSH_ZERO_ON)}) {
+    for (const int threads : {1, 2}) {
+      Outputs o = make_outputs(c, s.in_dtype, KDA_DTYPE_FLOAT32);
+      kda_forward_args_t a = host_args(c, o, KDA_BACKEND_CPU);
+      a.cpu_threads = threads;
+      // The control bits (rounding, masks, FTZ, DAZ), not the sticky exception flags (the low six), which any
+      // arithmetic may raise.
+      const unsigned flags = 0x3Fu;
+      const unsigned mode = (entry & ~static_cast<unsigned>(_MM_FLUSH_ZERO_MASK) & ~flags) | ftz;
+      _mm_setcsr(mode);
+      const kda_status_t st = kda_forward(&a, nullptr, 0, nullptr);
+      const unsigned after = _mm_getcsr() & ~flags;
+      volatile float tiny = 1e-30f, scale = 1e-10f;
+      const float product = tiny * scale;  // 1e-40: subnormal unless flushed
+      _mm_setcsr(entry);
+      ASSERT_EQ(st, KDA_STATUS_SUCCESS) << kda_last_error();
+      EXPECT_EQ(after, mode) << "threads " << threads << ", caller's FTZ " << (ftz != 0);
+      if (ftz == 0) EXPECT_GT(product, 0.0f) << "threads " << threads << ": a subnormal result was flushed after the call";
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace kda::testing
