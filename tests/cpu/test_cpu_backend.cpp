@@ -110,7 +110,6 @@ TEST(CpuBackendLayout, DeterministicAcrossThreadCounts) {
   EXPECT_EQ(o1.final_state.bytes, o2.final_state.bytes);
 }
 
-
 #if defined(__x86_64__)
 // The backend flushes subnormal results in its workers (forward_cpu.cpp, FlushSubnormals) and must hand the caller
 // back its own floating-point mode: with one thread the parallel region runs on the caller's thread itself. Checked
@@ -136,7 +135,7 @@ TEST(CpuBackendLayout, CallersFloatingPointModeRestored) {
       _mm_setcsr(entry);
       ASSERT_EQ(st, KDA_STATUS_SUCCESS) << kda_last_error();
       EXPECT_EQ(after, mode) << "threads " << threads << ", caller's FTZ " << (ftz != 0);
-      if (ftz == 0) EXPECT_GT(product, 0.0f) << "threads " << threads << ": a subnormal result was flushed after the call";
+      if (ftz == 0) EXPECT_GT(product, 0.0f) << "threads " << threads << ": a subnormal was flushed after the call";
     }
   }
 }

@@ -23,8 +23,9 @@ constexpr size_t combine_smem_bytes(int K) {
 // X_{j+1} = X_j M_j + B_j for j = 1 .. s - 2 (X_1: pass 1's end of segment 0), in fp32 with the terms summed in k
 // order from B_j. One CTA per (chain, kCombineRows rows of X), K threads, thread d owning column d: a row of X depends
 // on its own row only, so the chains' rows run in parallel and only the s - 2 steps are sequential. Each step's
-// arithmetic is 8 rows x K x K FMA (K = 128: ~1 us a step); what paced it was M_j's K rows read one at a time from
-// global memory, each a dependent latency (ncu, session 51: 414 us for h4-32k's 14 steps, a third of its forward).
+// arithmetic is 8 rows x K x K FMA a CTA (K = 128: ~1 us of issue); what paced it was M_j's K rows read one at a time
+// from global memory, each a dependent latency (ncu, session 51: 414 us for h4-32k's 14 steps, a third of its
+// forward; 45 us, 3.2 us a step, in this form).
 // So M_j's quarters (K / 4 rows) go through a ring of kRingSlots slots on cp.async, continuous across steps: while a
 // quarter is multiplied the next three are in flight, and B_{j+1}'s rows are loaded into registers during step j.
 // X_j sits transposed in shared memory so a k-step reads its 8 rows as two broadcast 16-byte loads.
