@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 51 for the next device session: segwg (branch segwg: 065dfb4, the segmented state pass on the
-# wgmma state kernel, and ad201d0, the decode norm kernel's gate loads before its reduction; or their rebase) against main52
+# wgmma state kernel, and 554d05d, the decode norm kernel's gate loads before its reduction; or their rebase) against main52
 # (main as the next session finds it, with the combine of 2cd20af), both built with
 # `scripts/gpu_build.sh --python --ab NAME` (this machine may lose .carry between sessions); s52_l2.sh then times the
 # norm change:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 51: ad201d0 (on branch segwg; prepared/0002-*.patch) moves the decode norm kernel's gate loads ahead of its
+# Prepared in session 51: 554d05d (on branch segwg; prepared/0002-*.patch) moves the decode norm kernel's gate loads ahead of its
 # reduction (bit-identical). Issue #7 criterion 4's fusions beside FLA on main52 and segwg, one process each
 # (bench_torch --part fusions --impl kda --impl fla: "fused" and "norm-fused-fla" carry the change; session 51: the
 # norm fusion alone cost +1.1..+6.1 us against FLA's rms_norm_gated), two rounds interleaved. ~300 s + start (FLA's
