@@ -20,7 +20,8 @@
 //
 // Subnormal results are flushed to zero in the workers (FlushSubnormals): the underflowing factors above and their
 // products are below 1e-38, far under any bound, but on Intel cores each subnormal result takes a microcode assist:
-// cpu-8k-h8 ran 2.5x slower on a Xeon with AVX-512 without the flush (session 50: 317 against 126 ms, the same errors).
+// cpu-8k-h8 ran 2.4x slower on a Xeon with AVX-512 without the flush (session 50: 317-322 against 132 ms, the same
+// errors).
 #include "cpu/forward_cpu.h"
 
 #include <Eigen/Dense>

@@ -668,7 +668,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           // these blocks, and T^T carries their rounding into dv. A forward's outputs passed with the chain whole.
           float tk[2][4] = {}, tq[2][4] = {};
           s3_kstep<PK, !kWide>(tk, tq, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
-                              ex2(-bsum_s[B * K + c0 + 4]));
+                               ex2(-bsum_s[B * K + c0 + 4]));
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -678,7 +678,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
             }
         } else {
           s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
-                              ex2(-bsum_s[B * K + c0 + 4]));
+                               ex2(-bsum_s[B * K + c0 + 4]));
         }
       }
     }
