@@ -126,7 +126,8 @@ cudaError_t launch_state_chains(const ForwardParams& p, const char* workspace, i
                                 cudaStream_t s, const BackwardSaves& saves = {});
 
 // The state pass with its chains cut into segments (chunk_map.h plan_segments; chunk_segments.cu): one pass of the
-// generic kernel over every chain (pass 1 or 2, SegmentArgs), the combine between them, and the three as one call.
+// state kernel over every chain (pass 1 or 2, SegmentArgs; on wgmma where it runs), the combine between them, and the
+// three as one call.
 struct SegmentArgs {
   int segments = 1;          // s; 1: the unsplit pass
   int pass = 0;              // 1 or 2
@@ -147,6 +148,9 @@ bool state_wgmma_available(const ForwardParams& p);
 bool state_wgmma_runs(const ForwardParams& p, int bv);
 cudaError_t launch_state_wgmma(const ForwardParams& p, const char* workspace, int64_t chain0, int64_t chains,
                                cudaStream_t s, const BackwardSaves& saves);
+// One pass of the segmented state pass (SegmentArgs) on it: where state_wgmma_runs(p, 64) for the plan's tiles.
+cudaError_t launch_state_wgmma_segment_pass(const ForwardParams& p, const char* workspace, const SegmentArgs& sg,
+                                            cudaStream_t s);
 
 // The reverse pass on sm_90a wgmma (hopper/reverse_wgmma.cu): where state_wgmma_runs; launch_reverse takes it.
 bool reverse_wgmma_runs(const ForwardParams& p, int bv);

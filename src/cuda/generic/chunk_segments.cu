@@ -1,6 +1,7 @@
 // chunk_segments.cu: the state pass with its chains cut into segments, for few chains on many SMs (chunk_map.h
-// plan_segments; docs/hopper.md "Few heads, long sequences"): pass 1 and pass 2 of the generic state kernel
-// (chunk_state.cu, SegmentArgs) and, between them, the combine that hands each segment its exact start state.
+// plan_segments; docs/hopper.md "Few heads, long sequences"): pass 1 and pass 2 of the state kernel (SegmentArgs:
+// hopper/state_wgmma.cu where it runs, else chunk_state.cu) and, between them, the combine that hands each segment its
+// exact start state.
 // Everything in the caller's workspace (chunk_map.h segment_layout, after the forward's own regions), on the caller's
 // stream, no host sync: the plan is a function of the shapes and the SM count alone.
 #include <cstdint>

@@ -341,6 +341,7 @@ cudaError_t launch_state_chains(const ForwardParams& p, const char* ws, int bv, 
 
 cudaError_t launch_state_segment_pass(const ForwardParams& p, const char* ws, int bv, const SegmentArgs& sg,
                                       cudaStream_t s) {
+  if (state_wgmma_runs(p, bv)) return launch_state_wgmma_segment_pass(p, ws, sg, s);
   return dispatch_kn<64, 32>(p.K, bv, [&](auto k, auto v) {
     return launch<decltype(k)::value, decltype(v)::value>(p, ws, 0, p.N * p.HV, s, BackwardSaves{}, sg);
   });

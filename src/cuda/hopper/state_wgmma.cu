@@ -1,6 +1,7 @@
 // state_wgmma.cu: the forward's sequential state pass on sm_90a wgmma (issue #6, docs/hopper.md step 1): the same
 // job, inputs and outputs as chunk_state.cu's mma.sync kernel (which stays the path everywhere else), for K = 128 and
-// 64-column V tiles, fed by phase 1's workspace tiles.
+// 64-column V tiles, fed by phase 1's workspace tiles; and the two passes of the segmented state pass
+// (chunk_segments.cu) where it runs.
 //
 // Why. ncu of the mma.sync state pass (bench/LEDGER.md, session 17) puts it at the shared-memory limit: "Mem Busy"
 // 62%, ~6 K of a chunk's ~10 K cycles moving ~800 KB through shared memory at 128 bytes a cycle, against ~2.5-3.6 K
@@ -89,11 +90,19 @@ struct WgmmaStateLayout {
 // cost the forward's pass ~60 us at train-h64-fixed, session 22). The chain's own stores of 48 KB a chunk are on the
 // serial path: ncu put the saving forward's pass at 1.06-1.08 ms against 0.45 without saves and 0.48 for kTma
 // (session 39).
+// kSeg: a pass of the segmented state pass (SegmentArgs, chunk_segments.cu; only without saves): the CTA walks one
+// segment of its chain from its role's start (initial state, zeros, the identity for the transition's rows v0 >= V,
+// or the segment's hand-off) and ends in its role's rows of the segments' workspace; the transition's rows take U = 0
+// (their U buffer zeroed once, no U copies) and no CTA of a segment j > 0 writes outputs in pass 1. As chunk_state.cu's
+// kSeg instance, whose index math (chunk_map.h seg_tile, segment_role, segment_chunks) it shares; the unsplit
+// instances compile without it.
 enum class Saves { kNone, kTma, kTmaOut, kDirect };
-template <Saves kSaves>
+template <Saves kSaves, bool kSeg = false>
 __global__ void __launch_bounds__(kThreads, 1)
     state_wgmma_kernel(const ForwardParams p, const char* ws, int vtiles, int64_t chain0, const BackwardSaves keep,
-                       const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves) {
+                       const __grid_constant__ sm90::TileMaps maps, const __grid_constant__ sm90::SaveMaps saves,
+                       const SegmentArgs sg) {
+  static_assert(!kSeg || kSaves == Saves::kNone, "a segmented pass keeps nothing for a backward");
 #if defined(KDA_HAS_CUTE) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr bool stage_saves = kSaves == Saves::kTma || kSaves == Saves::kTmaOut;
   constexpr bool direct_saves = kSaves == Saves::kDirect;
@@ -121,17 +130,32 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("griddepcontrol.launch_dependents;");
   const int tid = threadIdx.x, wtid = tid % 128;
   const bool chain = tid < 128;  // warpgroup 0; warpgroup 1 computes the output
-  const ChainTile ct = chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
-  const int hv = ct.hv, v0 = ct.v0;
   const int V = p.V;
+  const SegTile sgt = kSeg ? seg_tile(blockIdx.x, sg.pass, sg.segments, kBV, V, kK, chain0, p.HV) : SegTile{};
+  const ChainTile ct =
+      kSeg ? ChainTile{sgt.rank, sgt.hv, sgt.v0 / kBV, sgt.v0} : chain_tile(blockIdx.x, vtiles, chain0, kBV, p.HV);
+  const int hv = ct.hv, v0 = ct.v0;
+  const SegmentRole role = kSeg ? segment_role(sgt, sg.pass, sg.segments, V, kK)
+                                : SegmentRole{SegmentRole::kInitial, 0, SegmentRole::kFinal, 0, true, false};
+  const bool m_rows = kSeg && role.transition;  // the transition's rows: U = 0, no output
+  // Whether the output warpgroup computes and stores o (and Qg, A_qk are copied): a compile-time true for the
+  // forward's unsplit instances, false for the backward's recompute (kTma).
+  const bool has_out = kSaves != Saves::kTma && (!kSeg || (p.out != nullptr && role.outputs));
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, V);
   const ChainChunks cc = chain_chunks(ws, wl, ct.rank, p.has_cu_seqlens());
   const int64_t n = cc.n;
   const ChunkRec* const list = cc.list;
   const float* const tiles = cc.tiles;
-  const int64_t first = cc.first, last = cc.last, b = cc.b;
+  int64_t first = cc.first, last = cc.last;
+  if (kSeg) segment_chunks(cc.first, cc.last, sgt.seg, sg.segments, &first, &last);
+  const int64_t b = cc.b;
   const TileLayout tl{kK, V};
+  // The segment's end rows [v][K] in the segments' workspace (X_1, or [B_seg; M_seg]), or null.
+  float* const seg_end = !kSeg ? nullptr
+                         : role.end == SegmentRole::kStarts ? sg.starts + role.end_at
+                         : role.end == SegmentRole::kEnds   ? sg.ends + role.end_at
+                                                            : nullptr;
 
   auto tile_of = [&](int64_t ci) { return tiles + (ci * p.HV + hv) * tl.floats(); };
   // TMA: one thread (the output warpgroup's first: the chain is the critical path) issues a group's copies, each
@@ -152,16 +176,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane, 0, row + kC);
     box(maps.rows256, bar, dst + 2 * Ly::kRowPlane + 4 * kC * 32, 64, row + kC);
   };
-  // The backward's recompute (no output): Qg and A_qk have no reader, not copied, their buffers free.
-  constexpr bool has_out = kSaves != Saves::kTma;
+  // Without output (the backward's recompute, a segment's CTA that writes none): Qg and A_qk have no reader, not
+  // copied, their buffers free. The transition's rows: no U copies (the buffer holds zeros).
   auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tr.per_tile;
-      Bar::arrive_and_expect_tx(&bars[0], has_out ? kTxA : kTxA - 4 * Ly::kRowPlane);
+      Bar::arrive_and_expect_tx(&bars[0], kTxA - (has_out ? 0 : 4 * Ly::kRowPlane) - (m_rows ? 4 * kC * kBV : 0));
       pair256(&bars[0], sb + Ly::kW, row + tr.w);
       if (has_out) pair256(&bars[0], sb + Ly::kQ, row + tr.qg);
-      SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU, v0, 0, ti);
-      SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU + 8192, v0 + 32, 0, ti);
+      if (!m_rows) {
+        SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU, v0, 0, ti);
+        SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU + 8192, v0 + 32, 0, ti);
+      }
     }
   };
   auto load_b = [&](unsigned char* sb, int64_t ci) {  // Kd (stored [t][d], viewed (d, t)), A_qk, decay
@@ -187,6 +213,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     Bar::init(&bars[0], 1);
     Bar::init(&bars[1], 1);
     cutlass::arch::fence_barrier_init();
+  }
+  if (m_rows) {  // U = 0 for the transition's rows: never copied, read by the chain's V_new = U - W S^T
+    float* const u = reinterpret_cast<float*>(smem + Ly::kU);
+    for (int e = tid; e < kC * kBV; e += kThreads) u[e] = 0.0f;
   }
   __syncthreads();
   load_a(smem, first);
@@ -221,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // loop's first barrier (state_stage.cuh: why not in place).
   float* const stage_kd = reinterpret_cast<float*>(smem + Ly::kKd);
   static_assert(4 * Ly::kRowPlane >= sizeof(float) * sm90::kStageRows * sm90::kStageCols, "the stage fits Kd's planes");
-  if (p.has_initial_state()) {
+  const bool from_initial = p.has_initial_state() && role.start == SegmentRole::kInitial;
+  if (from_initial) {
     const float* const init = static_cast<const float*>(p.initial_state.data);
     sm90::stage_in<kThreads>(stage_kd, !p.state_v_first, tid, [&](int r, int c) {
       return init[p.state_offset(p.initial_state.stride, n, hv, v0 + r, c)];
@@ -230,8 +261,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (chain) {
     CUTE_UNROLL
-    for (int i = 0; i < size(S); ++i)
-      S(i) = p.has_initial_state() ? stage_kd[get<0>(cVK(i)) * sm90::kStageCols + get<1>(cVK(i))] : 0.0f;
+    for (int i = 0; i < size(S); ++i) {
+      const int v = get<0>(cVK(i)), d = get<1>(cVK(i));
+      if (kSeg && role.start == SegmentRole::kHandOff)
+        S(i) = sg.starts[role.start_at + int64_t{v0 + v} * kK + d];
+      else if (kSeg && role.start != SegmentRole::kInitial)  // B from zero, M from the identity
+        S(i) = role.start == SegmentRole::kIdentity && v0 + v - V == d ? 1.0f : 0.0f;
+      else
+        S(i) = from_initial ? stage_kd[v * sm90::kStageCols + d] : 0.0f;
+    }
     store_state_planes(smem);
   }
   Tensor acc = partition_fragment_C(mma_xs, Shape<_64, _64>{});  // W S^T (chain), Qg S^T + A_qk V_new (output)
@@ -280,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sm90::st_shared_u32(vl + at(i / 2), l);
         if (vn) store_planes2(vn, int64_t{kC} * Vo, t * Vo + v, h, l);
       }
-    } else if (p.out != nullptr) {  // o = Qg S^T, held into phase B
+    } else if (has_out && p.out != nullptr) {  // o = Qg S^T, held into phase B
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kQ), k128(sb, kQl), k128(sb, Ly::kS), k128(sb, kSl), acc);
     }
 
@@ -301,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < size(S); ++i) S(i) *= sm90::ld_shared_f32(dec + 4 * get<1>(cVK(i)));
       sm90::wgmma_bf16x3(mma_vk, thr_vk, mn64(sb, Ly::kVn), mn64(sb, kVl), mn128(sb, Ly::kKd), mn128(sb, kKl), S);
       store_state_planes(sb);
-    } else if (p.out != nullptr) {  // o += A_qk V_new; the chunk's L rows to out (no output: the backward's
+    } else if (has_out && p.out != nullptr) {  // o += A_qk V_new; the chunk's L rows to out (no output: the backward's
       // recompute keeps only the chain's state and V_new, and the tensor cores are the chain's)
       sm90::wgmma_bf16x3(mma_av, thr_av, k64(sb, Ly::kA), k64(sb, kAl), mn64(sb, Ly::kVn), mn64(sb, kVl), acc);
       // This thread's two rows of the chunk (pair j at row r + 8 (j % 2), columns v0 + acc_col(wtid, j), v
@@ -334,7 +372,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   // two strides: a few instructions an element (state_stage.cuh: why not state_offset's per element). Staged
   // through shared memory as the initial state is, the stage kept values live across the loop (ptxas: spills in it).
   if (stage_saves && issuer) cute::tma_store_wait<0>();  // the last V_new planes read before the CTA's exit
-  if (chain && p.has_final_state()) {
+  if (kSeg && chain && seg_end != nullptr) {
+    CUTE_UNROLL
+    for (int i = 0; i < size(S); ++i) seg_end[int64_t{v0 + get<0>(cVK(i))} * kK + get<1>(cVK(i))] = S(i);
+  } else if (chain && p.has_final_state() && role.end == SegmentRole::kFinal) {
     const int64_t* const st = p.final_state_stride;
     const int64_t sr = p.state_v_first ? st[2] : st[3], sc = p.state_v_first ? st[3] : st[2];
     float* const base = static_cast<float*>(p.final_state) + n * st[0] + hv * st[1] + v0 * sr;
@@ -392,7 +433,25 @@ cudaError_t launch_state_wgmma(const ForwardParams& p, const char* ws, int64_t c
       cudaSuccess)
     return e;
   const int vtiles = p.V / kBV;
-  kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep, maps, saves);
+  kernel<<<static_cast<unsigned>(chains * vtiles), kThreads, bytes, s>>>(p, ws, vtiles, chain0, keep, maps, saves,
+                                                                        SegmentArgs{});
+  return cudaSuccess;
+}
+
+cudaError_t launch_state_wgmma_segment_pass(const ForwardParams& p, const char* ws, const SegmentArgs& sg,
+                                            cudaStream_t s) {
+  const size_t bytes = WgmmaStateLayout::kBytes;
+  const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, kK, p.V);
+  sm90::TileMaps maps;
+  cudaError_t e;
+  if ((e = sm90::encode_tile_maps(ws + wl.tiles, wl.cap * p.HV, p.V, &maps)) != cudaSuccess) return e;
+  auto* const kernel = state_wgmma_kernel<Saves::kNone, true>;
+  if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes))) !=
+      cudaSuccess)
+    return e;
+  const int64_t ctas = p.N * p.HV * segment_pass_ctas(sg.pass, sg.segments, kBV, p.V, kK);
+  kernel<<<static_cast<unsigned>(ctas), kThreads, bytes, s>>>(p, ws, p.V / kBV, 0, BackwardSaves{}, maps,
+                                                              sm90::SaveMaps{}, sg);
   return cudaSuccess;
 }
 
