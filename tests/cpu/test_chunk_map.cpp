@@ -96,14 +96,14 @@ TEST(ChunkMap, MalformedDeviceOffsetsStayInBounds) {
 
 TEST(ChunkMap, VTileFillsTheGpu) {
   // h64-fixed on 132 SMs: 64 chains of V = 128 -> 64-column tiles (128 CTAs, one wave).
-  EXPECT_EQ(choose_v_tile(64, 128, 132), 64);
+  EXPECT_EQ(choose_v_tile(64, 128, 132, false), 64);
   // h96-fixed: 192 CTAs of 64 columns (two waves, cost 256) against 384 of 32 (three waves, 288).
-  EXPECT_EQ(choose_v_tile(96, 128, 132), 64);
+  EXPECT_EQ(choose_v_tile(96, 128, 132, false), 64);
   // A single chain: 32-column tiles give 4 CTAs in one wave, cheaper per chunk.
-  EXPECT_EQ(choose_v_tile(1, 128, 132), 32);
+  EXPECT_EQ(choose_v_tile(1, 128, 132, false), 32);
   // 100 chains of V = 64 on 132 SMs: 64 columns (100 CTAs) against 200 CTAs of 32 in two waves.
-  EXPECT_EQ(choose_v_tile(100, 64, 132), 64);
-  EXPECT_EQ(choose_v_tile(10, 64, 132), 32);
+  EXPECT_EQ(choose_v_tile(100, 64, 132, false), 64);
+  EXPECT_EQ(choose_v_tile(10, 64, 132, false), 32);
 }
 
 // The sm_90a passes' TMA rows (tile_rows) against TileLayout's float offsets: every plane pair starts exactly on its
@@ -221,36 +221,36 @@ TEST(ChunkMap, OverlapTakesTheLastWavesHeadsFirst) {
 TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
   // h96-fixed on 132 SMs: 66 chains in 64-column tiles fill one wave (132 CTAs); the other 30 in 32-column tiles
   // (120 CTAs) fill the second, which 64-column tiles would leave at 60 CTAs.
-  StatePassPlan p = plan_state_pass(96, 128, 132, true);
+  StatePassPlan p = plan_state_pass(96, 128, 132, true, false);
   EXPECT_EQ(p.bv_first, 64);
   EXPECT_EQ(p.first_chains, 66);
   EXPECT_EQ(p.bv_rest, 32);
   // Packed sequences of different lengths keep one launch.
-  p = plan_state_pass(96, 128, 132, false);
+  p = plan_state_pass(96, 128, 132, false, false);
   EXPECT_EQ(p.first_chains, 96);
   EXPECT_EQ(p.bv_first, 64);
   // h64-fixed: one wave of 64-column tiles already.
-  p = plan_state_pass(64, 128, 132, true);
+  p = plan_state_pass(64, 128, 132, true, false);
   EXPECT_EQ(p.first_chains, 64);
   EXPECT_EQ(p.bv_first, 64);
   // 120 chains: 66 + 54, and 54 x 4 = 216 CTAs of 32 columns would not fit one wave: one launch.
-  p = plan_state_pass(120, 128, 132, true);
+  p = plan_state_pass(120, 128, 132, true, false);
   EXPECT_EQ(p.first_chains, 120);
   // V = 64 (one 64-column tile a chain): 200 chains = 132 + 68, the 68 in 136 CTAs of 32 > 132: one launch; 160
   // chains = 132 + 28 in 56 CTAs: split.
-  EXPECT_EQ(plan_state_pass(200, 64, 132, true).first_chains, 200);
-  p = plan_state_pass(160, 64, 132, true);
+  EXPECT_EQ(plan_state_pass(200, 64, 132, true, false).first_chains, 200);
+  p = plan_state_pass(160, 64, 132, true, false);
   EXPECT_EQ(p.first_chains, 132);
   EXPECT_EQ(p.bv_rest, 32);
   // 32-column tiles chosen outright (a single chain): one launch.
-  p = plan_state_pass(1, 128, 132, true);
+  p = plan_state_pass(1, 128, 132, true, false);
   EXPECT_EQ(p.bv_first, 32);
   EXPECT_EQ(p.first_chains, 1);
   // Every split covers every chain once: first + rest = chains, and each part within its waves.
   for (int64_t chains = 1; chains <= 600; ++chains)
     for (int V : {64, 128})
       for (int sms : {1, 2, 78, 108, 132}) {
-        const StatePassPlan q = plan_state_pass(chains, V, sms, true);
+        const StatePassPlan q = plan_state_pass(chains, V, sms, true, false);
         ASSERT_GE(q.first_chains, 0);
         ASSERT_LE(q.first_chains, chains);
         if (q.first_chains < chains) {
@@ -266,19 +266,49 @@ TEST(ChunkMap, StatePassPlanSplitsTheLastWave) {
 // on 132 SMs, or more chains) keep the unsplit pass; few chains of many chunks split, by the plan's own cost model
 // at <= 0.8 of the unsplit; chains too short for two 4-chunk segments never do.
 TEST(ChunkMap, SegmentPlanSplitsOnlyFewLongChains) {
-  for (int64_t chains : {64, 96, 384, 512, 576}) EXPECT_EQ(plan_segments(chains, 128, 128, 128, 132).segments, 1);
-  const SegmentPlan tp8 = plan_segments(4, 512, 128, 128, 132);  // h4-32k
+  for (int64_t chains : {64, 96, 384, 512, 576})
+    EXPECT_EQ(plan_segments(chains, 128, 128, 128, 132, false).segments, 1);
+  const SegmentPlan tp8 = plan_segments(4, 512, 128, 128, 132, false);  // h4-32k
   EXPECT_GT(tp8.segments, 1);
-  EXPECT_EQ(plan_segments(1, 64, 128, 128, 132).segments > 1, true);
-  EXPECT_EQ(plan_segments(1, 7, 128, 128, 132).segments, 1);
+  EXPECT_EQ(plan_segments(1, 64, 128, 128, 132, false).segments > 1, true);
+  EXPECT_EQ(plan_segments(1, 7, 128, 128, 132, false).segments, 1);
   for (int64_t chains = 1; chains <= 600; chains += 7)
     for (int64_t chunks : {1, 8, 33, 128, 512, 2048})
-      for (int kv : {64, 128}) {
-        const SegmentPlan sp = plan_segments(chains, chunks, kv, kv, 132);
-        ASSERT_TRUE(sp.segments >= 1 && sp.segments <= kMaxSegments && (sp.segments & (sp.segments - 1)) == 0);
-        ASSERT_TRUE(sp.segments == 1 || chunks >= int64_t{sp.segments} * kMinSegmentChunks);
-        ASSERT_EQ(kv % sp.bv, 0);
-      }
+      for (int kv : {64, 128})
+        for (bool wgmma64 : {false, kv == 128}) {
+          const SegmentPlan sp = plan_segments(chains, chunks, kv, kv, 132, wgmma64);
+          ASSERT_TRUE(sp.segments >= 1 && sp.segments <= kMaxSegments && (sp.segments & (sp.segments - 1)) == 0);
+          ASSERT_TRUE(sp.segments == 1 || chunks >= int64_t{sp.segments} * kMinSegmentChunks);
+          ASSERT_EQ(kv % sp.bv, 0);
+          // On wgmma a 32-column tile (the generic kernel) costs a 64-column one's step for half its rows: never
+          // chosen for segments, whose wgmma instance takes 64-row tiles.
+          if (wgmma64 && sp.segments > 1) ASSERT_EQ(sp.bv, 64) << chains << " " << chunks;
+        }
+}
+
+// Where 64-column tiles run the wgmma kernel and narrower ones the generic kernel, a 32-column chunk step is priced
+// as a 64-column one (chunk_map.h tile_step_cost): 32 chains (H = 32, kimi-32k) keep 64 columns in one wave; 16
+// chains of 512 chunks (H = 16 at 32k tokens: 32 wgmma CTAs on 132 SMs) split in 4 (pass 1 224 CTAs in two waves,
+// pass 2 96 in one: 3 x 128 chunk steps against 512 unsplit), where the one-family model kept them whole (its
+// unsplit 64 CTAs of 32 columns at 96 a step); h4-32k's plan is the same under both; the standard workloads never
+// split.
+TEST(ChunkMap, WgmmaPricingOfTiles) {
+  EXPECT_EQ(choose_v_tile(32, 128, 132, true), 64);
+  EXPECT_EQ(choose_v_tile(32, 128, 132, false), 32);
+  EXPECT_EQ(choose_v_tile(96, 128, 132, true), 64);
+  EXPECT_EQ(plan_state_pass(32, 128, 132, false, true).bv_first, 64);
+  const SegmentPlan h16 = plan_segments(16, 512, 128, 128, 132, true);
+  EXPECT_EQ(h16.segments, 4);
+  EXPECT_EQ(h16.bv, 64);
+  EXPECT_EQ(plan_segments(16, 512, 128, 128, 132, false).segments, 1);
+  EXPECT_EQ(plan_segments(32, 512, 128, 128, 132, true).segments, 1);
+  for (bool wgmma64 : {false, true}) {
+    const SegmentPlan h4 = plan_segments(4, 512, 128, 128, 132, wgmma64);
+    EXPECT_EQ(h4.segments, 16);
+    EXPECT_EQ(h4.bv, 64);
+    for (int64_t chains : {64, 96, 384, 512, 576})
+      EXPECT_EQ(plan_segments(chains, 128, 128, 128, 132, wgmma64).segments, 1);
+  }
 }
 
 // Every (chain, segment, tile of rows) of a segmented pass is one CTA: pass 1 runs segment 0's value rows and every
@@ -452,7 +482,7 @@ TEST(ChunkMap, SegmentLayoutFollowsTheWorkspace) {
 TEST(ChunkMap, ChainTilesCoverEveryTileOnce) {
   for (const auto& [N, HV, V, sms] : {std::tuple<int64_t, int, int, int>{1, 96, 128, 132}, {3, 64, 128, 132},
                                      {5, 12, 64, 132}, {2, 7, 128, 16}}) {
-    const StatePassPlan plan = plan_state_pass(N * HV, V, sms, true);
+    const StatePassPlan plan = plan_state_pass(N * HV, V, sms, true, false);
     std::set<std::tuple<int64_t, int, int>> seen;  // (rank, hv, first column)
     auto launch = [&](int bv, int64_t chain0, int64_t count) {
       const int vtiles = V / bv;

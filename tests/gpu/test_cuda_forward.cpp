@@ -267,7 +267,9 @@ TEST_F(CudaBehaviour, SegmentCasesSplitTheirChains) {
     int64_t tokens = s.B * s.T;
     if (!s.seqlens.empty()) tokens = std::accumulate(s.seqlens.begin(), s.seqlens.end(), int64_t{0});
     const int64_t n = s.seqlens.empty() ? s.B : static_cast<int64_t>(s.seqlens.size());
-    EXPECT_GT(cuda::plan_segments(n * s.HV, cuda::chunks_of(tokens), s.V, s.K, sms).segments, 1) << s.name;
+    // Under both families' pricing: CudaChunked's generic kernel, and CudaHopper's wgmma one at K = 128.
+    for (bool wgmma64 : {false, s.K == 128})
+      EXPECT_GT(cuda::plan_segments(n * s.HV, cuda::chunks_of(tokens), s.V, s.K, sms, wgmma64).segments, 1) << s.name;
     ++cases;
   }
   EXPECT_EQ(cases, 6);

@@ -77,7 +77,9 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
     f.out = nullptr;
     f.final_state = nullptr;
     f.ckpt = nullptr;
-    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens());  // the reverse pass's
+    // The reverse pass's plan, priced as one kernel family (its 32-column generic step against the wgmma 64-column one
+    // is not measured; the backward's workloads run 64-column tiles either way).
+    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens(), false);
     if (p.N > 0) {
       // forward_saved: the forward (save_for_backward) left launches 0-2's results in this workspace.
       if (!bp.forward_saved) {

@@ -241,16 +241,20 @@ KDA_HOST_DEVICE CopyPiece copy_piece(int tid, int pass, int cols, int piece, int
 // The state pass runs one CTA per (sequence, value head, V tile of bv columns), one CTA per SM (its shared memory,
 // chunk_state.cu). Wider tiles do more work per chunk; narrower ones give more CTAs. Cost model: a CTA's chain
 // time grows like (bv + 64) per chunk (the 64 stands for the W / Qg / Kd / Aqk tiles every CTA loads and the fixed
-// latency of a chunk, whatever its width), and CTAs beyond one per SM run in further waves. Returns the bv in
-// {64, 32} (dividing V) of least waves * (bv + 64); ties go to the wider tile.
-KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms) {
+// latency of a chunk, whatever its width), and CTAs beyond one per SM run in further waves.
+// wgmma64: 64-column tiles run hopper/state_wgmma.cu (state_wgmma_runs) and narrower ones the generic mma.sync
+// kernel, whose 32-column chunk step takes about as long as the wgmma kernel's 64-column one (session 19: ~564
+// against ~552 us a wave at h96-fixed), so both are priced at 128 there.
+KDA_HOST_DEVICE int64_t tile_step_cost(int bv, bool wgmma64) { return wgmma64 ? 128 : bv + 64; }
+// Returns the bv in {64, 32} (dividing V) of least waves * tile_step_cost; ties go to the wider tile.
+KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms, bool wgmma64) {
   int best = 0;
   int64_t best_cost = 0;
   for (int bv = 64; bv >= 32; bv /= 2) {
     if (V % bv != 0) continue;
     const int64_t ctas = chains * (V / bv);
     const int64_t waves = sms > 0 ? (ctas + sms - 1) / sms : 1;
-    const int64_t cost = waves * (bv + 64);
+    const int64_t cost = waves * tile_step_cost(bv, wgmma64);
     if (best == 0 || cost < best_cost) {
       best = bv;
       best_cost = cost;
@@ -271,8 +275,8 @@ struct StatePassPlan {
   int64_t first_chains;
   int bv_rest;
 };
-KDA_HOST_DEVICE StatePassPlan plan_state_pass(int64_t chains, int V, int sms, bool equal_chains) {
-  const int bv = choose_v_tile(chains, V, sms);
+KDA_HOST_DEVICE StatePassPlan plan_state_pass(int64_t chains, int V, int sms, bool equal_chains, bool wgmma64) {
+  const int bv = choose_v_tile(chains, V, sms, wgmma64);
   const StatePassPlan one{bv, chains, bv};
   if (!equal_chains || bv != 64 || V % 64 != 0 || sms < V / 64) return one;
   const int64_t per_wave = sms / (V / 64);  // chains whose 64-column tiles one wave holds
@@ -337,17 +341,18 @@ KDA_HOST_DEVICE ChainChunks chain_chunks(const char* ws, const WorkspaceLayout& 
 constexpr int kMaxSegments = 16;
 constexpr int kMinSegmentChunks = 4;
 
-// choose_v_tile's cost model over both passes (a CTA-chunk of bv columns or rows costs bv + 64, one CTA an SM), plus
-// the s - 2 combine steps and the two extra launches at ~one 64-column chunk step (128) each: estimates until the
-// H200 measures them. max_chunks bounds the longest chain. Returns s in {1, 2, 4, 8, 16} and the tile width; s > 1
-// only where predicted at <= 0.8 of the unsplit pass (choose_v_tile's width).
+// choose_v_tile's cost model over both passes (a CTA-chunk of bv columns or rows costs tile_step_cost, one CTA an
+// SM), plus the s - 2 combine steps and the two extra launches at ~one 64-column chunk step (128) each (h4-32k on an
+// H100, session 52: pass 1 ~3.1 us a chunk step, pass 2 ~4.0, the combine 45 us over 14 steps). max_chunks bounds the
+// longest chain. Returns s in {1, 2, 4, 8, 16} and the tile width; s > 1 only where predicted at <= 0.8 of the
+// unsplit pass (choose_v_tile's width).
 struct SegmentPlan {
   int segments, bv;
 };
-KDA_HOST_DEVICE SegmentPlan plan_segments(int64_t chains, int64_t max_chunks, int V, int K, int sms) {
+KDA_HOST_DEVICE SegmentPlan plan_segments(int64_t chains, int64_t max_chunks, int V, int K, int sms, bool wgmma64) {
   auto waves = [&](int64_t ctas) { return sms > 0 ? (ctas + sms - 1) / sms : ctas; };
-  const int bv1 = choose_v_tile(chains, V, sms);
-  const int64_t unsplit = waves(chains * (V / bv1)) * max_chunks * (bv1 + 64);
+  const int bv1 = choose_v_tile(chains, V, sms, wgmma64);
+  const int64_t unsplit = waves(chains * (V / bv1)) * max_chunks * tile_step_cost(bv1, wgmma64);
   SegmentPlan best{1, bv1};
   int64_t best_cost = unsplit;
   for (int s = 2; s <= kMaxSegments && max_chunks >= int64_t{s} * kMinSegmentChunks; s *= 2) {
@@ -355,7 +360,8 @@ KDA_HOST_DEVICE SegmentPlan plan_segments(int64_t chains, int64_t max_chunks, in
       if (V % bv != 0 || K % bv != 0) continue;
       const int64_t pass1 = waves(chains * (V / bv + int64_t{s - 1} * ((V + K) / bv)));
       const int64_t pass2 = waves(chains * int64_t{s - 1} * (V / bv));
-      const int64_t cost = (pass1 + pass2) * ((max_chunks + s - 1) / s) * (bv + 64) + int64_t{s} * 128;
+      const int64_t cost =
+          (pass1 + pass2) * ((max_chunks + s - 1) / s) * tile_step_cost(bv, wgmma64) + int64_t{s} * 128;
       if (5 * cost <= 4 * unsplit && cost < best_cost) {
         best = SegmentPlan{s, bv};
         best_cost = cost;

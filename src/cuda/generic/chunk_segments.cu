@@ -103,7 +103,7 @@ SegmentPlan segment_plan(const ForwardParams& p, int sms) {
   if (p.save_for_backward || p.N == 0) return SegmentPlan{1, 64};
   // Without cu_seqlens every chain has T tokens; a packed batch's longest is at most B T (its lengths are on the
   // device: each chain cuts its own chunk count, so a shorter one only has shorter segments).
-  return plan_segments(p.N * p.HV, chunks_of(p.B * p.T), p.V, p.K, sms);
+  return plan_segments(p.N * p.HV, chunks_of(p.B * p.T), p.V, p.K, sms, state_wgmma_runs(p, 64));
 }
 
 size_t segment_workspace_bytes(const ForwardParams& p, int sms) {

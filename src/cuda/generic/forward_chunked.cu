@@ -158,8 +158,8 @@ cudaError_t chunk::launch_forward_phases(const ForwardParams& p, char* ws, const
   // The last wave's split into 32-column tiles pays where both launches run the same kernel family; with the
   // 64-column tiles on wgmma (state_wgmma_runs) the 32-column ones would run mma.sync, ~as slow a chunk as a whole
   // 64-column wgmma tile (session 19: ~552 and ~564 us a wave at h96-fixed), so every chain keeps 64 columns.
-  const bool split = !p.has_cu_seqlens() && !state_wgmma_runs(p, 64);
-  return launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, split), s, keep.state);
+  const bool wgmma64 = state_wgmma_runs(p, 64), split = !p.has_cu_seqlens() && !wgmma64;
+  return launch_state(p, ws, plan_state_pass(p.N * p.HV, p.V, sms, split, wgmma64), s, keep.state);
 }
 
 Status chunked_forward_workspace_size(const ForwardParams& p, size_t* bytes) {
