@@ -13,9 +13,8 @@
 namespace kda::cuda::chunk {
 namespace {
 
-constexpr int kCombineRows = 8;    // state rows a CTA carries through the combine (h4-32k: 4 chains x 16 = 64 CTAs)
-constexpr int kCombineGroups = 2;  // thread groups a CTA (K threads each), kCombineRows / kCombineGroups rows a thread
-constexpr int kRingSlots = 4;      // M_j streams through shared memory in quarters (K / 4 rows), three in flight
+constexpr int kCombineRows = 8;  // state rows a CTA carries through the combine (h4-32k: 4 chains x 16 = 64 CTAs)
+constexpr int kRingSlots = 4;    // M_j streams through shared memory in quarters (K / 4 rows), three in flight
 
 // Shared memory of combine_kernel<K>: the ring of M quarters, then X_j transposed, [K][kCombineRows] (K = 128: 68 KB).
 constexpr size_t combine_smem_bytes(int K) {
@@ -23,29 +22,24 @@ constexpr size_t combine_smem_bytes(int K) {
 }
 
 // X_{j+1} = X_j M_j + B_j for j = 1 .. s - 2 (X_1: pass 1's end of segment 0), in fp32 with the terms summed in k
-// order from B_j. One CTA per (chain, kCombineRows rows of X), kCombineGroups groups of K threads, thread (group, d)
-// owning column d of the group's rows: a row of X depends on its own row only, so the chains' rows run in parallel
-// and only the s - 2 steps are sequential. Each step's arithmetic is 8 rows x K x K FMA a CTA (K = 128: ~1 us of
-// issue); what paced it was M_j's K rows read one at a time from global memory, each a dependent latency (ncu,
-// session 51: 414 us for h4-32k's 14 steps, a third of its forward; 45 us, 3.2 us a step, with the ring below).
+// order from B_j. One CTA per (chain, kCombineRows rows of X), K threads, thread d owning column d: a row of X depends
+// on its own row only, so the chains' rows run in parallel and only the s - 2 steps are sequential. Each step's
+// arithmetic is 8 rows x K x K FMA a CTA (K = 128: ~1 us of issue); what paced it was M_j's K rows read one at a time
+// from global memory, each a dependent latency (ncu, session 51: 414 us for h4-32k's 14 steps, a third of its
+// forward; 45 us, 3.2 us a step, in this form).
 // So M_j's quarters (K / 4 rows) go through a ring of kRingSlots slots on cp.async, continuous across steps: while a
 // quarter is multiplied the next three are in flight, and B_{j+1}'s rows are loaded into registers during step j.
-// X_j sits transposed in shared memory so a k-step reads a thread's rows as one broadcast 16-byte load.
-// With one warp a scheduler (K threads, session 52's ncu: 0.35 eligible warps, 2.86 cycles an instruction, stalls on
-// the FMA and shared-load latencies) the k-steps' latency paced it; two groups of 4 rows put two warps on each
-// scheduler for the same copies and the same fmaf order per element (bit-identical results).
+// X_j sits transposed in shared memory so a k-step reads its 8 rows as two broadcast 16-byte loads.
 template <int K>
-__global__ void __launch_bounds__(kCombineGroups * K) combine_kernel(int V, int s, const float* ends, float* starts) {
-  constexpr int kQ = K / 4, kSlot = kQ * K, R = kCombineRows, RT = R / kCombineGroups, kT = kCombineGroups * K;
-  static_assert(RT == 4, "a thread's rows are one 16-byte load of X_j's transposed row");
-  static_assert(K % 4 == 0 && kSlot % (4 * kT) == 0, "a quarter of M is whole 16-byte copies, kT of them a pass");
+__global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* ends, float* starts) {
+  constexpr int kQ = K / 4, kSlot = kQ * K, R = kCombineRows;
+  static_assert(K % 4 == 0 && kQ * K % (4 * K) == 0, "a quarter of M is whole 16-byte copies, K of them a pass");
   extern __shared__ float4 combine_smem[];
   float* const ring = reinterpret_cast<float*>(combine_smem);  // [kRingSlots][kQ][K]
   float* const Xt = ring + kRingSlots * kSlot;                   // [K][R]: X_j's rows r0 .. r0 + R - 1, transposed
   const int blocks_per_chain = V / R;
   const int64_t chain = blockIdx.x / blocks_per_chain;
-  const int tid = threadIdx.x, d = tid % K, rt = (tid / K) * RT;  // column d of rows r0 + rt .. r0 + rt + RT - 1
-  const int r0 = static_cast<int>(blockIdx.x % blocks_per_chain) * R;
+  const int r0 = static_cast<int>(blockIdx.x % blocks_per_chain) * R, d = threadIdx.x;
   const int64_t VK = int64_t{V} * K;
   const int units = 4 * (s - 2);  // unit u: M_j's quarter u % 4, j = 1 + u / 4
   // Unit u's copy into slot u % kRingSlots, one commit group a unit (empty past the last) so the waits count evenly.
@@ -54,25 +48,24 @@ __global__ void __launch_bounds__(kCombineGroups * K) combine_kernel(int V, int 
       const float* const src = ends + segment_end_at(chain, 1 + u / 4, s, V, K) + VK + int64_t{u % 4} * kSlot;
       float* const dst = ring + (u % kRingSlots) * kSlot;
 #pragma unroll
-      for (int i = 4 * tid; i < kSlot; i += 4 * kT) cp_async16(dst + i, src + i);
+      for (int i = 4 * d; i < kSlot; i += 4 * K) cp_async16(dst + i, src + i);
     }
     cp_async_commit();
   };
 #pragma unroll
   for (int u = 0; u < kRingSlots - 1; ++u) issue(u);
 #pragma unroll
-  for (int r = 0; r < RT; ++r)
-    Xt[d * R + rt + r] = starts[segment_start_at(chain, 1, s, V, K) + (r0 + rt + r) * K + d];
-  float b[RT];
+  for (int r = 0; r < R; ++r) Xt[d * R + r] = starts[segment_start_at(chain, 1, s, V, K) + (r0 + r) * K + d];
+  float b[R];
 #pragma unroll
-  for (int r = 0; r < RT; ++r) b[r] = ends[segment_end_at(chain, 1, s, V, K) + (r0 + rt + r) * K + d];
+  for (int r = 0; r < R; ++r) b[r] = ends[segment_end_at(chain, 1, s, V, K) + (r0 + r) * K + d];
   for (int j = 1; j + 1 < s; ++j) {
-    float acc[RT];
+    float acc[R];
 #pragma unroll
-    for (int r = 0; r < RT; ++r) acc[r] = b[r];
+    for (int r = 0; r < R; ++r) acc[r] = b[r];
     if (j + 2 < s) {  // B_{j+1}'s rows, landing during this step
 #pragma unroll
-      for (int r = 0; r < RT; ++r) b[r] = ends[segment_end_at(chain, j + 1, s, V, K) + (r0 + rt + r) * K + d];
+      for (int r = 0; r < R; ++r) b[r] = ends[segment_end_at(chain, j + 1, s, V, K) + (r0 + r) * K + d];
     }
 #pragma unroll 1
     for (int q = 0; q < 4; ++q) {
@@ -81,21 +74,22 @@ __global__ void __launch_bounds__(kCombineGroups * K) combine_kernel(int V, int 
       __syncthreads();                  // everyone's; unit u - 1's slot read by all; at q = 0 X_j complete
       issue(u + kRingSlots - 1);        // into unit u - 1's slot
       const float* const M = ring + (u % kRingSlots) * kSlot;
-      const float* const x = Xt + q * kQ * R + rt;
+      const float* const x = Xt + q * kQ * R;
 #pragma unroll 8
       for (int k = 0; k < kQ; ++k) {
         const float m = M[k * K + d];
         const float4 xa = *reinterpret_cast<const float4*>(x + k * R);
-        const float xs[RT] = {xa.x, xa.y, xa.z, xa.w};
+        const float4 xb = *reinterpret_cast<const float4*>(x + k * R + 4);
+        const float xs[R] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
-        for (int r = 0; r < RT; ++r) acc[r] = fmaf(xs[r], m, acc[r]);
+        for (int r = 0; r < R; ++r) acc[r] = fmaf(xs[r], m, acc[r]);
       }
     }
     __syncthreads();  // every read of X_j done
 #pragma unroll
-    for (int r = 0; r < RT; ++r) {
-      Xt[d * R + rt + r] = acc[r];
-      starts[segment_start_at(chain, j + 1, s, V, K) + (r0 + rt + r) * K + d] = acc[r];
+    for (int r = 0; r < R; ++r) {
+      Xt[d * R + r] = acc[r];
+      starts[segment_start_at(chain, j + 1, s, V, K) + (r0 + r) * K + d] = acc[r];
     }
   }
   cp_async_wait_all();  // no copy outlives the CTA (the last groups are empty)
@@ -133,7 +127,7 @@ cudaError_t launch_segmented_state(const ForwardParams& p, char* ws, const Segme
     if ((e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem))) !=
         cudaSuccess)
       return e;
-    kernel<<<blocks, kCombineGroups * p.K, smem, s>>>(p.V, plan.segments, sg.ends, sg.starts);
+    kernel<<<blocks, p.K, smem, s>>>(p.V, plan.segments, sg.ends, sg.starts);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   sg.pass = 2;
