@@ -243,8 +243,9 @@ KDA_HOST_DEVICE CopyPiece copy_piece(int tid, int pass, int cols, int piece, int
 // time grows like (bv + 64) per chunk (the 64 stands for the W / Qg / Kd / Aqk tiles every CTA loads and the fixed
 // latency of a chunk, whatever its width), and CTAs beyond one per SM run in further waves.
 // wgmma64: 64-column tiles run hopper/state_wgmma.cu (state_wgmma_runs) and narrower ones the generic mma.sync
-// kernel, whose 32-column chunk step takes about as long as the wgmma kernel's 64-column one (session 19: ~564
-// against ~552 us a wave at h96-fixed), so both are priced at 128 there.
+// kernel, whose 32-column chunk step takes at least as long as the wgmma kernel's 64-column one (session 19: ~564
+// against ~552 us a wave at h96-fixed; session 52, kimi-8k on an H100: 64 wgmma CTAs of 64 columns took 0.12 ms less
+// than 128 generic ones of 32), so both are priced at 128 there.
 KDA_HOST_DEVICE int64_t tile_step_cost(int bv, bool wgmma64) { return wgmma64 ? 128 : bv + 64; }
 // Returns the bv in {64, 32} (dividing V) of least waves * tile_step_cost; ties go to the wider tile.
 KDA_HOST_DEVICE int choose_v_tile(int64_t chains, int V, int sms, bool wgmma64) {
