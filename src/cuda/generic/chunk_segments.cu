@@ -22,31 +22,24 @@ constexpr size_t combine_smem_bytes(int K) {
 }
 
 // X_{j+1} = X_j M_j + B_j for j = 1 .. s - 2 (X_1: pass 1's end of segment 0), in fp32 with the terms summed in k
-// order from B_j. One CTA per (chain, kCombineRows rows of X), K threads, each owning two columns of 4 rows (below): a
-// row of X depends on its own row only, so the chains' rows run in parallel and only the s - 2 steps are sequential. Each step's
+// order from B_j. One CTA per (chain, kCombineRows rows of X), K threads, thread d owning column d: a row of X depends
+// on its own row only, so the chains' rows run in parallel and only the s - 2 steps are sequential. Each step's
 // arithmetic is 8 rows x K x K FMA a CTA (K = 128: ~1 us of issue); what paced it was M_j's K rows read one at a time
 // from global memory, each a dependent latency (ncu, session 51: 414 us for h4-32k's 14 steps, a third of its
 // forward; 45 us, 3.2 us a step, in this form).
 // So M_j's quarters (K / 4 rows) go through a ring of kRingSlots slots on cp.async, continuous across steps: while a
 // quarter is multiplied the next three are in flight, and B_{j+1}'s rows are loaded into registers during step j.
-// X_j sits transposed in shared memory, read as broadcast 16-byte loads of 4 rows, each 2 shared-memory wavefronts
-// (ncu, session 52): with thread d owning column d of all 8 rows a k-step cost the CTA 4 warps x (1 + 2 x 2) = 20
-// wavefronts for 1024 FMA, ~25 us of the 45 at h4-32k. So thread (g, c) owns columns c and c + K / 2 of rows
-// 4 g .. 4 g + 3: each broadcast serves two columns, 4 x (2 + 2) = 16 wavefronts a k-step; every element keeps its
-// fmaf order (bit-identical results).
+// X_j sits transposed in shared memory so a k-step reads its 8 rows as two broadcast 16-byte loads.
 template <int K>
 __global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* ends, float* starts) {
-  constexpr int kQ = K / 4, kSlot = kQ * K, R = kCombineRows, kHalf = K / 2;
+  constexpr int kQ = K / 4, kSlot = kQ * K, R = kCombineRows;
   static_assert(K % 4 == 0 && kQ * K % (4 * K) == 0, "a quarter of M is whole 16-byte copies, K of them a pass");
-  static_assert(R == 8 && kHalf % 32 == 0, "two row groups of 4, each whole warps (one broadcast address a warp)");
   extern __shared__ float4 combine_smem[];
   float* const ring = reinterpret_cast<float*>(combine_smem);  // [kRingSlots][kQ][K]
   float* const Xt = ring + kRingSlots * kSlot;                   // [K][R]: X_j's rows r0 .. r0 + R - 1, transposed
   const int blocks_per_chain = V / R;
   const int64_t chain = blockIdx.x / blocks_per_chain;
-  const int tid = threadIdx.x, g = (tid / kHalf) * 4, c = tid % kHalf;  // rows r0 + g .. r0 + g + 3
-  const int r0 = static_cast<int>(blockIdx.x % blocks_per_chain) * R;
-  const int dc[2] = {c, c + kHalf};  // the thread's two columns
+  const int r0 = static_cast<int>(blockIdx.x % blocks_per_chain) * R, d = threadIdx.x;
   const int64_t VK = int64_t{V} * K;
   const int units = 4 * (s - 2);  // unit u: M_j's quarter u % 4, j = 1 + u / 4
   // Unit u's copy into slot u % kRingSlots, one commit group a unit (empty past the last) so the waits count evenly.
@@ -55,32 +48,24 @@ __global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* e
       const float* const src = ends + segment_end_at(chain, 1 + u / 4, s, V, K) + VK + int64_t{u % 4} * kSlot;
       float* const dst = ring + (u % kRingSlots) * kSlot;
 #pragma unroll
-      for (int i = 4 * tid; i < kSlot; i += 4 * K) cp_async16(dst + i, src + i);
+      for (int i = 4 * d; i < kSlot; i += 4 * K) cp_async16(dst + i, src + i);
     }
     cp_async_commit();
   };
 #pragma unroll
   for (int u = 0; u < kRingSlots - 1; ++u) issue(u);
-  float b[2][4];
 #pragma unroll
-  for (int e = 0; e < 2; ++e)
+  for (int r = 0; r < R; ++r) Xt[d * R + r] = starts[segment_start_at(chain, 1, s, V, K) + (r0 + r) * K + d];
+  float b[R];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int d = dc[e], row = r0 + g + r;
-      Xt[d * R + g + r] = starts[segment_start_at(chain, 1, s, V, K) + row * K + d];
-      b[e][r] = ends[segment_end_at(chain, 1, s, V, K) + row * K + d];
-    }
+  for (int r = 0; r < R; ++r) b[r] = ends[segment_end_at(chain, 1, s, V, K) + (r0 + r) * K + d];
   for (int j = 1; j + 1 < s; ++j) {
-    float acc[2][4];
+    float acc[R];
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[e][r] = b[e][r];
+    for (int r = 0; r < R; ++r) acc[r] = b[r];
     if (j + 2 < s) {  // B_{j+1}'s rows, landing during this step
 #pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) b[e][r] = ends[segment_end_at(chain, j + 1, s, V, K) + (r0 + g + r) * K + dc[e]];
+      for (int r = 0; r < R; ++r) b[r] = ends[segment_end_at(chain, j + 1, s, V, K) + (r0 + r) * K + d];
     }
 #pragma unroll 1
     for (int q = 0; q < 4; ++q) {
@@ -89,26 +74,23 @@ __global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* e
       __syncthreads();                  // everyone's; unit u - 1's slot read by all; at q = 0 X_j complete
       issue(u + kRingSlots - 1);        // into unit u - 1's slot
       const float* const M = ring + (u % kRingSlots) * kSlot;
-      const float* const x = Xt + q * kQ * R + g;
+      const float* const x = Xt + q * kQ * R;
 #pragma unroll 8
       for (int k = 0; k < kQ; ++k) {
-        const float m[2] = {M[k * K + dc[0]], M[k * K + dc[1]]};
+        const float m = M[k * K + d];
         const float4 xa = *reinterpret_cast<const float4*>(x + k * R);
-        const float xs[4] = {xa.x, xa.y, xa.z, xa.w};
+        const float4 xb = *reinterpret_cast<const float4*>(x + k * R + 4);
+        const float xs[R] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) acc[e][r] = fmaf(xs[r], m[e], acc[e][r]);
+        for (int r = 0; r < R; ++r) acc[r] = fmaf(xs[r], m, acc[r]);
       }
     }
     __syncthreads();  // every read of X_j done
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        Xt[dc[e] * R + g + r] = acc[e][r];
-        starts[segment_start_at(chain, j + 1, s, V, K) + (r0 + g + r) * K + dc[e]] = acc[e][r];
-      }
+    for (int r = 0; r < R; ++r) {
+      Xt[d * R + r] = acc[r];
+      starts[segment_start_at(chain, j + 1, s, V, K) + (r0 + r) * K + d] = acc[r];
+    }
   }
   cp_async_wait_all();  // no copy outlives the CTA (the last groups are empty)
 }
