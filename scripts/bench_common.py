@@ -13,7 +13,7 @@ WORKLOADS = {
     "h64-mixed": (64, [1300, 547, 2048, 963, 271, 3063]),
     "h64-uniform": (64, [1024] * 8),
     "h4-32k": (4, [32768]),  # few chains, long ones: 32 heads at 8-way tensor parallelism (docs/hopper.md)
-    "h16-32k": (16, [32768]),  # 32 heads at 2-way tensor parallelism: 32 state CTAs of 64 columns on ~132 SMs
+    "h16-32k": (16, [32768]),  # 32 heads at 2-way tensor parallelism: fewer chains than SMs (docs/hopper.md)
 }
 # Decode: (H, batch), one token per sequence against an fp32 value-first pool (kda-bench's decode-h{H}-b{B}); the
 # batches >= 256 last: FLA's decode hit an illegal address at H = 32, B = 256 once (2026-11-29), which ends the

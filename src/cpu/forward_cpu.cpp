@@ -302,8 +302,8 @@ void advance_chunk(const ForwardParams& p, const SequenceSpan& sp, int hv, const
   // token reflects the state, V_new's rows alternate in sign at the state's scale, and the 64-term sums put the final
   // state's error at 1.8-2.2e-5 at T = 2048 (3.3e-5 unvectorized) against the fp32 class's 2.16e-5 (the verifier test
   // CpuBackendPassesNearIdenticalKeysAtBeta2 failed 1 seed in 60 on AVX-512, every seed unvectorized). Blocked:
-  // 1.0-1.6e-5 either way, 0 of 60 seeds failing, at +2% of cpu-8k-h8's time (fp64 accumulation: the same errors,
-  // +12%).
+  // 1.0-1.6e-5 either way at +2% of cpu-8k-h8's time (fp64 accumulation: the same errors, +12%); 0 of 300 random seeds
+  // failing, though a rare one still nears the bound, in AVX2 builds too (docs/numerics.md).
   auto ds = w.Ds.topRows(nv);
   const int b0 = std::min(kSubBlock, L);
   ds.noalias() = vnew.topRows(b0).transpose() * t.Kdec.topRows(b0);

@@ -56,7 +56,7 @@ std::vector<Workload> make() {
       {"long-128k", "H=64, one 131072-token sequence", [] { CaseSpec s = standard(64, {}); s.T = 131072; return s; }()},
       {"h4-32k", "H=4 (32 heads at 8-way tensor parallelism), one 32768-token sequence: few chains, long ones",
        [] { CaseSpec s = standard(4, {}); s.T = 32768; return s; }()},
-      {"h16-32k", "H=16 (32 heads at 2-way tensor parallelism), one 32768-token sequence: 32 wgmma state CTAs",
+      {"h16-32k", "H=16 (32 heads at 2-way tensor parallelism), one 32768-token sequence: fewer chains than SMs",
        [] { CaseSpec s = standard(16, {}); s.T = 32768; return s; }()},
       {"cpu-8k-h8", "CPU default: H=8, one 8192-token sequence (the CPU backend's throughput figure)",
        [] { CaseSpec s = standard(8, {}); return s; }()},

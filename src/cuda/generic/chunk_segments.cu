@@ -30,6 +30,8 @@ constexpr size_t combine_smem_bytes(int K) {
 // So M_j's quarters (K / 4 rows) go through a ring of kRingSlots slots on cp.async, continuous across steps: while a
 // quarter is multiplied the next three are in flight, and B_{j+1}'s rows are loaded into registers during step j.
 // X_j sits transposed in shared memory so a k-step reads its 8 rows as two broadcast 16-byte loads.
+// The 3.2 us a step is not yet explained: two warps a scheduler (two row groups) and 20% fewer shared-memory
+// wavefronts (two columns a thread) each measured the same 45 us (session 52, docs/hopper.md).
 template <int K>
 __global__ void __launch_bounds__(K) combine_kernel(int V, int s, const float* ends, float* starts) {
   constexpr int kQ = K / 4, kSlot = kQ * K, R = kCombineRows;
