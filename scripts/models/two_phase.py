@@ -28,6 +28,8 @@ bf16 = bf16(a) bf16(b), bf16x3 = al bh + ah bl + ah bh with bf16 halves (ah = bf
             u    U alone: wu (default: U as wu says), or betaT = (T diag(beta)) V in bf16x3, V the input as it is
                  (for bf16 inputs its lo part is zero: two bf16 products), the form that lets phase 1 keep v as
                  bf16 rows (docs/hopper.md, two CTAs an SM)
+            w    W alone: wu (default), or betaT = (T diag(beta)) [exp(Gamma) K] in wu's mode: beta on T's
+                 columns instead of X_K's rows, so that one split of T diag(beta) serves W and u=betaT's U
             diag diagonal 16 x 16 blocks (fp32 FMA pairwise: fp32 or fp64; or factored: any product mode,
                  e.g. diag=3xtf32: [q exp2(Gl - S_b / 2)] [k exp2(S_b / 2 - Gl)]^T, Gl the block's local sums of
                  g, S_b its total, where every factored operand is finite and zero or normal; pairwise fp32 where
@@ -65,7 +67,7 @@ from kda_protocol import read_case, write_output  # noqa: E402
 F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
-DEFAULTS = {"akk": "3xtf32", "aqk": "tf32b", "wu": "bf16x3", "u": "wu", "diag": "s3", "tinv": "fp32",
+DEFAULTS = {"akk": "3xtf32", "aqk": "tf32b", "wu": "bf16x3", "u": "wu", "w": "wu", "diag": "s3", "tinv": "fp32",
             "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3", "handoff": "fp32"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
@@ -195,9 +197,9 @@ def parse_precision(spec):
         name, mode = item.split("=")
         blocked = name == "tinv" and mode.split("-", 1)[0] in ("blocked", "stages") and mode.split("-", 1)[-1] in MODES
         s3 = name == "diag" and (mode == "s3" or (mode[:3] == "s3-" and all(x in MODES for x in mode[3:].split("+"))))
-        if name == "u" and mode not in ("wu", "betaT"):
-            raise SystemExit(f"two_phase.py: u is wu or betaT, not {mode!r}")
-        if name not in p or (mode not in MODES and not blocked and not s3 and name != "u"):
+        if name in ("u", "w") and mode not in ("wu", "betaT"):
+            raise SystemExit(f"two_phase.py: {name} is wu or betaT, not {mode!r}")
+        if name not in p or (mode not in MODES and not blocked and not s3 and name not in ("u", "w")):
             raise SystemExit(f"two_phase.py: bad precision item {item!r} (names {sorted(p)}, modes {MODES})")
         if name == "tinv" and mode not in ("fp32", "fp64") and not blocked:
             raise SystemExit(f"two_phase.py: {name} is fp32, fp64, blocked-MODE or stages-MODE")
@@ -408,8 +410,10 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     X = np.empty_like(Kr)
     for b in range(4):
         sl = slice(16 * b, 16 * b + 16)
-        X[:, sl] = (Kr[:, sl] * pre[b][:, None, :]) * beta[:, sl, None]
-    W = prod(Tm, X, prec["wu"])
+        X[:, sl] = Kr[:, sl] * pre[b][:, None, :]
+        if prec["w"] != "betaT":
+            X[:, sl] *= beta[:, sl, None]
+    W = prod((Tm * beta[:, None, :]).astype(F32), X, prec["wu"]) if prec["w"] == "betaT" else prod(Tm, X, prec["wu"])
     if prec["u"] == "betaT":  # bf16x3 of (T diag(beta)) and v: v's lo part is zero for bf16 inputs (two products)
         U = prod((Tm * beta[:, None, :]).astype(F32), v, "bf16x3")
     else:

@@ -63,11 +63,14 @@ std::vector<Workload> make() {
       {"cpu-32k-h1", "CPU, fewer chains than threads: H=1, one 32768-token sequence",
        [] { CaseSpec s = standard(1, {}); s.T = 32768; return s; }()},
   };
-  // Training steps of the six standard workloads and the CPU default.
+  // Training steps of the six standard workloads (and their layout checks), the CPU default, and the few-head ones
+  // (kimi-8k, h16-32k, h4-32k: fewer chains than SMs, where the backward's reverse pass plans its tiles as the
+  // forward's state pass does).
   const size_t n = w.size();
   for (size_t i = 0; i < n; ++i) {
     const std::string base = w[i].name;
-    if (base.rfind("h96-", 0) != 0 && base.rfind("h64-", 0) != 0 && base != "cpu-8k-h8") continue;
+    const bool few_heads = base == "kimi-8k" || base == "h16-32k" || base == "h4-32k";
+    if (base.rfind("h96-", 0) != 0 && base.rfind("h64-", 0) != 0 && base != "cpu-8k-h8" && !few_heads) continue;
     Workload t = w[i];
     t.name = "train-" + base;
     t.description = "forward + backward of " + base;

@@ -18,7 +18,7 @@ constexpr int kRingSlots = 4;    // M_j streams through shared memory in quarter
 
 // Shared memory of combine_kernel<K>: the ring of M quarters, then X_j transposed, [K][kCombineRows] (K = 128: 68 KB).
 constexpr size_t combine_smem_bytes(int K) {
-  return sizeof(float) * (size_t{kRingSlots} * (K / 4) * K + size_t{K} * kCombineRows);
+  return sizeof(float) * (size_t{kRingSlots} * static_cast<size_t>(K / 4) * K + static_cast<size_t>(K) * kCombineRows);
 }
 
 // X_{j+1} = X_j M_j + B_j for j = 1 .. s - 2 (X_1: pass 1's end of segment 0), in fp32 with the terms summed in k
