@@ -109,13 +109,16 @@ struct Chunk {
   Mat M, Ap, Amat;          // A_qk (lower), A' (strictly lower), diag(beta) A'
   Mat U0, W, U;             // T diag(beta) V, T diag(beta) (K . E), V_new
 
+  // with_q: also Q, dO and M, which only the reverse uses (the forward's sweep needs the states alone).
   void load(int64_t t0, int n, int K, int V, double scale, const double* qh, const double* kh, const double* v,
-            const double* glog, const double* beta_in, const double* dout) {
-    Q = scale * CMap(qh + t0 * K, n, K);
+            const double* glog, const double* beta_in, const double* dout, bool with_q) {
     Kk = CMap(kh + t0 * K, n, K);
     Vv = CMap(v + t0 * V, n, V);
     G = CMap(glog + t0 * K, n, K);
-    dO = CMap(dout + t0 * V, n, V);
+    if (with_q) {
+      Q = scale * CMap(qh + t0 * K, n, K);
+      dO = CMap(dout + t0 * V, n, V);
+    }
     beta = Eigen::Map<const Eigen::VectorXd>(beta_in + t0, n);
     Mat gam = G;
     for (int t = 1; t < n; ++t) gam.row(t) += gam.row(t - 1);
@@ -125,7 +128,7 @@ struct Chunk {
     for (int t = n - 2; t >= 0; --t) suf.row(t) = suf.row(t + 1) + G.row(t + 1);
     Esuf = suf.array().exp().matrix();
     pd.build(G);
-    M = pd.pair_form(Q, Kk, false);
+    if (with_q) M = pd.pair_form(Q, Kk, false);
     Ap = pd.pair_form(Kk, Kk, true);
     Amat = beta.asDiagonal() * Ap;
   }
@@ -155,7 +158,7 @@ void chunked_sequence_backward(int64_t L, int K, int V, double scale, const doub
     const int64_t t0 = ci * kChunk;
     const int n = static_cast<int>(std::min<int64_t>(kChunk, L - t0));
     starts[ci] = St;
-    ch.load(t0, n, K, V, scale, qh, kh, v, glog, beta, dout);
+    ch.load(t0, n, K, V, scale, qh, kh, v, glog, beta, dout, false);
     ch.solve(St);
     Mat next = St * ch.EC.asDiagonal();
     next.noalias() += ch.U.transpose() * (ch.Kk.array() * ch.Esuf.array()).matrix();
@@ -167,7 +170,7 @@ void chunked_sequence_backward(int64_t L, int K, int V, double scale, const doub
     const int64_t t0 = ci * kChunk;
     const int n = static_cast<int>(std::min<int64_t>(kChunk, L - t0));
     const Mat& S0 = starts[ci];
-    ch.load(t0, n, K, V, scale, qh, kh, v, glog, beta, dout);
+    ch.load(t0, n, K, V, scale, qh, kh, v, glog, beta, dout, true);
     ch.solve(S0);
     const Mat KG = (ch.Kk.array() * ch.E.array()).matrix();
     const Mat KD = (ch.Kk.array() * ch.Esuf.array()).matrix();
@@ -223,19 +226,26 @@ void chunked_sequence_backward(int64_t L, int K, int V, double scale, const doub
       // The whole chunk (S0's decay exp(Gam_C)).
       dgl.rowwise() += ((S0.array() * dS.array()).colwise().sum() * ch.EC.array()).matrix();
       // Pairs c+1 .. r of A_qk and A': X[r, c] = (dM[r, c] q_r + dA'[r, c] k_r) k_c D[r, c], for every c < s <= r.
-      Eigen::ArrayXd pre(K), xr(K);
+      // Factored, D[r, c] = F_r / F_c splits between the two ends: X[r, c] = (dM[r, c] qF_r + dA'[r, c] kF_r) kf_c
+      // with qF = q F, kF = k F, kf = k / F formed once (a division a pair and channel was most of this loop).
+      Eigen::ArrayXd pre(K);
+      Mat qF, kF, kf;
+      if (ch.pd.factored) {
+        qF = (ch.Q.array() * ch.pd.F.array()).matrix();
+        kF = (ch.Kk.array() * ch.pd.F.array()).matrix();
+        kf = (ch.Kk.array() / ch.pd.F.array()).matrix();
+      }
       for (int r = 1; r < n; ++r) {
         pre.setZero();
         for (int c = 0; c < r; ++c) {
           const double wm = dM(r, c), wa = dAp(r, c);
           if (ch.pd.factored) {
-            xr = (wm * ch.Q.row(r).array() + wa * ch.Kk.row(r).array()).transpose() *
-                 (ch.pd.F.row(r).array() / ch.pd.F.row(c).array()).transpose() * ch.Kk.row(c).array().transpose();
+            pre += ((wm * qF.row(r).array() + wa * kF.row(r).array()) * kf.row(c).array()).transpose();
           } else {
             for (int d = 0; d < K; ++d)
-              xr(d) = (wm * ch.Q(r, d) + wa * ch.Kk(r, d)) * ch.Kk(c, d) * ch.pd.at(r, c, d);
+              pre(d) += (wm * ch.Q(r, d) + wa * ch.Kk(r, d)) * ch.Kk(c, d) * ch.pd.at(r, c, d);
           }
-          pre += xr;                            // sum over c' <= c of X[r, c']
+          // pre: the sum over c' <= c of X[r, c']
           dgl.row(c + 1) += pre.matrix().transpose();  // s = c + 1 <= r
         }
       }

@@ -27,13 +27,14 @@ struct GateGrad {
   T dA;  // d/dA_log
 };
 
+// exp_a: exp(A_log), formed once a value head (1 without A_log).
 template <typename T>
-GateGrad<T> gate_grad(const ForwardParams& p, T x, T a_log, bool has_a, T g_log, T dg_log) {
+GateGrad<T> gate_grad(const ForwardParams& p, T x, T exp_a, bool has_a, T g_log, T dg_log) {
   switch (p.gate_mode) {
     case KDA_GATE_SOFTPLUS:  // g_log = -exp(A) softplus(x): d/dx = -exp(A) sigmoid(x), d/dA = g_log
-      return {dg_log * -std::exp(a_log) * sigmoid(x), dg_log * g_log};
+      return {dg_log * -exp_a * sigmoid(x), dg_log * g_log};
     case KDA_GATE_BOUNDED: {  // g_log = lb sigmoid(z), z = exp(A) x (or x)
-      const T scale = has_a ? std::exp(a_log) : T(1);
+      const T scale = has_a ? exp_a : T(1);
       const T z = scale * x;
       const T dz = dg_log * T(p.lower_bound) * sigmoid_grad(z);
       return {dz * scale, has_a ? dz * z : T(0)};
@@ -42,6 +43,23 @@ GateGrad<T> gate_grad(const ForwardParams& p, T x, T a_log, bool has_a, T g_log,
       return {dg_log, T(0)};
   }
 }
+
+// A worker thread's per-task arrays, kept across its tasks: fresh vectors of a long sequence's size each task cost
+// more in page faults and zeroing than the chunked core's products (train-cpu-8k-h8, ~1 GB of new pages a backward).
+// fit() sizes an array whose every element the task writes before reading; zeroed() one it accumulates into.
+template <typename T>
+struct TaskArrays {
+  std::vector<T> q, k, qh, kh, v, x, glog, beta, braw, rq, rk, alpha, S, G, dQh, dKh, dV, dGl, dB, mDb, mDg, dO,
+      ckpt, prev;
+  static std::vector<T>& fit(std::vector<T>& a, size_t n) {
+    a.resize(n);
+    return a;
+  }
+  static std::vector<T>& zeroed(std::vector<T>& a, size_t n, T value = T(0)) {
+    a.assign(n, value);
+    return a;
+  }
+};
 
 // d/dx of x / sqrt(|x|^2 + eps) applied to dxh: (dxh - xh (xh . dxh)) / r.
 template <typename T>
@@ -68,10 +86,11 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
   g->dA_log.assign(p.has_A_log() ? HV : 0, T(0));
   g->ddt_bias.assign(gated ? static_cast<size_t>(HV) * K : 0, T(0));
   g->dh0.assign(p.has_initial_state() ? static_cast<size_t>(p.N) * HV * V * K : 0, T(0));
-  g->mag_dbeta.assign(g->dbeta.size(), T(0));
-  g->mag_dg.assign(g->dg.size(), T(0));
-  g->mag_ddt_bias.assign(g->ddt_bias.size(), T(0));
-  g->mag_dA_log.assign(g->dA_log.size(), T(0));
+  const bool mags = !chunked;  // the oracle's cancellation sizes (backward.h); a backend's backward has none
+  g->mag_dbeta.assign(mags ? g->dbeta.size() : 0, T(0));
+  g->mag_dg.assign(mags ? g->dg.size() : 0, T(0));
+  g->mag_ddt_bias.assign(mags ? g->ddt_bias.size() : 0, T(0));
+  g->mag_dA_log.assign(mags ? g->dA_log.size() : 0, T(0));
   const size_t SK = static_cast<size_t>(V) * K;
   const bool has_a = p.has_A_log();
   auto state_index = [&](int64_t n, int hv, int vi, int ki) {
@@ -80,16 +99,24 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
 
   // One task per q/k head: it owns dq/dk of that head and dv/dg/dbeta/dA_log/ddt_bias of its value heads, so no
   // two tasks write the same element and the sums run in a fixed order (deterministic).
-#pragma omp parallel for schedule(dynamic, 1) num_threads(worker_threads(p.cpu_threads))
+#pragma omp parallel num_threads(worker_threads(p.cpu_threads))
+  {
+  TaskArrays<T> ta;
+  using TA = TaskArrays<T>;
+#pragma omp for schedule(dynamic, 1)
   for (int h = 0; h < H; ++h) {
     for (int hv = h * p.group; hv < (h + 1) * p.group; ++hv) {
       const T a_log = has_a ? (T)load_element(p.A_log.data, p.A_log.dtype, hv * p.A_log.stride[0]) : T(0);
+      const T exp_a = has_a ? std::exp(a_log) : T(1);
       for (int64_t n = 0; n < p.N; ++n) {
         const SequenceSpan& sp = seqs[n];
         const int64_t L = sp.length;
+        const size_t LK = static_cast<size_t>(L) * K, LV = static_cast<size_t>(L) * V, L1 = static_cast<size_t>(L);
         // Per-token inputs, raw and preprocessed.
-        std::vector<T> q(L * K), k(L * K), qh(L * K), kh(L * K), v(L * V), x(L * K), glog(L * K), beta(L),
-            braw(L), rq(L, T(1)), rk(L, T(1));
+        std::vector<T> &q = TA::fit(ta.q, LK), &k = TA::fit(ta.k, LK), &qh = TA::fit(ta.qh, LK),
+                       &kh = TA::fit(ta.kh, LK), &v = TA::fit(ta.v, LV), &x = TA::fit(ta.x, LK),
+                       &glog = TA::fit(ta.glog, LK), &beta = TA::fit(ta.beta, L1), &braw = TA::fit(ta.braw, L1),
+                       &rq = TA::zeroed(ta.rq, L1, T(1)), &rk = TA::zeroed(ta.rk, L1, T(1));
         ForwardParams raw = p;  // the inputs as given: no norm, no activation
         raw.use_qk_l2norm = false;
         raw.gate_mode = KDA_GATE_LOG_DECAY;
@@ -116,10 +143,10 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
         }
         // Each token's decays exp(g_log), once: the reverse below uses each ~4 V times per token, and calling exp
         // there was most of the oracle's time (train-cpu-8k-h8: 15.0 s -> 4.1 s on 2 cores).
-        std::vector<T> alpha(L * K);
+        std::vector<T>& alpha = TA::fit(ta.alpha, LK);
         for (int64_t e = 0; e < L * K; ++e) alpha[e] = std::exp(glog[e]);
         // The initial state and the final state's gradient.
-        std::vector<T> S(SK, T(0)), G(SK, T(0));
+        std::vector<T> &S = TA::zeroed(ta.S, SK), &G = TA::zeroed(ta.G, SK);
         if (p.has_initial_state())
           for (int vi = 0; vi < V; ++vi)
             for (int ki = 0; ki < K; ++ki)
@@ -129,12 +156,17 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int vi = 0; vi < V; ++vi)
             for (int ki = 0; ki < K; ++ki) G[vi * K + ki] = dfinal[state_index(n, hv, vi, ki)];
         // Gradients of the preprocessed inputs, per token: dqh, dkh (of the normalized q, k), dv, dglog (of the
-        // log-decay), dbeta (of the activated beta), and the token core's mag sums; then the chain rules below.
-        std::vector<T> dQh(L * K, T(0)), dKh(L * K, T(0)), dV(L * V, T(0)), dGl(L * K, T(0)), dB(L, T(0)),
-            mDb(L, T(0)), mDg(L * K, T(0));
+        // log-decay), dbeta (of the activated beta), and the token core's mag sums; then the chain rules below. The
+        // chunked core writes every element of the first five; the token reverse accumulates into them.
+        auto grads = [&](std::vector<T>& a, size_t n) -> std::vector<T>& {
+          return chunked ? TA::fit(a, n) : TA::zeroed(a, n);
+        };
+        std::vector<T> &dQh = grads(ta.dQh, LK), &dKh = grads(ta.dKh, LK), &dV = grads(ta.dV, LV),
+                       &dGl = grads(ta.dGl, LK), &dB = grads(ta.dB, L1), &mDb = TA::zeroed(ta.mDb, mags ? L1 : 0),
+                       &mDg = TA::zeroed(ta.mDg, mags ? LK : 0);
         if constexpr (std::is_same_v<T, double>) {
           if (chunked) {
-            std::vector<T> dO(L * V);
+            std::vector<T>& dO = TA::fit(ta.dO, LV);
             for (int64_t i = 0; i < L; ++i)
               for (int vi = 0; vi < V; ++vi)
                 dO[i * V + vi] = dout[((sp.batch * p.T + sp.start + i) * HV + hv) * V + vi];
@@ -146,7 +178,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
         if (!chunked) {
         // Forward, keeping the state at the start of every segment.
         const int64_t segments = (L + kSegment - 1) / kSegment;
-        std::vector<T> ckpt(static_cast<size_t>(segments + 1) * SK, T(0));
+        std::vector<T>& ckpt = TA::fit(ta.ckpt, static_cast<size_t>(segments + 1) * SK);
         auto step = [&](int64_t i, std::vector<T>& St, std::vector<T>* p_out) {
           // S <- S diag(a) + beta (v - S diag(a) k) k^T; returns p = S' k in p_out if given.
           for (int vi = 0; vi < V; ++vi) {
@@ -167,8 +199,8 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int64_t i = sgm * kSegment; i < std::min(L, (sgm + 1) * kSegment); ++i) step(i, S, nullptr);
         }
         // Reverse, one segment at a time from the last.
-        std::vector<T> prev(static_cast<size_t>(kSegment) * SK), Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V),
-            pabs(V);
+        std::vector<T>& prev = TA::fit(ta.prev, static_cast<size_t>(kSegment) * SK);
+        std::vector<T> Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V), pabs(V);
         for (int64_t sgm = segments - 1; sgm >= 0; --sgm) {
           const int64_t i0 = sgm * kSegment, i1 = std::min(L, i0 + kSegment);
           std::copy(ckpt.begin() + sgm * SK, ckpt.begin() + (sgm + 1) * SK, St.begin());
@@ -262,25 +294,25 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
           for (int vi = 0; vi < V; ++vi) g->dv[orow + vi] += dV[i * V + vi];
           const int64_t grow = ((sp.batch * p.T + t) * HV + hv) * K;
           for (int d = 0; d < K; ++d) {
-            const GateGrad gg = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], dGl[i * K + d]);
+            const GateGrad gg = gate_grad(p, x[i * K + d], exp_a, has_a, glog[i * K + d], dGl[i * K + d]);
             g->dg[grow + d] += gg.dx;
             if (gated) g->ddt_bias[hv * K + d] += gg.dx;
             if (has_a) g->dA_log[hv] += gg.dA;
-            if (alpha[i * K + d] > 0) {
-              const GateGrad unit = gate_grad(p, x[i * K + d], a_log, has_a, glog[i * K + d], T(1));
+            if (mags && alpha[i * K + d] > 0) {
+              const GateGrad unit = gate_grad(p, x[i * K + d], exp_a, has_a, glog[i * K + d], T(1));
               const T m = mDg[i * K + d];
               g->mag_dg[grow + d] += m * std::fabs(unit.dx);
               if (gated) g->mag_ddt_bias[hv * K + d] += m * std::fabs(unit.dx);
               if (has_a) g->mag_dA_log[hv] += m * std::fabs(unit.dA);
             }
           }
-          T db = dB[i], mag_db = mDb[i];
+          T db = dB[i], mag_db = mags ? mDb[i] : T(0);
           if (p.beta_is_logits) {
             const T ds = (p.allow_neg_eigval ? T(2) : T(1)) * sigmoid_grad(braw[i]);
             db *= ds;
             mag_db *= ds;
           }
-          g->mag_dbeta[(sp.batch * p.T + t) * HV + hv] += mag_db;
+          if (mags) g->mag_dbeta[(sp.batch * p.T + t) * HV + hv] += mag_db;
           g->dbeta[(sp.batch * p.T + t) * HV + hv] += db;
         }
         if (p.has_initial_state())
@@ -288,6 +320,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             for (int ki = 0; ki < K; ++ki) g->dh0[state_index(n, hv, vi, ki)] = G[vi * K + ki];
       }
     }
+  }
   }
   return Status::Ok();
 }

@@ -30,7 +30,7 @@ using Gradients = GradientsT<double>;
 // dout: [B, T, HV, V] contiguous; dfinal: the final state's gradient in the state layout of p (contiguous
 // [N, HV, ., .]) or null for none. p's out and final_state are not written. chunked: each sequence's reverse runs
 // the CPU backend's chunked core (src/cpu/backward_cpu.h, float64 matrix products) instead of the token reverse;
-// the loading and the chain rules are shared, and the mag_* sums stay 0 (they belong to the oracle).
+// the loading and the chain rules are shared, and the mag_* sums are left empty (they belong to the oracle).
 // key_scale: every normalized key k_hat scaled by it wherever the backward uses it (the verifier's central differences
 // of the key norm's rounding, tools/common/verify.cpp; 1 otherwise).
 template <typename T>
