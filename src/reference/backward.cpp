@@ -141,10 +141,12 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             for (int d = 0; d < K; ++d)
               x[i * K + d] += load_element(p.dt_bias.data, p.dt_bias.dtype, hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]);
         }
-        // Each token's decays exp(g_log), once: the reverse below uses each ~4 V times per token, and calling exp
-        // there was most of the oracle's time (train-cpu-8k-h8: 15.0 s -> 4.1 s on 2 cores).
-        std::vector<T>& alpha = TA::fit(ta.alpha, LK);
-        for (int64_t e = 0; e < L * K; ++e) alpha[e] = std::exp(glog[e]);
+        // Each token's decays exp(g_log), once, for the token reverse (the chunked core forms its own): it uses each
+        // ~4 V times per token, and calling exp there was most of the oracle's time (train-cpu-8k-h8: 15.0 s -> 4.1 s
+        // on 2 cores).
+        std::vector<T>& alpha = TA::fit(ta.alpha, chunked ? 0 : LK);
+        if (!chunked)
+          for (int64_t e = 0; e < L * K; ++e) alpha[e] = std::exp(glog[e]);
         // The initial state and the final state's gradient.
         std::vector<T> &S = TA::zeroed(ta.S, SK), &G = TA::zeroed(ta.G, SK);
         if (p.has_initial_state())
@@ -298,7 +300,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             g->dg[grow + d] += gg.dx;
             if (gated) g->ddt_bias[hv * K + d] += gg.dx;
             if (has_a) g->dA_log[hv] += gg.dA;
-            if (mags && alpha[i * K + d] > 0) {
+            if (mags && alpha[i * K + d] > 0) {  // mags: the token reverse, which formed alpha
               const GateGrad unit = gate_grad(p, x[i * K + d], exp_a, has_a, glog[i * K + d], T(1));
               const T m = mDg[i * K + d];
               g->mag_dg[grow + d] += m * std::fabs(unit.dx);
