@@ -202,7 +202,7 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
         }
         // Reverse, one segment at a time from the last.
         std::vector<T>& prev = TA::fit(ta.prev, static_cast<size_t>(kSegment) * SK);
-        std::vector<T> Sp(SK), St(SK), pv(V), dO(V), du(V), dp(V), pabs(V);
+        std::vector<T> St(SK), Srow(K);  // the segment's running state; one row of S' (the reverse below)
         for (int64_t sgm = segments - 1; sgm >= 0; --sgm) {
           const int64_t i0 = sgm * kSegment, i1 = std::min(L, i0 + kSegment);
           std::copy(ckpt.begin() + sgm * SK, ckpt.begin() + (sgm + 1) * SK, St.begin());
@@ -215,64 +215,63 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             const T* Sprev = &prev[(i - i0) * SK];
             T* const dqh = &dQh[i * K];
             T* const dkh = &dKh[i * K];
-            // Recompute S', p, u and S_t.
-            for (int vi = 0; vi < V; ++vi)
-              for (int d = 0; d < K; ++d) Sp[vi * K + d] = Sprev[vi * K + d] * alpha[i * K + d];
-            for (int vi = 0; vi < V; ++vi) {
-              T pk = 0;
-              T pa = 0;
-#pragma omp simd reduction(+ : pk, pa)
-              for (int d = 0; d < K; ++d) {
-                pk += Sp[vi * K + d] * kh[i * K + d];
-                pa += std::fabs(Sp[vi * K + d] * kh[i * K + d]);
-              }
-              pv[vi] = pk;
-              pabs[vi] = pa;
-            }
-            for (int vi = 0; vi < V; ++vi) {
-              const T u = beta[i] * (v[i * V + vi] - pv[vi]);
-              for (int d = 0; d < K; ++d) St[vi * K + d] = Sp[vi * K + d] + u * kh[i * K + d];
-            }
+            T* const dgl = &dGl[i * K];
+            T* const mdg = &mDg[i * K];
+            const T* const a = &alpha[i * K];
+            const T* const kt = &kh[i * K];
+            const T* const qt = &qh[i * K];
             const int64_t orow = ((sp.batch * p.T + t) * HV + hv) * V;
-            for (int vi = 0; vi < V; ++vi) dO[vi] = dout[orow + vi];
-            // G += scale dO q^T; dq = scale S_t^T dO.
-            for (int vi = 0; vi < V; ++vi)
-              for (int d = 0; d < K; ++d) {
-                G[vi * K + d] += p.scale * dO[vi] * qh[i * K + d];
-                dqh[d] += p.scale * St[vi * K + d] * dO[vi];
-              }
-            // du = G k; dk = G^T u; dbeta; dv; dp.
+            // One pass over the state's rows: every quantity of row vi (S' = S_{t-1} diag(a), p = S' k, u, S_t, the
+            // rows of G and dS') depends on that row only, so the token's state is read and G written once (as
+            // separate passes over whole-state temporaries the reverse was bound by their traffic). The sums over
+            // the rows (dq, dk, da and their mags) take their terms row by row, in increasing vi.
             T dbeta = 0, mag_db = 0;
             for (int vi = 0; vi < V; ++vi) {
+              const T* const sprev = Sprev + vi * K;
+              T* const gr = &G[vi * K];
+              T* const spr = Srow.data();
+              // S' row and p = S' k (with its mag).
+              T pk = 0, pa = 0;
+#pragma omp simd reduction(+ : pk, pa)
+              for (int d = 0; d < K; ++d) {
+                spr[d] = sprev[d] * a[d];
+                pk += spr[d] * kt[d];
+                pa += std::fabs(spr[d] * kt[d]);
+              }
+              const T r = v[i * V + vi] - pk;
+              const T u = beta[i] * r;
+              const T dOv = dout[orow + vi];
+              // G += scale dO q^T; dq += scale S_t^T dO, S_t = S' + u k^T.
+#pragma omp simd
+              for (int d = 0; d < K; ++d) {
+                gr[d] += p.scale * dOv * qt[d];
+                dqh[d] += p.scale * (spr[d] + u * kt[d]) * dOv;
+              }
+              // du = G k; dk += G^T u; dbeta; dv; dp.
               T s = 0, sa = 0;
 #pragma omp simd reduction(+ : s, sa)
               for (int d = 0; d < K; ++d) {
-                s += G[vi * K + d] * kh[i * K + d];
-                sa += std::fabs(G[vi * K + d] * kh[i * K + d]);
+                s += gr[d] * kt[d];
+                sa += std::fabs(gr[d] * kt[d]);
               }
-              mag_db += sa * (std::fabs(v[i * V + vi]) + pabs[vi]);
-              du[vi] = s;
-              const T r = v[i * V + vi] - pv[vi];
-              const T u = beta[i] * r;
-              for (int d = 0; d < K; ++d) dkh[d] += G[vi * K + d] * u;
+              mag_db += sa * (std::fabs(v[i * V + vi]) + pa);
               dbeta += s * r;
               dV[i * V + vi] = beta[i] * s;
-              dp[vi] = -beta[i] * s;
-            }
-            // dS' = G + dp k^T; dk += S'^T dp; da = colsum(S_{t-1} . dS'); G <- dS' diag(a).
-            T* const dgl = &dGl[i * K];
-            T* const mdg = &mDg[i * K];
-            for (int vi = 0; vi < V; ++vi)
+              const T dp = -beta[i] * s;
+              // dS' = G + dp k^T; dk += G^T u + S'^T dp; da += colsum(S_{t-1} . dS'); G <- dS' diag(a).
+#pragma omp simd
               for (int d = 0; d < K; ++d) {
-                const T dsp = G[vi * K + d] + dp[vi] * kh[i * K + d];
-                dkh[d] += Sp[vi * K + d] * dp[vi];
-                dgl[d] += Sprev[vi * K + d] * dsp;
-                mdg[d] += std::fabs(Sprev[vi * K + d]) * (std::fabs(G[vi * K + d]) + std::fabs(dp[vi] * kh[i * K + d]));
-                G[vi * K + d] = dsp * alpha[i * K + d];
+                const T dsp = gr[d] + dp * kt[d];
+                dkh[d] += gr[d] * u;
+                dkh[d] += spr[d] * dp;
+                dgl[d] += sprev[d] * dsp;
+                mdg[d] += std::fabs(sprev[d]) * (std::fabs(gr[d]) + std::fabs(dp * kt[d]));
+                gr[d] = dsp * a[d];
               }
+            }
             for (int d = 0; d < K; ++d) {  // da -> d/dglog (da * alpha); its mag likewise
-              dgl[d] *= alpha[i * K + d];
-              mdg[d] *= alpha[i * K + d];
+              dgl[d] *= a[d];
+              mdg[d] *= a[d];
             }
             dB[i] = dbeta;
             mDb[i] = mag_db;

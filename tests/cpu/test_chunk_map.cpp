@@ -282,7 +282,9 @@ TEST(ChunkMap, SegmentPlanSplitsOnlyFewLongChains) {
           ASSERT_EQ(kv % sp.bv, 0);
           // On wgmma a 32-column tile (the generic kernel) costs a 64-column one's step for half its rows: never
           // chosen for segments, whose wgmma instance takes 64-row tiles.
-          if (wgmma64 && sp.segments > 1) ASSERT_EQ(sp.bv, 64) << chains << " " << chunks;
+          if (wgmma64 && sp.segments > 1) {
+            ASSERT_EQ(sp.bv, 64) << chains << " " << chunks;
+          }
         }
 }
 
@@ -626,7 +628,9 @@ TEST(ChunkMap, ProductTilesAreDisjointAndAligned) {
                                 pl.Tame(), pl.floats()};
       const int64_t sizes[] = {C * C, C * C, C * K, C * K, C * K, C * V, K, K / 32 * C, 1};
       for (int i = 0; i < 9; ++i) {
-        if (i < 7) EXPECT_EQ(starts[i] % 64, 0) << i;  // the tiles a CTA copies or reads by rows
+        if (i < 7) {
+          EXPECT_EQ(starts[i] % 64, 0) << i;  // the tiles a CTA copies or reads by rows
+        }
         EXPECT_EQ(starts[i + 1] - starts[i] - sizes[i], i == 8 ? 63 : 0) << i;  // Tame then the padding to 64
       }
     }
