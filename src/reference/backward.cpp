@@ -222,9 +222,10 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
             const T* const qt = &qh[i * K];
             const int64_t orow = ((sp.batch * p.T + t) * HV + hv) * V;
             // One pass over the state's rows: every quantity of row vi (S' = S_{t-1} diag(a), p = S' k, u, S_t, the
-            // rows of G and dS') depends on that row only, so the token's state is read and G written once (as
-            // separate passes over whole-state temporaries the reverse was bound by their traffic). The sums over
-            // the rows (dq, dk, da and their mags) take their terms row by row, in increasing vi.
+            // rows of G and dS') depends on that row only, so the token's state is read and G written once instead
+            // of six passes through whole-state temporaries; with the row loops `omp simd`, -26% on train-cpu-8k-h8
+            // (bench/LEDGER.md). The sums over the rows (dq, dk, da and their mags) take their terms row by row, in
+            // increasing vi.
             T dbeta = 0, mag_db = 0;
             for (int vi = 0; vi < V; ++vi) {
               const T* const sprev = Sprev + vi * K;
