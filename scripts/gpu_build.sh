@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_build.sh: builds, on this (CPU) machine, the binaries a GPU lease runs and stages them in .carry/bin
-# (git-ignored, named in the device call's `carry`): host code for x86-64-v3 so it starts on any H200 host, the
-# CUDA runtime and libstdc++ linked statically, libgomp copied beside them. Each binary holds every kernel, so the set
+# (git-ignored, named in the device call's `carry`): host code for x86-64-v3 so it starts on any H200 host, device
+# code for sm_90a alone (the lent GPUs are H100 / H200; CI's build compiles sm_80 too), the CUDA runtime and libstdc++
+# linked statically, libgomp copied beside them. Each binary holds every kernel, so the set
 # travels as .carry/bin.tar.xz (~4 MB instead of ~150 MB: a device call carries at most 64 MiB); gpu_check.sh
 # unpacks it.
 # --python: also libkda_torch.so, the PyTorch extension, built against this machine's torch: it uses only PyTorch's
@@ -38,7 +39,7 @@ else
   python=(-DKDA_BUILD_PYTHON=OFF)
 fi
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 \
-  "${python[@]}" >/dev/null
+  -DKDA_CUDA_ARCHITECTURES=90a-real "${python[@]}" >/dev/null
 # Only what a lease runs (the CPU test binary is CI's, and compiling it doubled a build on this 2-core machine).
 targets=(kda kda_gpu_tests kda-bench kda-verify)
 [ -n "$with_python" ] && targets+=(kda_torch)
