@@ -89,12 +89,15 @@ lease_same_figures() {
   local suite=$1 b pids=() tag
   shift
   tag=$(printf '%s' "$suite" | tr -cs 'A-Za-z0-9' '-')
-  local seed
+  local seed th=$((12 / $#))
+  [ $th -lt 2 ] && th=2
   seed=$(od -An -N8 -tu8 /dev/urandom | tr -d " ")
   echo "lease_same_figures $suite seed: $seed"
   for b in "$@"; do
-    # $suite unquoted: its flags become arguments of their own
-    lease_run "same-$tag-$b" "$b" 2 200 ./kda-verify --impl cuda-generic --suite $suite --seed "$seed" & pids+=($!)
+    # $suite unquoted: its flags become arguments of their own. 12 threads among the builds (the device has 16 cores;
+    # a check beside takes the rest): the suite's time is the fp64 oracle's and the inputs' on the CPU, and at 2
+    # threads a build two full suites took 170 of their 200 s (session 52)
+    lease_run "same-$tag-$b" "$b" "$th" 200 ./kda-verify --impl cuda-generic --suite $suite --seed "$seed" & pids+=($!)
   done
   wait "${pids[@]}"
   for b in "$@"; do
