@@ -85,7 +85,7 @@ KDA_HOST_DEVICE int lpt_key(int64_t count) {
 }
 
 // Workspace, in this order, each part 256-byte aligned:
-//   header       int64 [2]: number of chunks in the list
+//   header       int64: number of chunks in the list; then uint64 [2]: phase 1's task counters (prep_counter_offset)
 //   seq_first    int64 [N + 1]
 //   seq_order    int64 [N]: the sequences longest first (lpt_key; written for packed batches only)
 //   list         ChunkRec [cap]
@@ -94,6 +94,11 @@ KDA_HOST_DEVICE int lpt_key(int64_t count) {
 //                U and decay fp32, the others as bf16x3 operands (chunk_common.cuh): a hi bf16 plane [C][K] then
 //                the lo plane, in the bytes of the fp32 matrix
 //                (rows past the chunk's length are zeros, so phase 2 needs no masking but for the output store)
+// Byte offset in the header of phase 1's task counter `slot` (chunk_prepare.cu): slot 0 for a forward's first (or
+// only) phase-1 launch, 1 for the one beside a state pass; build_chunk_map zeroes both.
+KDA_HOST_DEVICE constexpr int64_t prep_counter_offset(int slot) { return 8 + 8 * int64_t{slot}; }
+static_assert(prep_counter_offset(1) + 8 <= 256, "the counters fit the header, before seq_first (workspace_layout)");
+
 struct TileLayout {
   int64_t K, V;
   KDA_HOST_DEVICE int64_t W() const { return 0; }

@@ -1,6 +1,6 @@
 // chunk_prepare.cu: phase 1 of the two-phase chunked forward: everything of a chunk that does not depend on the
-// state, fully parallel over (chunk, value head). One CTA of 512 threads per (chunk-list entry, value head); CTAs
-// past the list's length (the grid is sized by its capacity, the length is known only on the device) exit.
+// state, fully parallel over (chunk, value head) tasks. One CTA of 512 threads an SM, each taking tasks from a
+// counter until the list (whose length is known only on the device) is done (prepare_kernel says why).
 //
 // Per chunk (C = 64 rows; rows past the chunk's length L are zero inputs, which makes every product row zero):
 //   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
@@ -41,6 +41,7 @@
 // mma (S3; S5 for a backward), bf16x3 mma (S5 of a plain forward: its planes reuse the A_kk, Qr, Kr and Ksuf
 // buffers) and fp32 FMA (S1, S4's diagonal blocks). (Two CTAs per SM would need <= ~113 KB: q / k / g alone are
 // 101 KB in fp32.)
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -194,13 +195,38 @@ __device__ __forceinline__ void stage_wu(const float (&acc)[kMaxGroups][2][4], i
   }
 }
 
+// S0's global loads of one task, every one issued before any is used: a thread's q or k vectors (half 0 / 1), and
+// g (half 0: fp32 two vectors per 8 channels, bf16 / fp16 the first kVec) or beta and v (half 1: the first V / 32).
+// Rows past the chunk's length load zeros. 32 (half 1) to 48 (half 0, fp32 g) registers, live from the issue
+// (during the previous task's S5c) to S0's stage.
+template <int K, int V>
+struct S0Loads {
+  static constexpr int kVec = K / 32;  // 16-byte vectors of q or k (8 channels each) per thread
+  static_assert(V / 32 <= 2 * kVec, "v's vectors fit g's");
+  uint4 qk[kVec];
+  uint4 x[2 * kVec];
+  float beta_raw;
+};
+
+// One task of phase 1: chunk-list entry ci of value head hv (q / k head h), tokens t0 .. t0 + L - 1 of batch row b.
+struct PrepTask {
+  int64_t ci, b, t0;
+  int L, hv, h;
+};
+
 // kWide: [W | U] in 3xTF32 for a backward (S5); true exactly when keep names the backward's buffers. Spec: the
 // inputs' dtypes and the gate mode the instance is built for (chunk_common.cuh IoSpec).
+// Tasks: (chunk-list entry, value head) for value heads hv0 .. hv0 + heads - 1 (all of them but where
+// forward_chunked.cu overlaps one group's state pass with the others' phase 1), task = (hv - hv0) chunks + ci,
+// handed out in order from the workspace header's counter `slot` (chunk_map.h prep_counter_offset; build_chunk_map
+// zeroes it). A CTA an SM (its shared memory) takes them one at a time, so the next task's input rows are in flight
+// while this one's [W | U] rows leave (S5c): as a CTA a task, each CTA's exit waited on those copies and the next
+// one's S0 on its loads, one SM idle through both (ncu, session 42: the copies' wait 6.7% of the stall samples, S0's
+// loads and the barrier behind them ~10%). The counter, not a fixed stride, keeps the SMs even where some start late
+// (beside a state pass). Which CTA runs a task changes no value.
 template <int K, int V, bool kWide, class Spec>
-// Value heads hv0 .. hv0 + gridDim.y - 1 (all of them but where forward_chunked.cu overlaps one group's state pass
-// with the others' phase 1).
 __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParams p, char* ws,
-                                                              const BackwardSaves keep, int ahead, int hv0) {
+                                                              const BackwardSaves keep, int hv0, int heads, int slot) {
   using Ly = PrepLayout<K, V>;
   constexpr int PK = Ly::PK, PV = Ly::PV, PA = Ly::PA;
   extern __shared__ __align__(16) float smem[];
@@ -218,759 +244,800 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   float* const bsum_s = smem + Ly::kBsum;
   float* const Xs = smem + Ly::kX;
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Launched beside a state pass (programmatic dependent launch, forward_chunked.cu), this grid reads nothing that
-  // pass writes, so no CTA waits for it but the last one, which makes this grid's completion imply the state
-  // pass's: the launches after it in the stream then see both finished. Without such a launch it returns at once.
-  if (blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1) asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
-  const int64_t ci = blockIdx.x;
-  if (ci >= *reinterpret_cast<const int64_t*>(ws)) return;
-  const ChunkRec rec = reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci];
-  const int hv = hv0 + static_cast<int>(blockIdx.y), h = hv / p.group;
-  const int64_t b = p.has_cu_seqlens() ? 0 : rec.seq;
-  const int64_t t0 = rec.start;
-  const int L = rec.len;
+  const ChunkRec* const list = reinterpret_cast<const ChunkRec*>(ws + wl.list);
+  // The list's length (build_chunk_map's), read where it is used: held in registers through the task loop, it and the
+  // task count took the registers that kept some instances (K = 128, V = 64) from spilling.
+  auto chunk_count = [&] { return *reinterpret_cast<const int64_t*>(ws); };
+  unsigned long long* const counter = reinterpret_cast<unsigned long long*>(ws + prep_counter_offset(slot));
   const TileLayout tl{K, V};
-  float* const tile = reinterpret_cast<float*>(ws + wl.tiles) + (ci * p.HV + hv) * tl.floats();
-  // The backward's copies of A' (unscaled, fp32) and T (bf16 hi / lo planes) for this (chunk, value head), [C][C]
-  // each (null in the forward).
-  float* const akk_save = keep.akk ? keep.akk + (ci * p.HV + hv) * kC * kC : nullptr;
-  float* const tinv_save = keep.tinv ? keep.tinv + (ci * p.HV + hv) * kC * kC : nullptr;
-  // The rows' 1 / |q|, 1 / |k| [2][C] (S0), for the gradient passes, which stage a row's channels in parts.
-  float* const norms_save = keep.norms && p.use_qk_l2norm ? keep.norms + (ci * p.HV + hv) * 2 * kC : nullptr;
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int grp = lane >> 2, tig = lane & 3;
+  const kda_dtype_t in_dt = Spec::dt(p.q.dtype), g_dt = Spec::dt(p.g.dtype);
+  const bool g32 = g_dt == KDA_DTYPE_FLOAT32;
+  constexpr int kVec = S0Loads<K, V>::kVec;
 
   const bool has_a_log = p.has_A_log();
   const kda_gate_mode_t gate_mode = Spec::gate(p.gate_mode);
-  const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
   // S1 / S3's choice per diagonal block (1: pairwise in S1; 0: factored on tensor cores in S3), set by S2a.
   __shared__ int pairwise_s[kSubBlocks];
   __shared__ int steep_s;  // S2a: some token decays by more than 2^-kTameBits in some channel (keep.tame)
-  if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
-  if (tid == 0) steep_s = 0;
-  for (int d = tid; d < K; d += kThreads)
-    bias_s[d] = gate_mode != KDA_GATE_LOG_DECAY
-                    ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
-                    : 0.0f;
-  __syncthreads();
+  __shared__ int64_t next_s;  // the counter's answer, for the whole CTA
 
-  // ---- S0: stage. Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors); half 0 stages
-  // q and g, half 1 k, beta and beta v. Rows >= L are zeros. Every global load of a thread is issued before any is
-  // used (one memory latency per CTA instead of two or three: ncu put 57% of this stage's stall samples on long
-  // scoreboard waits at 67bc1ca, with one CTA per SM and nothing else to run); the loaded vectors cost 32 (half 1)
-  // to 48 (half 0, fp32 g) registers, under the 128 a 512-thread CTA may hold.
-  {
-    const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
-    const bool live = st < L;
-    const int64_t t = t0 + st;
-    const kda_dtype_t in_dt = Spec::dt(p.q.dtype), g_dt = Spec::dt(p.g.dtype);
-    constexpr int kVec = K / 32;  // 16-byte vectors of q or k (8 channels each) per thread
+  auto task_of = [&](int64_t task) {
+    PrepTask tk;
+    const int64_t chunks = chunk_count();
+    tk.ci = task % chunks;
+    tk.hv = hv0 + static_cast<int>(task / chunks);
+    tk.h = tk.hv / p.group;
+    const ChunkRec rec = list[tk.ci];
+    tk.b = p.has_cu_seqlens() ? 0 : rec.seq;
+    tk.t0 = rec.start;
+    tk.L = rec.len;
+    return tk;
+  };
+  // Every field set (zeros where a half has none), so that no value of an earlier task stays live through a task.
+  auto load_rows = [&](const PrepTask& tk) {
+    S0Loads<K, V> ld{};
+    const int st = (threadIdx.x & 255) >> 2, sq = threadIdx.x & 3, half = threadIdx.x >> 8;  // as S0's stage
+    const bool live = st < tk.L;
+    const int64_t t = tk.t0 + st;
     const TensorView& qk = half ? p.k : p.q;
-    uint4 uqk[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j)
-      uqk[j] = live ? ldg16(static_cast<const uint16_t*>(qk.data) + b * qk.stride[0] + t * qk.stride[1] +
-                            h * qk.stride[2] + 8 * sq + 32 * j)
-                    : make_uint4(0, 0, 0, 0);
-    // q or k: L2 norm over the quad's K channels, then fp32 rows in Qs / Ks.
-    auto stage_qk = [&](float* dst) {
-      float x[K / 4];
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) cvt8(uqk[j], in_dt, x + 8 * j);
-      if (p.use_qk_l2norm) {
-        const float inv = quad_inv_norm(x);
-#pragma unroll
-        for (int i = 0; i < K / 4; ++i) x[i] *= inv;
-        if (norms_save && sq == 0) norms_save[half * kC + st] = inv;
-      }
-      dst += st * PK + 8 * sq;
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(x[8 * j], x[8 * j + 1], x[8 * j + 2], x[8 * j + 3]);
-        *reinterpret_cast<float4*>(dst + 32 * j + 4) =
-            make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
-      }
-    };
+      ld.qk[j] = live ? ldg16(static_cast<const uint16_t*>(qk.data) + tk.b * qk.stride[0] + t * qk.stride[1] +
+                              tk.h * qk.stride[2] + 8 * sq + 32 * j)
+                      : make_uint4(0, 0, 0, 0);
     if (half == 0) {
-      // The raw gate to Gs (fp32); S0b activates it in place.
-      const int64_t g_row = b * p.g.stride[0] + t * p.g.stride[1] + hv * p.g.stride[2];
-      float* const grow = Gs + st * PK + 8 * sq;
-      const bool g32 = g_dt == KDA_DTYPE_FLOAT32;
-      uint4 ug[2 * kVec];  // fp32 g: two vectors per 8 channels; bf16 / fp16 g: the first kVec
+      const int64_t g_row = tk.b * p.g.stride[0] + t * p.g.stride[1] + tk.hv * p.g.stride[2];
       if (g32) {
         const float* const gp = static_cast<const float*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
-          ug[2 * j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
-          ug[2 * j + 1] = live ? ldg16(gp + 32 * j + 4) : make_uint4(0, 0, 0, 0);
+          ld.x[2 * j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
+          ld.x[2 * j + 1] = live ? ldg16(gp + 32 * j + 4) : make_uint4(0, 0, 0, 0);
         }
       } else {
         const uint16_t* const gp = static_cast<const uint16_t*>(p.g.data) + g_row + 8 * sq;
 #pragma unroll
-        for (int j = 0; j < kVec; ++j) ug[j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
-      }
-      stage_qk(Qs);
-      if (g32) {
-#pragma unroll
-        for (int j = 0; j < 2 * kVec; ++j) *reinterpret_cast<uint4*>(grow + 32 * (j >> 1) + 4 * (j & 1)) = ug[j];
-      } else {
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          float g[8];
-          cvt8(ug[j], g_dt, g);
-          *reinterpret_cast<float4*>(grow + 32 * j) = make_float4(g[0], g[1], g[2], g[3]);
-          *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
-        }
+        for (int j = 0; j < kVec; ++j) ld.x[j] = live ? ldg16(gp + 32 * j) : make_uint4(0, 0, 0, 0);
       }
     } else {
-      const float beta_raw =
-          live ? scalar_to_float(p.beta.data, Spec::dt(p.beta.dtype),
-                                 b * p.beta.stride[0] + t * p.beta.stride[1] + hv * p.beta.stride[2])
-               : 0.0f;
-      uint4 uv[V / 32];
+      ld.beta_raw = live ? scalar_to_float(p.beta.data, Spec::dt(p.beta.dtype),
+                                           tk.b * p.beta.stride[0] + t * p.beta.stride[1] + tk.hv * p.beta.stride[2])
+                         : 0.0f;
 #pragma unroll
       for (int j = 0; j < V / 32; ++j)
-        uv[j] = live ? ldg16(static_cast<const uint16_t*>(p.v.data) + b * p.v.stride[0] + t * p.v.stride[1] +
-                             hv * p.v.stride[2] + 8 * sq + 32 * j)
-                     : make_uint4(0, 0, 0, 0);
-      stage_qk(Ks);
-      const float beta = live ? beta_activation<float>(beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
-      if (sq == 0) beta_s[st] = beta;
-#pragma unroll
-      for (int j = 0; j < V / 32; ++j) {
-        float v[8];
-        cvt8(uv[j], in_dt, v);
-        float* const dst = Vb + st * PV + 8 * sq + 32 * j;
-        *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
-        *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
-      }
+        ld.x[j] = live ? ldg16(static_cast<const uint16_t*>(p.v.data) + tk.b * p.v.stride[0] + t * p.v.stride[1] +
+                               tk.hv * p.v.stride[2] + 8 * sq + 32 * j)
+                       : make_uint4(0, 0, 0, 0);
     }
-  }
-  __syncthreads();
-  // One wave ahead: the q / k / g / v rows of the CTA that starts about when this one ends (linear CTA id + `ahead`,
-  // the SM count: one CTA per SM) into L2, so that its S0 finds them there. S0's loads are one DRAM latency per CTA
-  // with nothing else on the SM to hide it (ncu at 67bc1ca: 57% of S0's stall samples long-scoreboard). Threads
-  // 0-255 ask, a thread per (row, tensor): q, k, g, v (one 128-byte line per request); measured -16 / -29 us at
-  // h64- / h96-fixed (bench/LEDGER.md, session 16).
-  {
-    const int64_t task = int64_t{blockIdx.y} * gridDim.x + blockIdx.x + ahead;
-    const int64_t ci2 = task % gridDim.x, hv2 = hv0 + task / gridDim.x;
-    static_assert(kThreads == 8 * kC, "S0's prefetch: a thread per (row, tensor slot)");
-    if (hv2 < hv0 + int64_t{gridDim.y} && ci2 < *reinterpret_cast<const int64_t*>(ws) && tid < 4 * kC)
-      prefetch_input_row<K, V>(p, reinterpret_cast<const ChunkRec*>(ws + wl.list)[ci2], static_cast<int>(hv2),
-                               tid % kC, tid / kC);
-  }
-  // S0b: the gates activated in place, in log2 units, by all 16 warps (session 11's profile: S0's segment was 16.5% of
-  // phase 1's stall samples, most of it the activation on the 8 warps of half 0 while half 1 waited at the barrier),
-  // with exp(A_log) once per CTA; rows past L stay 0 (padded tokens change no sum). A channel a thread (kThreads / K
-  // rows a pass): the bias stays in a register and no element index is divided. A constant trip count and the
-  // activation computed for every row, rows past L then selected to 0 (their staged g is 0, so f is finite there and
-  // is dropped, not added): with the loop's bound and a branch per row, the static SASS reading counted ~8 of the 18
-  // instructions an element as loop and branch overhead.
-  {
-    const int d = tid % K;
-    const float bias = bias_s[d];
-    auto activate = [&](auto f) {
-      constexpr int kStep = kThreads / K;
-      static_assert(kC % kStep == 0, "S0b's rows");
-      const int r0 = tid / K;
-#pragma unroll 4
-      for (int i = 0; i < kC / kStep; ++i) {
-        const int r = r0 + i * kStep;
-        float* const gp = Gs + r * PK + d;
-        const float a = f(*gp);
-        *gp = r < L ? a : 0.0f;
-      }
-    };
-    switch (gate_mode) {
-      case KDA_GATE_BOUNDED: {
-        const float ea = has_a_log ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
-        activate([&](float g) { return bounded_gate_log2(g + bias, ea, lb2); });
-        break;
-      }
-      case KDA_GATE_SOFTPLUS:
-        activate([&](float g) {
-          return gate_log_decay<float>(KDA_GATE_SOFTPLUS, g, has_a_log, a_log, bias, 0.0f) * kLog2e;
-        });
-        break;
-      default:  // KDA_GATE_LOG_DECAY: g is the log-decay
-        activate([&](float g) { return g * kLog2e; });
-    }
-  }
-  __syncthreads();
+    return ld;
+  };
 
-  // ---- S2a: the sub-block sums S_b of g (log2 units), and which diagonal blocks S3 may factor: those whose every
-  // channel has S_b >= -kFactorBits and no g > 0 (so each local sum lies in [S_b, 0]), with q and k normalized.
-  // There each operand of S3's form, Kr = k exp2(Gl_r) and Ksuf exp2(-S_b) = k exp2(-Gl_c), stays within
-  // 2^(+-kFactorBits) of |k| <= 1: nothing overflows, and a component flushed to zero (below 2^-126) drops a term
-  // below 2^(kFactorBits - 126) = 2^-30 of entries of size ~1. Beyond that (half the channels near a bound of -5
-  // nats decay ~115 bits a block) the block stays pairwise (S1).
-  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
-    const ScanTask st = scan_task(task, K);
-    float acc = 0.0f, gmax = -INFINITY;
-    bool steep = false;  // the gradient passes' tame test (chunk_kernels.h) on the gates they stage, NaN steep
-#pragma unroll
-    for (int i = 0; i < kSub; ++i) {
-      const float g = Gs[(kSub * st.blk + i) * PK + st.d];
-      acc += g;
-      gmax = fmaxf(gmax, g);
-      steep |= !(g >= -kTameBits);
-    }
-    bsum_s[st.blk * K + st.d] = acc;
-    if (!(acc >= -kFactorBits) || gmax > 0.0f) pairwise_s[st.blk] = 1;  // NaN sums too
-    if (steep) steep_s = 1;
-  }
+  if (threadIdx.x == 0) next_s = static_cast<int64_t>(atomicAdd(counter, 1ull));
   __syncthreads();
-  if (keep.tame && tid == 0) keep.tame[ci * p.HV + hv] = steep_s ? 0 : 1;
+  int64_t cur = next_s;  // this CTA's task
+  // The current task and its rows; each replaced whole at a task's end (a kept field would live through the task).
+  const bool first = cur < chunk_count() * heads;
+  PrepTask tk = first ? task_of(cur) : PrepTask{};
+  S0Loads<K, V> ld = first ? load_rows(tk) : S0Loads<K, V>{};
+  while (cur < chunk_count() * heads) {
+    // The thread's indices, read anew each task: taken as loop invariants, the index math of every stage below was
+    // hoisted out of the loop and held through it (K = 128: ~105 -> 128 registers and spills in some instances).
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int lane = tid & 31, warp = tid >> 5, grp = lane >> 2, tig = lane & 3;
+    const int64_t ci = tk.ci;
+    const int hv = tk.hv;
+    const int L = tk.L;
+    float* const tile = reinterpret_cast<float*>(ws + wl.tiles) + (ci * p.HV + hv) * tl.floats();
+    // The backward's copies of A' (unscaled, fp32) and T (bf16 hi / lo planes) for this (chunk, value head), [C][C]
+    // each (null in the forward).
+    float* const akk_save = keep.akk ? keep.akk + (ci * p.HV + hv) * kC * kC : nullptr;
+    float* const tinv_save = keep.tinv ? keep.tinv + (ci * p.HV + hv) * kC * kC : nullptr;
+    // The rows' 1 / |q|, 1 / |k| [2][C] (S0), for the gradient passes, which stage a row's channels in parts.
+    float* const norms_save = keep.norms && p.use_qk_l2norm ? keep.norms + (ci * p.HV + hv) * 2 * kC : nullptr;
+    const float a_log = has_a_log ? static_cast<const float*>(p.A_log.data)[hv * p.A_log.stride[0]] : 0.0f;
+    // Read first after S0's barrier; the previous task's last readers were before S4's.
+    if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
+    if (tid == 0) steep_s = 0;
+    for (int d = tid; d < K; d += kThreads)
+      bias_s[d] = gate_mode != KDA_GATE_LOG_DECAY
+                      ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
+                      : 0.0f;
 
-  // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column pair c1 = p, c2 = 15 - p) (chunk_map.h
-  // diag_pair_task: both columns' entries fill one warp reduce-scatter's 32 slots). Lane = channels K / 32 lane + i
-  // (one vector load per row and operand, for both columns; K / 32 independent exponent chains per lane and
-  // column); the exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. The reduce-scatter
-  // sums a slot over the lanes in a tree that does not depend on the slot, and each lane's terms are added in the
-  // order they were with one column a task: every entry has the same bits. Lane l ends with slot l's sum. Only the
-  // blocks S2a left pairwise (S3 factors the others).
-#pragma unroll 1
-  for (int task = warp; task < kSubBlocks * kSub / 2; task += kThreads / 32) {
-    const DiagPairTask dt = diag_pair_task(task);
-    if (!pairwise_s[dt.bk]) continue;  // warp-uniform
-    const int base = 16 * dt.bk, c1 = dt.c1, c2 = dt.c2;
-    float val[32];
+    // ---- S0: stage (the loads are load_rows', issued ahead). Half 0 stages q and g, half 1 k, beta and v (beta v
+    // for a backward). Rows >= L are zeros.
+    {
+      // Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors), as load_rows.
+      const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
+      const bool live = st < L;
+      // q or k: L2 norm over the quad's K channels, then fp32 rows in Qs / Ks.
+      auto stage_qk = [&](float* dst) {
+        float x[K / 4];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) val[i] = 0.0f;
-    constexpr int CPL = K / 32;
-    const int d0 = CPL * lane;
-    // Rows past the chunk's length L are zeros (S0, g included): a column token at or past L, or a row past it,
-    // adds exact zeros (0 * finite), so skipping them changes no bit and takes a partial chunk's S1 work down in
-    // proportion. Warp-uniform, like c1 and c2 (c1 < c2: c2 live implies c1 live).
-    const int live = L - base;  // this block's rows inside the chunk (<= 0: none)
-    const bool live2 = c2 < live;
-    if (c1 < live) {
-      float k1[CPL], e1[CPL], k2[CPL], e2[CPL];
-      lds_vec(Ks + (base + c1) * PK + d0, k1);
-      lds_vec(Ks + (base + c2) * PK + d0, k2);
+        for (int j = 0; j < kVec; ++j) cvt8(ld.qk[j], in_dt, x + 8 * j);
+        if (p.use_qk_l2norm) {
+          const float inv = quad_inv_norm(x);
 #pragma unroll
-      for (int i = 0; i < CPL; ++i) e1[i] = e2[i] = 0.0f;
+          for (int i = 0; i < K / 4; ++i) x[i] *= inv;
+          if (norms_save && sq == 0) norms_save[half * kC + st] = inv;
+        }
+        dst += st * PK + 8 * sq;
 #pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        if (r >= c1 && r < live) {  // rows above both diagonals cost a branch only
-          const int off = (base + r) * PK + d0;
-          float gv[CPL], qv[CPL], kv[CPL];
-          lds_vec(Gs + off, gv);
-          lds_vec(Qs + off, qv);
-          lds_vec(Ks + off, kv);
+        for (int j = 0; j < kVec; ++j) {
+          *reinterpret_cast<float4*>(dst + 32 * j) = make_float4(x[8 * j], x[8 * j + 1], x[8 * j + 2], x[8 * j + 3]);
+          *reinterpret_cast<float4*>(dst + 32 * j + 4) =
+              make_float4(x[8 * j + 4], x[8 * j + 5], x[8 * j + 6], x[8 * j + 7]);
+        }
+      };
+      if (half == 0) {
+        // The raw gate to Gs (fp32); S0b activates it in place.
+        float* const grow = Gs + st * PK + 8 * sq;
+        stage_qk(Qs);
+        if (g32) {
 #pragma unroll
-          for (int i = 0; i < CPL; ++i) {
-            if (r > c1) e1[i] += gv[i];
-            const float w = ex2(e1[i]) * k1[i];
-            val[diag_slot_qk1(r)] = fmaf(qv[i], w, val[diag_slot_qk1(r)]);
-            if (r > c1) val[diag_slot_kk1(r)] = fmaf(kv[i], w, val[diag_slot_kk1(r)]);
+          for (int j = 0; j < 2 * kVec; ++j) *reinterpret_cast<uint4*>(grow + 32 * (j >> 1) + 4 * (j & 1)) = ld.x[j];
+        } else {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            float g[8];
+            cvt8(ld.x[j], g_dt, g);
+            *reinterpret_cast<float4*>(grow + 32 * j) = make_float4(g[0], g[1], g[2], g[3]);
+            *reinterpret_cast<float4*>(grow + 32 * j + 4) = make_float4(g[4], g[5], g[6], g[7]);
           }
-          if (live2 && r >= c2) {
+        }
+      } else {
+        stage_qk(Ks);
+        const float beta = live ? beta_activation<float>(ld.beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
+        if (sq == 0) beta_s[st] = beta;
+#pragma unroll
+        for (int j = 0; j < V / 32; ++j) {
+          float v[8];
+          cvt8(ld.x[j], in_dt, v);
+          float* const dst = Vb + st * PV + 8 * sq + 32 * j;
+          *reinterpret_cast<float4*>(dst) = make_float4(beta * v[0], beta * v[1], beta * v[2], beta * v[3]);
+          *reinterpret_cast<float4*>(dst + 4) = make_float4(beta * v[4], beta * v[5], beta * v[6], beta * v[7]);
+        }
+      }
+    }
+    __syncthreads();
+    // About a round of the CTAs ahead: the q / k / g / v rows of task cur + gridDim.x (the counter hands tasks out in
+    // order, one a CTA at a time) into L2, so that its load_rows finds them there. Threads 0-255 ask, a thread per
+    // (row, tensor): q, k, g, v (one 128-byte line per request); measured -16 / -29 us at h64- / h96-fixed as a wave
+    // ahead of a CTA a task (bench/LEDGER.md, session 16).
+    {
+      const int64_t ahead = cur + gridDim.x;
+      static_assert(kThreads == 8 * kC, "S0's prefetch: a thread per (row, tensor slot)");
+      const int64_t chunks = chunk_count();
+      if (ahead < chunks * heads && tid < 4 * kC)
+        prefetch_input_row<K, V>(p, list[ahead % chunks], hv0 + static_cast<int>(ahead / chunks), tid % kC, tid / kC);
+    }
+    // S0b: the gates activated in place, in log2 units, by all 16 warps (session 11's profile: S0's segment was
+    // 16.5% of phase 1's stall samples, most of it the activation on the 8 warps of half 0 while half 1 waited at the
+    // barrier), with exp(A_log) once per task; rows past L stay 0 (padded tokens change no sum). A channel a thread
+    // (kThreads / K rows a pass): the bias stays in a register and no element index is divided. A constant trip count
+    // and the activation computed for every row, rows past L then selected to 0 (their staged g is 0, so f is finite
+    // there and is dropped, not added): with the loop's bound and a branch per row, the static SASS reading counted
+    // ~8 of the 18 instructions an element as loop and branch overhead.
+    {
+      const int d = tid % K;
+      const float bias = bias_s[d];
+      auto activate = [&](auto f) {
+        constexpr int kStep = kThreads / K;
+        static_assert(kC % kStep == 0, "S0b's rows");
+        const int r0 = tid / K;
+#pragma unroll 4
+        for (int i = 0; i < kC / kStep; ++i) {
+          const int r = r0 + i * kStep;
+          float* const gp = Gs + r * PK + d;
+          const float a = f(*gp);
+          *gp = r < L ? a : 0.0f;
+        }
+      };
+      switch (gate_mode) {
+        case KDA_GATE_BOUNDED: {
+          const float ea = has_a_log ? expf(a_log) : 1.0f, lb2 = p.lower_bound * kLog2e;
+          activate([&](float g) { return bounded_gate_log2(g + bias, ea, lb2); });
+          break;
+        }
+        case KDA_GATE_SOFTPLUS:
+          activate([&](float g) {
+            return gate_log_decay<float>(KDA_GATE_SOFTPLUS, g, has_a_log, a_log, bias, 0.0f) * kLog2e;
+          });
+          break;
+        default:  // KDA_GATE_LOG_DECAY: g is the log-decay
+          activate([&](float g) { return g * kLog2e; });
+      }
+    }
+    __syncthreads();
+
+    // ---- S2a: the sub-block sums S_b of g (log2 units), and which diagonal blocks S3 may factor: those whose every
+    // channel has S_b >= -kFactorBits and no g > 0 (so each local sum lies in [S_b, 0]), with q and k normalized.
+    // There each operand of S3's form, Kr = k exp2(Gl_r) and Ksuf exp2(-S_b) = k exp2(-Gl_c), stays within
+    // 2^(+-kFactorBits) of |k| <= 1: nothing overflows, and a component flushed to zero (below 2^-126) drops a term
+    // below 2^(kFactorBits - 126) = 2^-30 of entries of size ~1. Beyond that (half the channels near a bound of -5
+    // nats decay ~115 bits a block) the block stays pairwise (S1).
+    for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+      const ScanTask st = scan_task(task, K);
+      float acc = 0.0f, gmax = -INFINITY;
+      bool steep = false;  // the gradient passes' tame test (chunk_kernels.h) on the gates they stage, NaN steep
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        const float g = Gs[(kSub * st.blk + i) * PK + st.d];
+        acc += g;
+        gmax = fmaxf(gmax, g);
+        steep |= !(g >= -kTameBits);
+      }
+      bsum_s[st.blk * K + st.d] = acc;
+      if (!(acc >= -kFactorBits) || gmax > 0.0f) pairwise_s[st.blk] = 1;  // NaN sums too
+      if (steep) steep_s = 1;
+    }
+    __syncthreads();
+    if (keep.tame && tid == 0) keep.tame[ci * p.HV + hv] = steep_s ? 0 : 1;
+
+    // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column pair c1 = p, c2 = 15 - p) (chunk_map.h
+    // diag_pair_task: both columns' entries fill one warp reduce-scatter's 32 slots). Lane = channels K / 32 lane + i
+    // (one vector load per row and operand, for both columns; K / 32 independent exponent chains per lane and
+    // column); the exponent of (r, c) is the sum of g over c + 1 .. r, accumulated along the rows. The reduce-scatter
+    // sums a slot over the lanes in a tree that does not depend on the slot, and each lane's terms are added in the
+    // order they were with one column a task: every entry has the same bits. Lane l ends with slot l's sum. Only the
+    // blocks S2a left pairwise (S3 factors the others).
+#pragma unroll 1
+    for (int task = warp; task < kSubBlocks * kSub / 2; task += kThreads / 32) {
+      const DiagPairTask dt = diag_pair_task(task);
+      if (!pairwise_s[dt.bk]) continue;  // warp-uniform
+      const int base = 16 * dt.bk, c1 = dt.c1, c2 = dt.c2;
+      float val[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) val[i] = 0.0f;
+      constexpr int CPL = K / 32;
+      const int d0 = CPL * lane;
+      // Rows past the chunk's length L are zeros (S0, g included): a column token at or past L, or a row past it,
+      // adds exact zeros (0 * finite), so skipping them changes no bit and takes a partial chunk's S1 work down in
+      // proportion. Warp-uniform, like c1 and c2 (c1 < c2: c2 live implies c1 live).
+      const int live = L - base;  // this block's rows inside the chunk (<= 0: none)
+      const bool live2 = c2 < live;
+      if (c1 < live) {
+        float k1[CPL], e1[CPL], k2[CPL], e2[CPL];
+        lds_vec(Ks + (base + c1) * PK + d0, k1);
+        lds_vec(Ks + (base + c2) * PK + d0, k2);
+#pragma unroll
+        for (int i = 0; i < CPL; ++i) e1[i] = e2[i] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 16; ++r) {
+          if (r >= c1 && r < live) {  // rows above both diagonals cost a branch only
+            const int off = (base + r) * PK + d0;
+            float gv[CPL], qv[CPL], kv[CPL];
+            lds_vec(Gs + off, gv);
+            lds_vec(Qs + off, qv);
+            lds_vec(Ks + off, kv);
 #pragma unroll
             for (int i = 0; i < CPL; ++i) {
-              if (r > c2) e2[i] += gv[i];
-              const float w = ex2(e2[i]) * k2[i];
-              // diag_slot_qk2(r, c2): 15 - r below the diagonal, 31 - r on it (static either way: r is unrolled)
-              if (r > c2) {
-                val[15 - r] = fmaf(qv[i], w, val[15 - r]);
-                val[diag_slot_kk2(r)] = fmaf(kv[i], w, val[diag_slot_kk2(r)]);
-              } else {
-                val[31 - r] = fmaf(qv[i], w, val[31 - r]);
+              if (r > c1) e1[i] += gv[i];
+              const float w = ex2(e1[i]) * k1[i];
+              val[diag_slot_qk1(r)] = fmaf(qv[i], w, val[diag_slot_qk1(r)]);
+              if (r > c1) val[diag_slot_kk1(r)] = fmaf(kv[i], w, val[diag_slot_kk1(r)]);
+            }
+            if (live2 && r >= c2) {
+#pragma unroll
+              for (int i = 0; i < CPL; ++i) {
+                if (r > c2) e2[i] += gv[i];
+                const float w = ex2(e2[i]) * k2[i];
+                // diag_slot_qk2(r, c2): 15 - r below the diagonal, 31 - r on it (static either way: r is unrolled)
+                if (r > c2) {
+                  val[15 - r] = fmaf(qv[i], w, val[15 - r]);
+                  val[diag_slot_kk2(r)] = fmaf(kv[i], w, val[diag_slot_kk2(r)]);
+                } else {
+                  val[31 - r] = fmaf(qv[i], w, val[31 - r]);
+                }
               }
             }
           }
         }
       }
-    }
-    const float sum = reduce_scatter32(val, lane);
-    float* const Aqk_b = Aqk + base * PA + base;  // the diagonal block's (0, 0)
-    float* const Akk_b = Akk + base * PA + base;
-    float* const save_b = akk_save ? akk_save + base * kC + base : nullptr;
-    const DiagEntry e = diag_slot_entry(dt, lane), z = diag_zero_entry(dt, lane);
-    if (e.qk) {
-      Aqk_b[e.r * PA + e.c] = sum;
-    } else {  // A_kk = beta A'; the backward keeps A' (unscaled)
-      Akk_b[e.r * PA + e.c] = beta_s[base + e.r] * sum;
-      if (save_b) save_b[e.r * kC + e.c] = sum;
-    }
-    if (z.qk) {  // the entries above the diagonal are zeros (A_kk's diagonal too), one a lane
-      Aqk_b[z.r * PA + z.c] = 0.0f;
-    } else {
-      Akk_b[z.r * PA + z.c] = 0.0f;
-      if (save_b) save_b[z.r * kC + z.c] = 0.0f;
-    }
-  }
-  __syncthreads();
-
-  // ---- S2b: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
-  // instead of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
-  // reference-point forms in place, the block factor tables; the exponents as (sums over whole sub-blocks, S2a's)
-  // + (a local 16-token scan), every one a sum of g over the tokens it spans.
-#pragma unroll 1
-  for (int task = tid; task < kSubBlocks * K; task += kThreads) {
-    const ScanTask st = scan_task(task, K);
-    const int d = st.d, blk = st.blk, tb = kSub * blk;
-    __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
-    __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
-    if (blk > 0 && tb >= L) {
-      // A sub-block past the chunk's length (short sequences, a sequence's last chunk): its q, k and g rows are zeros
-      // (S0), so Qr, Kr and Ksuf in place already are, and Qg and Kd are exact zeros: only those are written, the bits
-      // the computation gives (0 * a finite factor).
-#pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        store_split1(Kd_g, kC * K, (tb + i) * K + d, 0.0f);
-        store_split1(Qg_g, kC * K, (tb + i) * K + d, 0.0f);
+      const float sum = reduce_scatter32(val, lane);
+      float* const Aqk_b = Aqk + base * PA + base;  // the diagonal block's (0, 0)
+      float* const Akk_b = Akk + base * PA + base;
+      float* const save_b = akk_save ? akk_save + base * kC + base : nullptr;
+      const DiagEntry e = diag_slot_entry(dt, lane), z = diag_zero_entry(dt, lane);
+      if (e.qk) {
+        Aqk_b[e.r * PA + e.c] = sum;
+      } else {  // A_kk = beta A'; the backward keeps A' (unscaled)
+        Akk_b[e.r * PA + e.c] = beta_s[base + e.r] * sum;
+        if (save_b) save_b[e.r * kC + e.c] = sum;
       }
-      continue;
-    }
-    float S[kSubBlocks];
-#pragma unroll
-    for (int b2 = 0; b2 < kSubBlocks; ++b2) S[b2] = bsum_s[b2 * K + d];
-    float before = 0.0f, after = 0.0f;  // sums over the sub-blocks before / after blk
-#pragma unroll
-    for (int b2 = 0; b2 < kSubBlocks; ++b2)
-      if (b2 < blk) before += S[b2];
-#pragma unroll
-    for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
-      if (b2 > blk) after += S[b2];
-    // The sub-block's factors as running products of its tokens' e_t = exp2(g_t) <= 1 (one ex2 a token; the sums'
-    // form took four a token, and MUFU work was most of this stage's MIO throttle, ncu session 20), times exp2 of the
-    // whole sub-blocks before / after it. Each product only shrinks, so nothing overflows; one rounds to zero only
-    // where the exact factor is below fp32's normal range.
-    float e[kSub];
-#pragma unroll
-    for (int i = 0; i < kSub; ++i) e[i] = ex2(Gs[(tb + i) * PK + d]);
-    // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
-    const float fa = ex2(after);
-    float suf = 1.0f;
-#pragma unroll
-    for (int i = kSub - 1; i >= 0; --i) {
-      const int t = tb + i;
-      const float k = Ks[t * PK + d];
-      store_split1(Kd_g, kC * K, t * K + d, k * (fa * suf));
-      Gs[t * PK + d] = k * suf;  // Ksuf
-      suf *= e[i];
-    }
-    // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
-    const float fb = ex2(before);
-    float el = 1.0f;
-#pragma unroll
-    for (int i = 0; i < kSub; ++i) {
-      const int t = tb + i;
-      el *= e[i];
-      const float q = Qs[t * PK + d];
-      store_split1(Qg_g, kC * K, t * K + d, q * (fb * el));
-      Qs[t * PK + d] = q * el;
-      Ks[t * PK + d] *= el;
-    }
-    if (blk == 0) {
-      float P[kSubBlocks];
-#pragma unroll
-      for (int b2 = 0; b2 < kSubBlocks; ++b2) P[b2] = ex2(S[b2]);
-      tile[tl.decay() + d] = ex2(((S[0] + S[1]) + S[2]) + S[3]);
-      pre_s[d] = 1.0f;
-      pre_s[K + d] = P[0];
-      pre_s[2 * K + d] = P[0] * P[1];
-      pre_s[3 * K + d] = P[0] * P[1] * P[2];
-      fac_s[d] = P[1];
-      fac_s[K + d] = P[2];
-      fac_s[2 * K + d] = P[1] * P[2];
-    }
-  }
-  __syncthreads();
-
-  // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
-  // P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and near-identical keys amplify its
-  // error). A_qk: a plain forward had one TF32 pass there (8 mma a k-step instead of 12, -37 us at h64-fixed in
-  // session 13), but on near-identical keys at beta near 2 it took an output element to 1.075 of its bound in the
-  // CPU model (two_phase.py, session 48: 0.40 with 3xTF32). The keys' rounding is the one that matters there (their
-  // near-equal rows cancel), not the query's: with the query rounded once and the keys split (tf32b, 10 mma a k-step)
-  // the model gives 3xTF32's figures (0.40; the query split and the keys rounded once: 1.083; session 49), so a
-  // plain forward takes that. A backward's recompute keeps 3xTF32 (dV_new takes A_qk^T dO: one pass failed
-  // backward-quick's near-identical keys at beta = 2, dv 1.16 of its bound).
-  // Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the dependent mma chain halves;
-  // splitting a block's two n-tiles instead re-splits the A fragments in both warps: ~60% more instructions): the
-  // second half stores its raw partial sums in the block's place, the first adds its own to them after a barrier and
-  // finishes the block (beta, the backward's copy).
-  // Warps 12-15 meanwhile factor diagonal block warp - 12 where S2a allows it (below).
-  float akk[2][4] = {}, aqk[2][4] = {};
-  const int s3 = warp % 6, half = warp / 6;
-  const int I = s3 < 1 ? 1 : s3 < 3 ? 2 : 3;
-  const int J = s3 < 1 ? 0 : s3 < 3 ? s3 - 1 : s3 - 3;
-  const int a0 = 16 * I + grp, a1 = a0 + 8;
-  if (warp < 12) {
-    const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
-    constexpr int kSteps = K / 16;  // k-steps of 8 channels per half
-    // A block whose rows are all past the chunk's length is exactly zero (its Kr / Qr rows are): no products, the
-    // zero accumulators stored as the computation would store them.
-    const int ks_end = kSub * I < L ? (half + 1) * kSteps : half * kSteps;
-#pragma unroll 2
-    for (int ks = half * kSteps; ks < ks_end; ++ks) {
-      const int c0 = 8 * ks + tig;
-      s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, a0, c0, 16 * J + grp, F ? F[c0] : 1.0f, F ? F[c0 + 4] : 1.0f);
-    }
-    if (half == 1) {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int col = 16 * J + 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(akk[nt][0], akk[nt][1]);
-        *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(akk[nt][2], akk[nt][3]);
-        *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0], aqk[nt][1]);
-        *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
+      if (z.qk) {  // the entries above the diagonal are zeros (A_kk's diagonal too), one a lane
+        Aqk_b[z.r * PA + z.c] = 0.0f;
+      } else {
+        Akk_b[z.r * PA + z.c] = 0.0f;
+        if (save_b) save_b[z.r * kC + z.c] = 0.0f;
       }
-    }
-    // The off-diagonal blocks are finished among warps 0-11 (a named barrier), while the diagonal warps 12-15, with
-    // twice their k-steps, may still run: behind a CTA barrier warps 0-5 had finished only after those.
-    named_barrier(4, 384);  // ids: 1-3 are S4's
-    if (warp < 6) {
-      const float be0 = beta_s[a0], be1 = beta_s[a1];
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int col = 16 * J + 8 * nt + 2 * tig;
-        const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
-        const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
-        const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
-        const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
-        const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
-        *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
-        *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
-        *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
-        *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
-        if (akk_save) {
-          *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
-          *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
-        }
-      }
-    }
-  } else if (!pairwise_s[warp - 12]) {
-    // A factored diagonal block B (S2a): A'[r][c] = sum_d Kr[r][d] Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r -
-    // Gl_c), S3's form with the block's own total taken back out per channel; over all K channels (16 k-steps at
-    // K = 128, two of the off-diagonal warps' chains, which S1's ~4 K dependent pair steps a warp outweigh).
-    // Entries on and above the diagonal are computed and masked. Rows past L are zero in Kr / Qr, so a block
-    // entirely past L is stored as zeros without its products.
-    const int B = warp - 12, r0 = 16 * B + grp;
-    if (kSub * B < L) {
-#pragma unroll 2
-      for (int ks = 0; ks < K / 8; ++ks) {
-        const int c0 = 8 * ks + tig;
-        if constexpr (kWide) {
-          // A backward's recompute: each k-step's products into fresh accumulators, added to the block's in fp32.
-          // The mma's own fp32 accumulation is not IEEE round-to-nearest (truncating on V100-A100: Fasi et al.,
-          // PeerJ CS 7:e330; H100 modelled in arXiv:2512.07004), and over the block's 48 chained mma (16 k-steps of
-          // three) backward-full's near-identical keys at beta = 2 failed on the H200 (dv 1.7x its bound, bisected
-          // to 5f9980a); with the chain cut per k-step it passes (worst gradient 0.18-0.19x, under the pairwise
-          // form's 0.19x) at the chained form's speed (bench/LEDGER.md, session 23). The nearest key pairs sit in
-          // these blocks, and T^T carries their rounding into dv. A forward's outputs passed with the chain whole.
-          float tk[2][4] = {}, tq[2][4] = {};
-          s3_kstep<PK, !kWide>(tk, tq, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
-                               ex2(-bsum_s[B * K + c0 + 4]));
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              akk[nt][e] += tk[nt][e];
-              aqk[nt][e] += tq[nt][e];
-            }
-        } else {
-          s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
-                               ex2(-bsum_s[B * K + c0 + 4]));
-        }
-      }
-    }
-    float* const save_b = akk_save ? akk_save + 16 * B * kC + 16 * B : nullptr;
-    for_each_tile_element<2>(grp, 0, tig, [&](int nt, int e, int r, int c) {
-      const int o = (16 * B + r) * PA + 16 * B + c;
-      Aqk[o] = r >= c ? aqk[nt][e] : 0.0f;
-      Akk[o] = r > c ? beta_s[16 * B + r] * akk[nt][e] : 0.0f;
-      if (save_b) save_b[r * kC + c] = r > c ? akk[nt][e] : 0.0f;  // A' unscaled, as S1 keeps it
-    });
-  }
-  __syncthreads();
-
-  // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril). Round 0, fp32: the four
-  // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
-  // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
-  // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
-  // Stages 1-3 (chunk_map.h tri2_task): the 2 x 2 block inverse twice, T_10 and T_32 (stage 1: -T_ii (A_ij T_jj)),
-  // X = A_BA T_A (stage 2, four blocks) and T_BA = -T_B X (stage 3, four blocks), each block a warp on 3xTF32
-  // mma.m16n8k8 (as S3), X through shared-memory slots (accumulator layout -> B operand); T_ii's upper triangle is
-  // round 0's zeros, its diagonal an exact 1. Their chain is 4 + 4 + 4 k-steps of 8 at most; the distance rounds it
-  // replaces (T_IJ for I - J = 1, 2, 3 in turn) were 4 + 6 + 8 on 3, 2 and 1 warps while the CTA's other warps
-  // waited (ncu, session 20: S4 ~14% of phase 1's stall samples, the barrier after it 6.5%). The old one-entry-a-
-  // thread form ran 16 s-long FMA chains with two shared loads per FMA; the CPU model of the distance rounds matches
-  // fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2 with single tf32
-  // (scripts/models/two_phase.py --precision tinv=blocked-3xtf32, bench/results/2026-11-30-cpu-model-tinv-blocked.log);
-  // the stages sum the same 3xTF32 products in another association.
-  // Warps 0-7 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers. Warps 8-15
-  // meanwhile store A_qk (masked lower) to the workspace and, in a forward, do S5a's plane splits of X_K and X_V,
-  // which T does not enter: behind a CTA barrier per round they had waited with 8-15 of 16 warps idle, then split
-  // after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps; static SASS, session 13). One
-  // CTA barrier at the end.
-  constexpr int kStageWarps = 4, kSplitThreads = kThreads - 256;  // stages 1-3 on warps 0-3; splits on 8-15
-  bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
-  // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
-  // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
-  constexpr bool kXvInG = V <= PK;
-  bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
-  if (tid < 256) {
-    const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
-#pragma unroll 1
-    for (int r = cb; r < cb + kSub; ++r) {
-      // The lane's terms j = cb + part + 4 m < r, m < 4, in ascending j (the order of the loop this replaces, whose
-      // trip count varied by lane and row: ptxas peeled it into branchy single steps, ~54 instructions a row by the
-      // static SASS reading): straight-line, the loads unconditional (rows below 64; a not-yet-written T entry is read
-      // but not used), the FMA predicated.
-      float s = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kSub / 4; ++m) {
-        const int j = cb + part + 4 * m;
-        const float a = Akk[r * PA + j], t = Tm[j * PA + c];
-        if (j < r) s = fmaf(a, t, s);
-      }
-      s = quad_sum(s);
-      if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
-      __syncwarp();
-    }
-    named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
-    // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
-    // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
-    // 16 k_first .. 16 (k_last + 1) - 1, N's rows through `brow` (T's column block j, or stage 2's X slots).
-    auto block_sum = [&](const float* M, int i, int k_first, int k_last, auto brow, float (&acc)[2][4]) {
-      const int r0 = kSub * i + grp;
-#pragma unroll 1
-      for (int ks = 2 * k_first; ks < 2 * (k_last + 1); ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        uint32_t ah[4], al[4];
-        split_a(M, PA, r0, c0, ah, al);
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          uint32_t bh[2], bl[2];
-          split(brow(c0)[8 * nt + grp], bh[0], bl[0]);
-          split(brow(c1)[8 * nt + grp], bh[1], bl[1]);
-          mma3(acc[nt], ah, al, bh, bl);
-        }
-      }
-    };
-    // An accumulator pair as the [16][16] block at dst (pitch `pitch`), negated or not.
-    auto put = [&](float* dst, int pitch, const float (&acc)[2][4], float sign) {
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const int col = 8 * nt + 2 * tig;
-        *reinterpret_cast<float2*>(dst + grp * pitch + col) = make_float2(sign * acc[nt][0], sign * acc[nt][1]);
-        *reinterpret_cast<float2*>(dst + (grp + 8) * pitch + col) = make_float2(sign * acc[nt][2], sign * acc[nt][3]);
-      }
-    };
-    if (warp < kStageWarps) {
-      // Rows past the chunk's length: A_ik = 0 there, so X = 0 and T_ij = -0, the bits the products would give.
-      if (warp < tri2_warps(1)) {  // stage 1: T_ij = -T_ii (A_ij T_jj)
-        const Tri2Task t = tri2_task(1, warp);
-        float x[2][4] = {}, y[2][4] = {};
-        float* const Xw = Xs + kSub * kSub * warp;
-        if (kSub * t.i < L) {
-          block_sum(Akk, t.i, t.k_first, t.k_last, [&](int c) { return Tm + c * PA + kSub * t.j; }, x);
-          put(Xw, kSub, x, 1.0f);
-          __syncwarp();
-          block_sum(Tm, t.i, t.i, t.i, [&](int c) { return Xw + (c - kSub * t.i) * kSub; }, y);
-        }
-        put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
-      }
-      named_barrier(2, 32 * kStageWarps);
-      const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
-      float x[2][4] = {};
-      if (kSub * t2.i < L)
-        block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
-      put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
-      named_barrier(2, 32 * kStageWarps);
-      const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
-      float y[2][4] = {};
-      if (kSub * t3.i < L)
-        block_sum(Tm, t3.i, t3.k_first, t3.k_last, [&](int c) {
-          const int k = c / kSub;
-          return Xs + kSub * kSub * (2 * (k - 2) + t3.j) + (c - kSub * k) * kSub;
-        }, y);
-      put(Tm + kSub * t3.i * PA + kSub * t3.j, PA, y, -1.0f);
-    }
-  } else {
-    __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
-    // Four entries a thread and step (8-byte stores a plane; one element each was 32 2-byte stores a thread).
-    for (int e = 4 * (tid - 256); e < kC * kC; e += 4 * (kThreads - 256)) {
-      const int r = e / kC, c0 = e % kC;
-      float x[4];
-      lds_vec<4>(Aqk + r * PA + c0, x);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) x[i] = c0 + i <= r ? x[i] : 0.0f;
-      store_split4(Aqk_g, kC * kC, e, x);
-    }
-    if (!kWide) {
-      const int st = tid - (kThreads - kSplitThreads);
-      split_to_planes<K, kSplitThreads>(Ks, PK, XKp, st, [&](int r, int c, float (&x)[4]) {
-        float pre[4];
-        lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
-        const float bt = beta_s[r];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
-      });
-      if constexpr (!kXvInG) named_barrier(3, kSplitThreads);  // Kr read: its buffer takes X_V
-      split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
-    }
-  }
-  __syncthreads();
-
-  // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
-  // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
-  // carry W and U's rounding through T^T twice more, and with bf16x3 here near-identical keys at beta = 2 failed
-  // backward-full (bench/LEDGER.md, session 8). A plain forward keeps bf16x3: its outputs and states pass every
-  // probe at <= 0.03 of their bounds with it, and 3xTF32 costs the forward ~130 us (4.4%) at h64-fixed.
-  constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
-  const int pair = warp & 1, nq = warp >> 1;
-  __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
-  float* const U_g = tile + tl.U();
-  // [W | U] leaves through a stage (S5c): W's planes over the A_qk and T buffers, U over beta v's: 2 kC rows of 4 PA
-  // bytes, kC rows of 4 PV. A_qk went to the workspace in S4; in the bf16x3 branch T and beta v were split into
-  // planes elsewhere before S5b, in the 3xTF32 one the stage waits for the products to have read them.
-  static_assert(Ly::kT == Ly::kAqk + kC * PA && 2 * K <= 4 * PA && V <= PV, "[W | U]'s stage fits its buffers");
-  unsigned char* const w_stage = reinterpret_cast<unsigned char*>(Aqk);
-  unsigned char* const u_stage = reinterpret_cast<unsigned char*>(Vb);
-  if constexpr (kWide) {
-    // 3xTF32, operands split as they are loaded (as S3). In the CPU model (scripts/models/
-    // chunk_backward_rounding.py --precision wu=...) bf16x3 here was the largest of the chunked backward's errors on
-    // that probe: dq 7.8e-4 relative RMSE, worst element 0.59 of its bound, against 3.5e-4 and 0.30 with 3xTF32.
-    // S5a: X_K = exp(Gamma) K diag(beta) in place over Kr (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t); X_V = beta v is
-    // Vb. S5b: warp = (row-block pair, column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is
-    // lower triangular: 2 m + 2 k-steps of 8 for row block m), 16-column groups nq, nq + 8, ... of [W | U] (a group
-    // lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, then staged. Bank use: T (pitch
-    // 68) and X_V (pitch V + 8) fragments are conflict-free, X_K (pitch K + 4) 2-way.
-    for_row_quads<K>(tid, [&](int r, int c, int) {
-      float x[4], pre[4];
-      lds_vec<4>(Ks + r * PK + c, x);
-      lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
-      const float bt = beta_s[r];
-      *reinterpret_cast<float4*>(Ks + r * PK + c) =
-          make_float4(x[0] * (pre[0] * bt), x[1] * (pre[1] * bt), x[2] * (pre[2] * bt), x[3] * (pre[3] * bt));
-    });
-    if (tinv_save) {  // T as bf16 hi / lo planes [C][C], zeros above the diagonal: the products' P2 operand as is
-      __nv_bfloat16* const tp = reinterpret_cast<__nv_bfloat16*>(tinv_save);
-      for_row_quads<kC>(tid, [&](int r, int c, int) {
-        float x[4];
-        lds_vec<4>(Tm + r * PA + c, x);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) x[j] = c + j <= r ? x[j] : 0.0f;
-        store_split4(tp, kC * kC, r * kC + c, x);
-      });
     }
     __syncthreads();
-    // Both row blocks' accumulators are held (109 registers, was 116) until every warp's products have read
-    // T, X_K and X_V, whose buffers the stage then takes.
-    float acc2[2][kMaxGroups][2][4] = {};
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
-      const int m = mi == 0 ? pair : 3 - pair;
-      const int r0 = 16 * m + grp;
-      float (&acc)[kMaxGroups][2][4] = acc2[mi];
-      // Row blocks past the chunk's length: T's rows there are unit rows (A_kk's rows are zero) against zero rows of
-      // X, so [W | U] is +0 there; no products, the zero accumulators stored.
+
+    // ---- S2b: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
+    // instead of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
+    // reference-point forms in place, the block factor tables; the exponents as (sums over whole sub-blocks, S2a's)
+    // + (a local 16-token scan), every one a sum of g over the tokens it spans.
 #pragma unroll 1
-      for (int ks = 0; ks < (16 * m < L ? 2 * m + 2 : 0); ++ks) {
-        const int c0 = 8 * ks + tig, c1 = c0 + 4;
-        uint32_t ah[4], al[4];
-        split_a(Tm, PA, r0, c0, ah, al);
+    for (int task = tid; task < kSubBlocks * K; task += kThreads) {
+      const ScanTask st = scan_task(task, K);
+      const int d = st.d, blk = st.blk, tb = kSub * blk;
+      __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
+      __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
+      if (blk > 0 && tb >= L) {
+        // A sub-block past the chunk's length (short sequences, a sequence's last chunk): its q, k and g rows are
+        // zeros (S0), so Qr, Kr and Ksuf in place already are, and Qg and Kd are exact zeros: only those are written,
+        // the bits the computation gives (0 * a finite factor).
 #pragma unroll
-        for (int gi = 0; gi < kMaxGroups; ++gi) {
-          const int g = nq + 8 * gi;
-          if (g >= kGroups) break;
-          const bool in_w = 16 * g < K;
-          const float* const X = in_w ? Ks : Vb;
-          const int px = in_w ? PK : PV, cb = in_w ? 16 * g : 16 * g - K;
+        for (int i = 0; i < kSub; ++i) {
+          store_split1(Kd_g, kC * K, (tb + i) * K + d, 0.0f);
+          store_split1(Qg_g, kC * K, (tb + i) * K + d, 0.0f);
+        }
+        continue;
+      }
+      float S[kSubBlocks];
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const int n = cb + 8 * nt + grp;
-            uint32_t bh[2], bl[2];
-            split(X[c0 * px + n], bh[0], bl[0]);
-            split(X[c1 * px + n], bh[1], bl[1]);
-            mma3(acc[gi][nt], ah, al, bh, bl);
+      for (int b2 = 0; b2 < kSubBlocks; ++b2) S[b2] = bsum_s[b2 * K + d];
+      float before = 0.0f, after = 0.0f;  // sums over the sub-blocks before / after blk
+#pragma unroll
+      for (int b2 = 0; b2 < kSubBlocks; ++b2)
+        if (b2 < blk) before += S[b2];
+#pragma unroll
+      for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
+        if (b2 > blk) after += S[b2];
+      // The sub-block's factors as running products of its tokens' e_t = exp2(g_t) <= 1 (one ex2 a token; the sums'
+      // form took four a token, and MUFU work was most of this stage's MIO throttle, ncu session 20), times exp2 of the
+      // whole sub-blocks before / after it. Each product only shrinks, so nothing overflows; one rounds to zero only
+      // where the exact factor is below fp32's normal range.
+      float e[kSub];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) e[i] = ex2(Gs[(tb + i) * PK + d]);
+      // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
+      const float fa = ex2(after);
+      float suf = 1.0f;
+#pragma unroll
+      for (int i = kSub - 1; i >= 0; --i) {
+        const int t = tb + i;
+        const float k = Ks[t * PK + d];
+        store_split1(Kd_g, kC * K, t * K + d, k * (fa * suf));
+        Gs[t * PK + d] = k * suf;  // Ksuf
+        suf *= e[i];
+      }
+      // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
+      const float fb = ex2(before);
+      float el = 1.0f;
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        const int t = tb + i;
+        el *= e[i];
+        const float q = Qs[t * PK + d];
+        store_split1(Qg_g, kC * K, t * K + d, q * (fb * el));
+        Qs[t * PK + d] = q * el;
+        Ks[t * PK + d] *= el;
+      }
+      if (blk == 0) {
+        float P[kSubBlocks];
+#pragma unroll
+        for (int b2 = 0; b2 < kSubBlocks; ++b2) P[b2] = ex2(S[b2]);
+        tile[tl.decay() + d] = ex2(((S[0] + S[1]) + S[2]) + S[3]);
+        pre_s[d] = 1.0f;
+        pre_s[K + d] = P[0];
+        pre_s[2 * K + d] = P[0] * P[1];
+        pre_s[3 * K + d] = P[0] * P[1] * P[2];
+        fac_s[d] = P[1];
+        fac_s[K + d] = P[2];
+        fac_s[2 * K + d] = P[1] * P[2];
+      }
+    }
+    __syncthreads();
+
+    // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
+    // P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and near-identical keys amplify its
+    // error). A_qk: a plain forward had one TF32 pass there (8 mma a k-step instead of 12, -37 us at h64-fixed in
+    // session 13), but on near-identical keys at beta near 2 it took an output element to 1.075 of its bound in the
+    // CPU model (two_phase.py, session 48: 0.40 with 3xTF32). The keys' rounding is the one that matters there (their
+    // near-equal rows cancel), not the query's: with the query rounded once and the keys split (tf32b, 10 mma a k-step)
+    // the model gives 3xTF32's figures (0.40; the query split and the keys rounded once: 1.083; session 49), so a
+    // plain forward takes that. A backward's recompute keeps 3xTF32 (dV_new takes A_qk^T dO: one pass failed
+    // backward-quick's near-identical keys at beta = 2, dv 1.16 of its bound).
+    // Block p = warp % 6 on warps p and p + 6, each over half of the K channels (the dependent mma chain halves;
+    // splitting a block's two n-tiles instead re-splits the A fragments in both warps: ~60% more instructions): the
+    // second half stores its raw partial sums in the block's place, the first adds its own to them after a barrier and
+    // finishes the block (beta, the backward's copy).
+    // Warps 12-15 meanwhile factor diagonal block warp - 12 where S2a allows it (below).
+    float akk[2][4] = {}, aqk[2][4] = {};
+    const int s3 = warp % 6, half = warp / 6;
+    const int I = s3 < 1 ? 1 : s3 < 3 ? 2 : 3;
+    const int J = s3 < 1 ? 0 : s3 < 3 ? s3 - 1 : s3 - 3;
+    const int a0 = 16 * I + grp, a1 = a0 + 8;
+    if (warp < 12) {
+      const float* F = I - J == 1 ? nullptr : fac_s + K * (I == 2 ? 0 : (J == 1 ? 1 : 2));
+      constexpr int kSteps = K / 16;  // k-steps of 8 channels per half
+      // A block whose rows are all past the chunk's length is exactly zero (its Kr / Qr rows are): no products, the
+      // zero accumulators stored as the computation would store them.
+      const int ks_end = kSub * I < L ? (half + 1) * kSteps : half * kSteps;
+#pragma unroll 2
+      for (int ks = half * kSteps; ks < ks_end; ++ks) {
+        const int c0 = 8 * ks + tig;
+        s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, a0, c0, 16 * J + grp, F ? F[c0] : 1.0f, F ? F[c0 + 4] : 1.0f);
+      }
+      if (half == 1) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = 16 * J + 8 * nt + 2 * tig;
+          *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(akk[nt][0], akk[nt][1]);
+          *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(akk[nt][2], akk[nt][3]);
+          *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0], aqk[nt][1]);
+          *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2], aqk[nt][3]);
+        }
+      }
+      // The off-diagonal blocks are finished among warps 0-11 (a named barrier), while the diagonal warps 12-15, with
+      // twice their k-steps, may still run: behind a CTA barrier warps 0-5 had finished only after those.
+      named_barrier(4, 384);  // ids: 1-3 are S4's
+      if (warp < 6) {
+        const float be0 = beta_s[a0], be1 = beta_s[a1];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = 16 * J + 8 * nt + 2 * tig;
+          const float2 k0 = *reinterpret_cast<const float2*>(Akk + a0 * PA + col);
+          const float2 k1 = *reinterpret_cast<const float2*>(Akk + a1 * PA + col);
+          const float2 q0 = *reinterpret_cast<const float2*>(Aqk + a0 * PA + col);
+          const float2 q1 = *reinterpret_cast<const float2*>(Aqk + a1 * PA + col);
+          const float kk[4] = {akk[nt][0] + k0.x, akk[nt][1] + k0.y, akk[nt][2] + k1.x, akk[nt][3] + k1.y};
+          *reinterpret_cast<float2*>(Akk + a0 * PA + col) = make_float2(be0 * kk[0], be0 * kk[1]);
+          *reinterpret_cast<float2*>(Akk + a1 * PA + col) = make_float2(be1 * kk[2], be1 * kk[3]);
+          *reinterpret_cast<float2*>(Aqk + a0 * PA + col) = make_float2(aqk[nt][0] + q0.x, aqk[nt][1] + q0.y);
+          *reinterpret_cast<float2*>(Aqk + a1 * PA + col) = make_float2(aqk[nt][2] + q1.x, aqk[nt][3] + q1.y);
+          if (akk_save) {
+            *reinterpret_cast<float2*>(akk_save + a0 * kC + col) = make_float2(kk[0], kk[1]);
+            *reinterpret_cast<float2*>(akk_save + a1 * kC + col) = make_float2(kk[2], kk[3]);
           }
         }
       }
-    }
-    __syncthreads();
+    } else if (!pairwise_s[warp - 12]) {
+      // A factored diagonal block B (S2a): A'[r][c] = sum_d Kr[r][d] Ksuf[c][d] exp2(-S_b[d]) = k_r k_c exp2(Gl_r -
+      // Gl_c), S3's form with the block's own total taken back out per channel; over all K channels (16 k-steps at
+      // K = 128, two of the off-diagonal warps' chains, which S1's ~4 K dependent pair steps a warp outweigh).
+      // Entries on and above the diagonal are computed and masked. Rows past L are zero in Kr / Qr, so a block
+      // entirely past L is stored as zeros without its products.
+      const int B = warp - 12, r0 = 16 * B + grp;
+      if (kSub * B < L) {
+#pragma unroll 2
+        for (int ks = 0; ks < K / 8; ++ks) {
+          const int c0 = 8 * ks + tig;
+          if constexpr (kWide) {
+            // A backward's recompute: each k-step's products into fresh accumulators, added to the block's in fp32.
+            // The mma's own fp32 accumulation is not IEEE round-to-nearest (truncating on V100-A100: Fasi et al.,
+            // PeerJ CS 7:e330; H100 modelled in arXiv:2512.07004), and over the block's 48 chained mma (16 k-steps of
+            // three) backward-full's near-identical keys at beta = 2 failed on the H200 (dv 1.7x its bound, bisected
+            // to 5f9980a); with the chain cut per k-step it passes (worst gradient 0.18-0.19x, under the pairwise
+            // form's 0.19x) at the chained form's speed (bench/LEDGER.md, session 23). The nearest key pairs sit in
+            // these blocks, and T^T carries their rounding into dv. A forward's outputs passed with the chain whole.
+            float tk[2][4] = {}, tq[2][4] = {};
+            s3_kstep<PK, !kWide>(tk, tq, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+                                 ex2(-bsum_s[B * K + c0 + 4]));
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-      stage_wu<K, V>(acc2[mi], nq, 16 * (mi == 0 ? pair : 3 - pair) + grp, tig, w_stage, u_stage, PA, PV);
-  } else {
-    // bf16x3 (chunk_common.cuh). S5a: both operands split once into hi / lo bf16 planes, swizzled (mma_layout.h)
-    // so they fit, unpadded, in buffers S3 / S4 left free: T [64][64] where A_kk was, X_K = exp(Gamma) K diag(beta)
-    // [64][K] where Qr was (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t, Kr in place in Ks), then X_V = beta v [64][V] over
-    // Kr and Ksuf (contiguous; 256 V bytes <= 512 (K + 4) for K, V in {64, 128}). S5b: warp = (row-block pair,
-    // column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is lower triangular: m + 1 k-steps
-    // of 16 for row block m), 16-column groups nq, nq + 8, ... of [W | U]; ldmatrix + mma.m16n8k16, staged as it
-    // goes. Nothing is saved for a backward here (kWide is false exactly when keep is empty).
-    static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
-    static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
-    bf16* const Tp = reinterpret_cast<bf16*>(Akk);
-    split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});  // X_K, X_V: split during S4 (above)
-    __syncthreads();
-    const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
-    // Staged as it goes: the stage's buffers are not the products' operands here (below).
-#pragma unroll 1
-    for (int mi = 0; mi < 2; ++mi) {
-      const int m = mi == 0 ? pair : 3 - pair;
-      const int r0 = 16 * m + grp;
-      float acc[kMaxGroups][2][4] = {};
-#pragma unroll 1
-      for (int ks = 0; ks < (16 * m < L ? m + 1 : 0); ++ks) {  // past the chunk's length: +0 (as the 3xTF32 branch)
-        uint32_t ah[4], al[4];
-        const int ao = swizzled(16 * m + ra.row, 16 * ks + ra.col, kC);
-        ldsm_x4<false>(ah, Tp + ao);
-        ldsm_x4<false>(al, Tp + kC * kC + ao);
+            for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int gi = 0; gi < kMaxGroups; ++gi) {
-          const int g = nq + 8 * gi;
-          if (g >= kGroups) break;
-          const bool in_w = 16 * g < K;
-          const bf16* const plane = in_w ? XKp : XVp;
-          const int cols = in_w ? K : V, c0 = in_w ? 16 * g : 16 * g - K;
-          const int bo = swizzled(16 * ks + rbt.row, c0 + rbt.col, cols);
-          uint32_t bh[4], bl[4];
-          ldsm_x4<true>(bh, plane + bo);
-          ldsm_x4<true>(bl, plane + kC * cols + bo);
-          mma_bf16x3(acc[gi][0], ah, al, bh, bl, 0);
-          mma_bf16x3(acc[gi][1], ah, al, bh, bl, 1);
+              for (int e = 0; e < 4; ++e) {
+                akk[nt][e] += tk[nt][e];
+                aqk[nt][e] += tq[nt][e];
+              }
+          } else {
+            s3_kstep<PK, !kWide>(akk, aqk, Ks, Qs, Gs, r0, c0, 16 * B + grp, ex2(-bsum_s[B * K + c0]),
+                                 ex2(-bsum_s[B * K + c0 + 4]));
+          }
         }
       }
-      stage_wu<K, V>(acc, nq, r0, tig, w_stage, u_stage, PA, PV);
+      float* const save_b = akk_save ? akk_save + 16 * B * kC + 16 * B : nullptr;
+      for_each_tile_element<2>(grp, 0, tig, [&](int nt, int e, int r, int c) {
+        const int o = (16 * B + r) * PA + 16 * B + c;
+        Aqk[o] = r >= c ? aqk[nt][e] : 0.0f;
+        Akk[o] = r > c ? beta_s[16 * B + r] * akk[nt][e] : 0.0f;
+        if (save_b) save_b[r * kC + c] = r > c ? akk[nt][e] : 0.0f;  // A' unscaled, as S1 keeps it
+      });
     }
-  }
-  // S5c: the staged rows to the tile. On sm_90 one bulk copy a row (3 kC of them), asynchronous: the issuing lane
-  // waits only until its rows are read out of shared memory, so the CTA's exit no longer waits for ~64 KB of
-  // scattered 4- and 8-byte stores to drain (ncu, session 20: S5's stores and the exit's drain were ~14% of
-  // this kernel's stall samples, with one CTA per SM and nothing to overlap them). Elsewhere 16-byte vectors.
+    __syncthreads();
+
+    // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril). Round 0, fp32: the four
+    // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
+    // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
+    // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
+    // Stages 1-3 (chunk_map.h tri2_task): the 2 x 2 block inverse twice, T_10 and T_32 (stage 1: -T_ii (A_ij T_jj)),
+    // X = A_BA T_A (stage 2, four blocks) and T_BA = -T_B X (stage 3, four blocks), each block a warp on 3xTF32
+    // mma.m16n8k8 (as S3), X through shared-memory slots (accumulator layout -> B operand); T_ii's upper triangle is
+    // round 0's zeros, its diagonal an exact 1. Their chain is 4 + 4 + 4 k-steps of 8 at most; the distance rounds it
+    // replaces (T_IJ for I - J = 1, 2, 3 in turn) were 4 + 6 + 8 on 3, 2 and 1 warps while the CTA's other warps
+    // waited (ncu, session 20: S4 ~14% of phase 1's stall samples, the barrier after it 6.5%). The old one-entry-a-
+    // thread form ran 16 s-long FMA chains with two shared loads per FMA; the CPU model of the distance rounds matches
+    // fp32 substitution's errors on every stress probe with 3xTF32 block products and fails beta = 2 with single tf32
+    // (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
+    // bench/results/2026-11-30-cpu-model-tinv-blocked.log); the stages sum the same 3xTF32 products in another
+    // association.
+    // Warps 0-7 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers. Warps 8-15
+    // meanwhile store A_qk (masked lower) to the workspace and, in a forward, do S5a's plane splits of X_K and X_V,
+    // which T does not enter: behind a CTA barrier per round they had waited with 8-15 of 16 warps idle, then split
+    // after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps; static SASS, session 13). One
+    // CTA barrier at the end.
+    constexpr int kStageWarps = 4, kSplitThreads = kThreads - 256;  // stages 1-3 on warps 0-3; splits on 8-15
+    bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
+    // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
+    // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
+    constexpr bool kXvInG = V <= PK;
+    bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
+    if (tid < 256) {
+      const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
+#pragma unroll 1
+      for (int r = cb; r < cb + kSub; ++r) {
+        // The lane's terms j = cb + part + 4 m < r, m < 4, in ascending j (the order of the loop this replaces,
+        // whose trip count varied by lane and row: ptxas peeled it into branchy single steps, ~54 instructions a row by
+        // the static SASS reading): straight-line, the loads unconditional (rows below 64; a not-yet-written T entry
+        // is read but not used), the FMA predicated.
+        float s = 0.0f;
+#pragma unroll
+        for (int m = 0; m < kSub / 4; ++m) {
+          const int j = cb + part + 4 * m;
+          const float a = Akk[r * PA + j], t = Tm[j * PA + c];
+          if (j < r) s = fmaf(a, t, s);
+        }
+        s = quad_sum(s);
+        if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
+        __syncwarp();
+      }
+      named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
+      // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
+      // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
+      // 16 k_first .. 16 (k_last + 1) - 1, N's rows through `brow` (T's column block j, or stage 2's X slots).
+      auto block_sum = [&](const float* M, int i, int k_first, int k_last, auto brow, float (&acc)[2][4]) {
+        const int r0 = kSub * i + grp;
+#pragma unroll 1
+        for (int ks = 2 * k_first; ks < 2 * (k_last + 1); ++ks) {
+          const int c0 = 8 * ks + tig, c1 = c0 + 4;
+          uint32_t ah[4], al[4];
+          split_a(M, PA, r0, c0, ah, al);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+            uint32_t bh[2], bl[2];
+            split(brow(c0)[8 * nt + grp], bh[0], bl[0]);
+            split(brow(c1)[8 * nt + grp], bh[1], bl[1]);
+            mma3(acc[nt], ah, al, bh, bl);
+          }
+        }
+      };
+      // An accumulator pair as the [16][16] block at dst (pitch `pitch`), negated or not.
+      auto put = [&](float* dst, int pitch, const float (&acc)[2][4], float sign) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int col = 8 * nt + 2 * tig;
+          *reinterpret_cast<float2*>(dst + grp * pitch + col) = make_float2(sign * acc[nt][0], sign * acc[nt][1]);
+          *reinterpret_cast<float2*>(dst + (grp + 8) * pitch + col) = make_float2(sign * acc[nt][2], sign * acc[nt][3]);
+        }
+      };
+      if (warp < kStageWarps) {
+        // Rows past the chunk's length: A_ik = 0 there, so X = 0 and T_ij = -0, the bits the products would give.
+        if (warp < tri2_warps(1)) {  // stage 1: T_ij = -T_ii (A_ij T_jj)
+          const Tri2Task t = tri2_task(1, warp);
+          float x[2][4] = {}, y[2][4] = {};
+          float* const Xw = Xs + kSub * kSub * warp;
+          if (kSub * t.i < L) {
+            block_sum(Akk, t.i, t.k_first, t.k_last, [&](int c) { return Tm + c * PA + kSub * t.j; }, x);
+            put(Xw, kSub, x, 1.0f);
+            __syncwarp();
+            block_sum(Tm, t.i, t.i, t.i, [&](int c) { return Xw + (c - kSub * t.i) * kSub; }, y);
+          }
+          put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
+        }
+        named_barrier(2, 32 * kStageWarps);
+        const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
+        float x[2][4] = {};
+        if (kSub * t2.i < L)
+          block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
+        put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
+        named_barrier(2, 32 * kStageWarps);
+        const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
+        float y[2][4] = {};
+        if (kSub * t3.i < L)
+          block_sum(Tm, t3.i, t3.k_first, t3.k_last, [&](int c) {
+            const int k = c / kSub;
+            return Xs + kSub * kSub * (2 * (k - 2) + t3.j) + (c - kSub * k) * kSub;
+          }, y);
+        put(Tm + kSub * t3.i * PA + kSub * t3.j, PA, y, -1.0f);
+      }
+    } else {
+      __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
+      // Four entries a thread and step (8-byte stores a plane; one element each was 32 2-byte stores a thread).
+      for (int e = 4 * (tid - 256); e < kC * kC; e += 4 * (kThreads - 256)) {
+        const int r = e / kC, c0 = e % kC;
+        float x[4];
+        lds_vec<4>(Aqk + r * PA + c0, x);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) x[i] = c0 + i <= r ? x[i] : 0.0f;
+        store_split4(Aqk_g, kC * kC, e, x);
+      }
+      if (!kWide) {
+        const int st = tid - (kThreads - kSplitThreads);
+        split_to_planes<K, kSplitThreads>(Ks, PK, XKp, st, [&](int r, int c, float (&x)[4]) {
+          float pre[4];
+          lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
+          const float bt = beta_s[r];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) x[i] = x[i] * pre[i] * bt;  // (Kr P) beta, as S5a has always formed it
+        });
+        if constexpr (!kXvInG) named_barrier(3, kSplitThreads);  // Kr read: its buffer takes X_V
+        split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
+      }
+    }
+    __syncthreads();
+
+    // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
+    // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
+    // carry W and U's rounding through T^T twice more, and with bf16x3 here near-identical keys at beta = 2 failed
+    // backward-full (bench/LEDGER.md, session 8). A plain forward keeps bf16x3: its outputs and states pass every
+    // probe at <= 0.03 of their bounds with it, and 3xTF32 costs the forward ~130 us (4.4%) at h64-fixed.
+    constexpr int kGroups = (K + V) / 16, kMaxGroups = (kGroups + 7) / 8;
+    const int pair = warp & 1, nq = warp >> 1;
+    __nv_bfloat16* const W_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.W());
+    float* const U_g = tile + tl.U();
+    // [W | U] leaves through a stage (S5c): W's planes over the A_qk and T buffers, U over beta v's: 2 kC rows of 4 PA
+    // bytes, kC rows of 4 PV. A_qk went to the workspace in S4; in the bf16x3 branch T and beta v were split into
+    // planes elsewhere before S5b, in the 3xTF32 one the stage waits for the products to have read them.
+    static_assert(Ly::kT == Ly::kAqk + kC * PA && 2 * K <= 4 * PA && V <= PV, "[W | U]'s stage fits its buffers");
+    unsigned char* const w_stage = reinterpret_cast<unsigned char*>(Aqk);
+    unsigned char* const u_stage = reinterpret_cast<unsigned char*>(Vb);
+    if constexpr (kWide) {
+      // 3xTF32, operands split as they are loaded (as S3). In the CPU model (scripts/models/
+      // chunk_backward_rounding.py --precision wu=...) bf16x3 here was the largest of the chunked backward's errors on
+      // that probe: dq 7.8e-4 relative RMSE, worst element 0.59 of its bound, against 3.5e-4 and 0.30 with 3xTF32.
+      // S5a: X_K = exp(Gamma) K diag(beta) in place over Kr (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t); X_V = beta v is
+      // Vb. S5b: warp = (row-block pair, column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is
+      // lower triangular: 2 m + 2 k-steps of 8 for row block m), 16-column groups nq, nq + 8, ... of [W | U] (a group
+      // lies in W or in U: K % 16 == 0); mma.m16n8k8 tf32, then staged. Bank use: T (pitch
+      // 68) and X_V (pitch V + 8) fragments are conflict-free, X_K (pitch K + 4) 2-way.
+      for_row_quads<K>(tid, [&](int r, int c, int) {
+        float x[4], pre[4];
+        lds_vec<4>(Ks + r * PK + c, x);
+        lds_vec<4>(pre_s + (r >> 4) * K + c, pre);
+        const float bt = beta_s[r];
+        *reinterpret_cast<float4*>(Ks + r * PK + c) =
+            make_float4(x[0] * (pre[0] * bt), x[1] * (pre[1] * bt), x[2] * (pre[2] * bt), x[3] * (pre[3] * bt));
+      });
+      if (tinv_save) {  // T as bf16 hi / lo planes [C][C], zeros above the diagonal: the products' P2 operand as is
+        __nv_bfloat16* const tp = reinterpret_cast<__nv_bfloat16*>(tinv_save);
+        for_row_quads<kC>(tid, [&](int r, int c, int) {
+          float x[4];
+          lds_vec<4>(Tm + r * PA + c, x);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) x[j] = c + j <= r ? x[j] : 0.0f;
+          store_split4(tp, kC * kC, r * kC + c, x);
+        });
+      }
+      __syncthreads();
+      // Both row blocks' accumulators are held (109 registers, was 116) until every warp's products have read
+      // T, X_K and X_V, whose buffers the stage then takes.
+      float acc2[2][kMaxGroups][2][4] = {};
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int m = mi == 0 ? pair : 3 - pair;
+        const int r0 = 16 * m + grp;
+        float (&acc)[kMaxGroups][2][4] = acc2[mi];
+        // Row blocks past the chunk's length: T's rows there are unit rows (A_kk's rows are zero) against zero rows of
+        // X, so [W | U] is +0 there; no products, the zero accumulators stored.
+#pragma unroll 1
+        for (int ks = 0; ks < (16 * m < L ? 2 * m + 2 : 0); ++ks) {
+          const int c0 = 8 * ks + tig, c1 = c0 + 4;
+          uint32_t ah[4], al[4];
+          split_a(Tm, PA, r0, c0, ah, al);
+#pragma unroll
+          for (int gi = 0; gi < kMaxGroups; ++gi) {
+            const int g = nq + 8 * gi;
+            if (g >= kGroups) break;
+            const bool in_w = 16 * g < K;
+            const float* const X = in_w ? Ks : Vb;
+            const int px = in_w ? PK : PV, cb = in_w ? 16 * g : 16 * g - K;
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              const int n = cb + 8 * nt + grp;
+              uint32_t bh[2], bl[2];
+              split(X[c0 * px + n], bh[0], bl[0]);
+              split(X[c1 * px + n], bh[1], bl[1]);
+              mma3(acc[gi][nt], ah, al, bh, bl);
+            }
+          }
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        stage_wu<K, V>(acc2[mi], nq, 16 * (mi == 0 ? pair : 3 - pair) + grp, tig, w_stage, u_stage, PA, PV);
+    } else {
+      // bf16x3 (chunk_common.cuh). S5a: both operands split once into hi / lo bf16 planes, swizzled (mma_layout.h)
+      // so they fit, unpadded, in buffers S3 / S4 left free: T [64][64] where A_kk was, X_K = exp(Gamma) K diag(beta)
+      // [64][K] where Qr was (exp(Gamma_t) K_t = P_0..P_{b-1} Kr_t, Kr in place in Ks), then X_V = beta v [64][V] over
+      // Kr and Ksuf (contiguous; 256 V bytes <= 512 (K + 4) for K, V in {64, 128}). S5b: warp = (row-block pair,
+      // column group slot nq): row blocks {0, 3} or {1, 2} one after the other (T is lower triangular: m + 1 k-steps
+      // of 16 for row block m), 16-column groups nq, nq + 8, ... of [W | U]; ldmatrix + mma.m16n8k16, staged as it
+      // goes. Nothing is saved for a backward here (kWide is false exactly when keep is empty).
+      static_assert(kC <= PA && K <= PK && V <= 2 * PK, "S5's planes must fit the buffers they reuse");
+      static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
+      bf16* const Tp = reinterpret_cast<bf16*>(Akk);
+      split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});  // X_K, X_V: split during S4 (above)
+      __syncthreads();
+      const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
+      // Staged as it goes: the stage's buffers are not the products' operands here (below).
+#pragma unroll 1
+      for (int mi = 0; mi < 2; ++mi) {
+        const int m = mi == 0 ? pair : 3 - pair;
+        const int r0 = 16 * m + grp;
+        float acc[kMaxGroups][2][4] = {};
+#pragma unroll 1
+        for (int ks = 0; ks < (16 * m < L ? m + 1 : 0); ++ks) {  // past the chunk's length: +0 (as the 3xTF32 branch)
+          uint32_t ah[4], al[4];
+          const int ao = swizzled(16 * m + ra.row, 16 * ks + ra.col, kC);
+          ldsm_x4<false>(ah, Tp + ao);
+          ldsm_x4<false>(al, Tp + kC * kC + ao);
+#pragma unroll
+          for (int gi = 0; gi < kMaxGroups; ++gi) {
+            const int g = nq + 8 * gi;
+            if (g >= kGroups) break;
+            const bool in_w = 16 * g < K;
+            const bf16* const plane = in_w ? XKp : XVp;
+            const int cols = in_w ? K : V, c0 = in_w ? 16 * g : 16 * g - K;
+            const int bo = swizzled(16 * ks + rbt.row, c0 + rbt.col, cols);
+            uint32_t bh[4], bl[4];
+            ldsm_x4<true>(bh, plane + bo);
+            ldsm_x4<true>(bl, plane + kC * cols + bo);
+            mma_bf16x3(acc[gi][0], ah, al, bh, bl, 0);
+            mma_bf16x3(acc[gi][1], ah, al, bh, bl, 1);
+          }
+        }
+        stage_wu<K, V>(acc, nq, r0, tig, w_stage, u_stage, PA, PV);
+      }
+    }
+    // S5c: the staged rows to the tile. On sm_90 one bulk copy a row (3 kC of them), asynchronous: the issuing lane
+    // waits only until its rows are read out of shared memory, so the next task no longer waits for ~64 KB of
+    // scattered 4- and 8-byte stores to drain (ncu, session 20: S5's stores and the exit's drain were ~14% of
+    // this kernel's stall samples, with one CTA per SM and nothing to overlap them). Elsewhere 16-byte vectors.
+    // The next task is taken first, and its rows' loads issued before the copies (load_rows).
+    if (tid == 0) next_s = static_cast<int64_t>(atomicAdd(counter, 1ull));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
-  __syncthreads();
-  if (tid < 3 * kC) {
-    const WuRowCopy rc = wu_row_copy(tid, K, V, PA, PV);
-    cute::SM90_BULK_COPY_S2G::copy((rc.to_u ? u_stage : w_stage) + rc.src,
-                                   (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
-                                            : reinterpret_cast<unsigned char*>(W_g)) + rc.dst,
-                                   rc.bytes);
-    cute::tma_store_arrive();
-    cute::tma_store_wait<0>();
-  }
+    cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
+#endif
+    __syncthreads();
+    const int64_t next = next_s;
+    const bool more = next < chunk_count() * heads;
+    tk = more ? task_of(next) : PrepTask{};
+    ld = more ? load_rows(tk) : S0Loads<K, V>{};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (tid < 3 * kC) {
+      const WuRowCopy rc = wu_row_copy(tid, K, V, PA, PV);
+      cute::SM90_BULK_COPY_S2G::copy((rc.to_u ? u_stage : w_stage) + rc.src,
+                                     (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
+                                              : reinterpret_cast<unsigned char*>(W_g)) + rc.dst,
+                                     rc.bytes);
+      cute::tma_store_arrive();
+      cute::tma_store_wait<0>();
+    }
 #else
-  __syncthreads();
-  for (int i = warp; i < 3 * kC; i += kThreads / 32) {
-    const WuRowCopy rc = wu_row_copy(i, K, V, PA, PV);
-    const unsigned char* const src = (rc.to_u ? u_stage : w_stage) + rc.src;
-    unsigned char* const dst = (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
-                                        : reinterpret_cast<unsigned char*>(W_g)) + rc.dst;
-    for (int j = 16 * lane; j < rc.bytes; j += 16 * 32)
-      *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
+    for (int i = warp; i < 3 * kC; i += kThreads / 32) {
+      const WuRowCopy rc = wu_row_copy(i, K, V, PA, PV);
+      const unsigned char* const src = (rc.to_u ? u_stage : w_stage) + rc.src;
+      unsigned char* const dst = (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
+                                          : reinterpret_cast<unsigned char*>(W_g)) + rc.dst;
+      for (int j = 16 * lane; j < rc.bytes; j += 16 * 32)
+        *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
+    }
+#endif
+    __syncthreads();  // the stage read out (and next_s by every thread) before the next task's S0 writes over it
+    cur = next;
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched beside a state pass (programmatic dependent launch, forward_chunked.cu), this grid reads nothing that
+  // pass writes, so no CTA waits for it but the last one, at its end (after its tasks: no SM idles for it), which
+  // makes this grid's completion imply the state pass's: the launches after it in the stream then see both
+  // finished. Without such a launch it returns at once.
+  if (blockIdx.x == gridDim.x - 1) asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
@@ -981,14 +1048,17 @@ cudaError_t launch_as(const ForwardParams& p, char* ws, int64_t cap, cudaStream_
   const auto kernel = prepare_kernel<K, V, kWide, Spec>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (e != cudaSuccess) return e;
-  int sms = 0;  // one CTA per SM: the CTA one wave ahead of a CTA is `sms` further in launch order
+  int sms = 0;  // one CTA an SM (its shared memory), each looping over tasks
   if ((e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, p.device_id)) != cudaSuccess) return e;
+  const int nheads = heads.count_of(p.HV);
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(cap), static_cast<unsigned>(heads.count_of(p.HV)));
+  cfg.gridDim = dim3(static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(sms, cap * nheads))));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = bytes;
   cfg.stream = s;
-  return launch_maybe_beside(cfg, heads.beside_previous, kernel, p, ws, keep, sms, heads.first);
+  // The counter slot: the first launch of a forward's two (or its only one) and the one beside a state pass.
+  return launch_maybe_beside(cfg, heads.beside_previous, kernel, p, ws, keep, heads.first, nheads,
+                             heads.beside_previous ? 1 : 0);
 }
 
 // The instance for bf16 inputs (q, k, v, g with contiguous channels, beta) with the launch's gate mode, else the

@@ -24,9 +24,9 @@ namespace {
 constexpr int kMapThreads = 256;
 
 // Sequences in tiles of kMapThreads: each thread takes one, a block scan of the chunk counts gives its first list
-// entry, and the running total carries to the next tile. Writes seq_first[0..N], the list, and its length; for a
-// packed batch also seq_order, the sequences longest first (chunk_map.h lpt_key): a histogram of the keys, a scan
-// over them from the largest, and each sequence placed at its key's next slot.
+// entry, and the running total carries to the next tile. Writes seq_first[0..N], the list, its length and phase 1's
+// task counters (zero); for a packed batch also seq_order, the sequences longest first (chunk_map.h lpt_key): a
+// histogram of the keys, a scan over them from the largest, and each sequence placed at its key's next slot.
 __global__ void __launch_bounds__(kMapThreads) build_chunk_map(const ForwardParams p, char* ws) {
   using Scan = cub::BlockScan<int64_t, kMapThreads>;
   static_assert(kMapThreads == kLptKeys, "one LPT key a thread");
@@ -65,6 +65,7 @@ __global__ void __launch_bounds__(kMapThreads) build_chunk_map(const ForwardPara
     const int64_t end = carry < wl.cap ? carry : wl.cap;
     seq_first[p.N] = end;
     *reinterpret_cast<int64_t*>(ws) = end;
+    for (int slot = 0; slot < 2; ++slot) *reinterpret_cast<unsigned long long*>(ws + prep_counter_offset(slot)) = 0;
   }
   if (!packed) return;  // equal lengths: the passes take rank = n (chain_chunks)
   // Thread i owns key kLptKeys - 1 - i: an ascending scan over threads is a scan from the largest key down.
