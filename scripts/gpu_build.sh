@@ -2,9 +2,8 @@
 # gpu_build.sh: builds, on this (CPU) machine, the binaries a GPU lease runs and stages them in .carry/bin
 # (git-ignored, named in the device call's `carry`): host code for x86-64-v3 so it starts on any H200 host, device
 # code for sm_90a alone (the lent GPUs are H100 / H200; CI's build compiles sm_80 too), the CUDA runtime and libstdc++
-# linked statically, libgomp copied beside them. Each binary holds every kernel, so the set
-# travels as .carry/bin.tar.xz (~4 MB instead of ~150 MB: a device call carries at most 64 MiB); gpu_check.sh
-# unpacks it.
+# linked statically, libgomp copied beside them. Each binary holds every kernel, so the set travels as one
+# .carry/bin.tar.xz (below; a device call carries at most 64 MiB); gpu_check.sh unpacks it.
 # --python: also libkda_torch.so, the PyTorch extension, built against this machine's torch: it uses only PyTorch's
 # stable ABI (python/CMakeLists.txt), so it loads into the GPU machine's torch (2.11) too, and the lease's python step
 # does not compile the library there. With it, libkda_jax.so (the XLA FFI handlers, CUDA ones included) too when this
