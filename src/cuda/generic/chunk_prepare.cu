@@ -769,23 +769,25 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
     if (tid < 256) {
       const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
-#pragma unroll 1
-      for (int r = cb; r < cb + kSub; ++r) {
-        // The lane's terms j = cb + part + 4 m < r, m < 4, in ascending j (the order of the loop this replaces,
-        // whose trip count varied by lane and row: ptxas peeled it into branchy single steps, ~54 instructions a row by
-        // the static SASS reading): straight-line, the loads unconditional (rows below 64; a not-yet-written T entry
-        // is read but not used), the FMA predicated.
+      // The lane's entries of column c, T_jc for j = cb + part + 4 m, kept in registers: a row's step is then its
+      // FMA chain and quad_sum, where it was also a shared-memory round trip of the row before and a __syncwarp
+      // (ncu, session 55: round 0 held ~14% of phase 1's time on warps 0-7, the 8 others waiting at S4's barrier).
+      // Rows unrolled, so the lane's terms j < r are known at compile time but for the one m where part decides;
+      // each is the loop's old operation in its old order (ascending j, predicated FMA, quad_sum: every lane of the
+      // quad gets the same sum), so T keeps its bits.
+      float tcol[kSub / 4] = {};
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+        const int r = cb + i;
         float s = 0.0f;
 #pragma unroll
-        for (int m = 0; m < kSub / 4; ++m) {
-          const int j = cb + part + 4 * m;
-          const float a = Akk[r * PA + j], t = Tm[j * PA + c];
-          if (j < r) s = fmaf(a, t, s);
-        }
+        for (int m = 0; 4 * m < i; ++m)
+          if (part + 4 * m < i) s = fmaf(Akk[r * PA + cb + part + 4 * m], tcol[m], s);
         s = quad_sum(s);
-        if (part == 0) Tm[r * PA + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
-        __syncwarp();
+        if (part == (i & 3)) tcol[i >> 2] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       }
+#pragma unroll
+      for (int m = 0; m < kSub / 4; ++m) Tm[(cb + part + 4 * m) * PA + c] = tcol[m];
       named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
       // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
       // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
