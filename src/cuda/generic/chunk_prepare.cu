@@ -262,6 +262,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __shared__ int pairwise_s[kSubBlocks];
   __shared__ int steep_s;  // S2a: some token decays by more than 2^-kTameBits in some channel (keep.tame)
   __shared__ int64_t next_s;  // the counter's answer, for the whole CTA
+  // The next task, taken during this one by kTaker (S4, below) and read by every thread at S5c.
+  __shared__ PrepTask next_tk_s;
+  __shared__ int next_more_s;
+  // A thread of warps 8-15, which wait at S4's end for round 0 and stages 1-3 on warps 0-7 (S4): the counter's round
+  // trip, the list's length, the 64-bit division and the list entry of the next task all fall into that wait.
+  constexpr int kTaker = 256;
 
   auto task_of = [&](int64_t task) {
     PrepTask tk;
@@ -318,14 +324,23 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   __syncthreads();
   int64_t cur = next_s;  // this CTA's task
   // The current task and its rows; each replaced whole at a task's end (a kept field would live through the task).
-  const bool first = cur < chunk_count() * heads;
-  PrepTask tk = first ? task_of(cur) : PrepTask{};
-  S0Loads<K, V> ld = first ? load_rows(tk) : S0Loads<K, V>{};
-  while (cur < chunk_count() * heads) {
+  bool more = cur < chunk_count() * heads;
+  PrepTask tk = more ? task_of(cur) : PrepTask{};
+  S0Loads<K, V> ld = more ? load_rows(tk) : S0Loads<K, V>{};
+  while (more) {
     // The thread's indices, read anew each task: taken as loop invariants, the index math of every stage below was
     // hoisted out of the loop and held through it (K = 128: ~105 -> 128 registers and spills in some instances).
     int tid;
     asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    // The next task's number and the list's length, asked for now and used at S4 (kTaker): their round trips overlap
+    // S0-S3 where, asked at S5c, the CTA's barrier waited for them (ncu, session 55: ~4% of phase 1's time, with the
+    // list entry's load behind them in load_rows another ~2%).
+    unsigned long long taken = 0;
+    int64_t list_len = 0;
+    if (tid == kTaker) {
+      taken = atomicAdd(counter, 1ull);
+      list_len = chunk_count();
+    }
     const int lane = tid & 31, warp = tid >> 5, grp = lane >> 2, tig = lane & 3;
     const int64_t ci = tk.ci;
     const int hv = tk.hv;
@@ -870,6 +885,13 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         if constexpr (!kXvInG) named_barrier(3, kSplitThreads);  // Kr read: its buffer takes X_V
         split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
       }
+      if (tid == kTaker) {  // the next task (its fields read at S5c, after two more CTA barriers)
+        const int64_t next = static_cast<int64_t>(taken);
+        const bool m = next < list_len * heads;
+        next_s = next;
+        next_more_s = m;
+        if (m) next_tk_s = task_of(next);
+      }
     }
     __syncthreads();
 
@@ -1001,15 +1023,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // waits only until its rows are read out of shared memory, so the next task no longer waits for ~64 KB of
     // scattered 4- and 8-byte stores to drain (ncu, session 20: S5's stores and the exit's drain were ~14% of
     // this kernel's stall samples, with one CTA per SM and nothing to overlap them). Elsewhere 16-byte vectors.
-    // The next task is taken first, and its rows' loads issued before the copies (load_rows).
-    if (tid == 0) next_s = static_cast<int64_t>(atomicAdd(counter, 1ull));
+    // The next task (taken at S4) has its rows' loads issued before the copies (load_rows).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
 #endif
     __syncthreads();
     const int64_t next = next_s;
-    const bool more = next < chunk_count() * heads;
-    tk = more ? task_of(next) : PrepTask{};
+    more = next_more_s != 0;
+    tk = more ? next_tk_s : PrepTask{};
     ld = more ? load_rows(tk) : S0Loads<K, V>{};
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tid < 3 * kC) {
@@ -1031,7 +1052,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
     }
 #endif
-    __syncthreads();  // the stage read out (and next_s by every thread) before the next task's S0 writes over it
+    __syncthreads();  // the stage read out (and next_s, next_tk_s by every thread) before S0 and S4 write over them
     cur = next;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
