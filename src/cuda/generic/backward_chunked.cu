@@ -77,9 +77,14 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
     f.out = nullptr;
     f.final_state = nullptr;
     f.ckpt = nullptr;
-    // The reverse pass's plan, priced as one kernel family (its 32-column generic step against the wgmma 64-column one
-    // is not measured; the backward's workloads run 64-column tiles either way).
-    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens(), false);
+    // The reverse pass's plan, priced as the forward's state pass is (chunk_map.h tile_step_cost): where its 64-column
+    // tiles run reverse_wgmma.cu, a 32-column generic tile's chunk step costs as much, so few heads (H = 32 or 16 at
+    // one sequence) keep 64-column wgmma tiles instead of twice as many generic CTAs, and equal chains no longer move
+    // their last wave to 32-column tiles (as forward_chunked.cu's state pass); the six standard workloads take the
+    // same plan under either pricing (session 55, H100: train-h16-32k's backward 8.88 -> 7.97 ms, train-kimi-8k's
+    // 4.17 -> 4.08, train-h64-fixed's unchanged).
+    const bool wgmma64 = chunk::reverse_wgmma_runs(p, 64);
+    const StatePassPlan plan = plan_state_pass(p.N * p.HV, p.V, sms, !p.has_cu_seqlens() && !wgmma64, wgmma64);
     if (p.N > 0) {
       // forward_saved: the forward (save_for_backward) left launches 0-2's results in this workspace.
       if (!bp.forward_saved) {
@@ -92,8 +97,7 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
       // in whole waves; then the partial wave's, with the other heads' products beside it on the SMs it leaves idle
       // (programmatic dependent launch: they read nothing it writes); then its own heads' products. The heads
       // chunk_map.h overlap_first_heads names are the wave's (the forward runs them first, this runs them last).
-      const int64_t wave = chunk::reverse_wgmma_runs(p, 64)
-                               ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
+      const int64_t wave = wgmma64 ? overlap_first_heads(p.N, p.HV, static_cast<int>(p.V / 64), sms) : 0;
       if (wave > 0) {
         const int w = static_cast<int>(wave);
         if ((e = chunk::launch_reverse_wgmma(bp, ws, wave, p.HV - wave, s)) != cudaSuccess) return e;
