@@ -283,8 +283,9 @@ __device__ __forceinline__ void store_pair(float* p, float x, float y) {
   __stcs(reinterpret_cast<float2*>(p), make_float2(x, y));
 }
 
-// 256 threads at 128 registers (ptxas, sm_90a: 4 / 8 bytes of spill at K = V = 128 with / without the wgmma P1, 52 at
-// K = V = 64, 184-236 where K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps. Value heads
+// 256 threads at 128 registers (ptxas 13.0, sm_90a: 36 / 20 bytes of spill stores at K = V = 128 with / without the
+// wgmma P1, 60 at K = V = 64, 232-264 where K != V; a 32-step k-slice spilled 90-350 bytes): two CTAs per SM, 16 warps.
+// The kernel is bound by its bytes (docs/backward.md), so those spills were left. Value heads
 // hv0 .. hv0 + heads - 1 (all of them but where backward_chunked.cu overlaps a partial last wave of the reverse pass
 // with the other heads' products), CTA x taking chunk x / heads, head hv0 + x % heads: each chunk's heads side by
 // side, as with all of them.
