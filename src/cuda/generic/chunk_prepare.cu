@@ -361,12 +361,13 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
                       ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
                       : 0.0f;
 
-    // ---- S0: stage (the loads are load_rows', issued ahead). Half 0 stages q and g, half 1 k, beta and v (beta v
-    // for a backward). Rows >= L are zeros.
+    // ---- S0: stage (the loads are load_rows', issued ahead). Half 0 stages q and g, half 1 k, beta and then, past
+    // S0's barrier, beta v (Vb is the previous task's U stage until then). Rows >= L are zeros.
     {
       // Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors), as load_rows.
       const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
       const bool live = st < L;
+      float beta = 0.0f;  // half 1's: beta v is staged after the barrier below
       // q or k: L2 norm over the quad's K channels, then fp32 rows in Qs / Ks.
       auto stage_qk = [&](float* dst) {
         float x[K / 4];
@@ -404,8 +405,17 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
       } else {
         stage_qk(Ks);
-        const float beta = live ? beta_activation<float>(ld.beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
+        beta = live ? beta_activation<float>(ld.beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
         if (sq == 0) beta_s[st] = beta;
+      }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      // The previous task's [W | U] bulk copies (S5c) read out of their stage, A_qk / T and Vb, before anything
+      // writes there (beta v below, A_qk and T from S1 on): each issuing thread waits here, after S0's other stores,
+      // where a barrier at the task's end had held the CTA for them (ncu, session 55: ~5% of phase 1's time).
+      if (tid < 3 * kC) cute::tma_store_wait<0>();
+#endif
+      __syncthreads();
+      if (half == 1) {
 #pragma unroll
         for (int j = 0; j < V / 32; ++j) {
           float v[8];
@@ -416,7 +426,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
       }
     }
-    __syncthreads();
     // About a round of the CTAs ahead: the q / k / g / v rows of task cur + gridDim.x (the counter hands tasks out in
     // order, one a CTA at a time) into L2, so that its load_rows finds them there. Threads 0-255 ask, a thread per
     // (row, tensor): q, k, g, v (one 128-byte line per request); measured -16 / -29 us at h64- / h96-fixed as a wave
@@ -909,6 +918,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // bytes, kC rows of 4 PV. A_qk went to the workspace in S4; in the bf16x3 branch T and beta v were split into
     // planes elsewhere before S5b, in the 3xTF32 one the stage waits for the products to have read them.
     static_assert(Ly::kT == Ly::kAqk + kC * PA && 2 * K <= 4 * PA && V <= PV, "[W | U]'s stage fits its buffers");
+    // The copies run on into the next task's S0, which writes q / k / g and the tables before its barrier (S0's wait).
+    static_assert(Ly::kV >= Ly::kG + kC * PK && Ly::kPre >= Ly::kT + kC * PA, "the stage is clear of S0's stores");
     unsigned char* const w_stage = reinterpret_cast<unsigned char*>(Aqk);
     unsigned char* const u_stage = reinterpret_cast<unsigned char*>(Vb);
     if constexpr (kWide) {
@@ -1040,8 +1051,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
                                      (rc.to_u ? reinterpret_cast<unsigned char*>(U_g)
                                               : reinterpret_cast<unsigned char*>(W_g)) + rc.dst,
                                      rc.bytes);
-      cute::tma_store_arrive();
-      cute::tma_store_wait<0>();
+      cute::tma_store_arrive();  // waited at the next task's S0 barrier (or after the loop)
     }
 #else
     for (int i = warp; i < 3 * kC; i += kThreads / 32) {
@@ -1053,10 +1063,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         *reinterpret_cast<uint4*>(dst + j) = *reinterpret_cast<const uint4*>(src + j);
     }
 #endif
-    __syncthreads();  // the stage read out (and next_s, next_tk_s by every thread) before S0 and S4 write over them
+    // No barrier: the next task's S0 writes only buffers the copies do not read (q, k, g, beta) before its barrier,
+    // which follows the copies' wait; next_s and next_tk_s, read above, are written again at its S4.
     cur = next;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (static_cast<int>(threadIdx.x) < 3 * kC) cute::tma_store_wait<0>();  // the last copies read out before exit
   // Launched beside a state pass (programmatic dependent launch, forward_chunked.cu), this grid reads nothing that
   // pass writes, so no CTA waits for it but the last one, at its end (after its tasks: no SM idles for it), which
   // makes this grid's completion imply the state pass's: the launches after it in the stream then see both
