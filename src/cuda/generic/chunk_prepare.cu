@@ -268,6 +268,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // A thread of warps 8-15, which wait at S4's end for round 0 and stages 1-3 on warps 0-7 (S4): the counter's round
   // trip, the list's length, the 64-bit division and the list entry of the next task all fall into that wait.
   constexpr int kTaker = 256;
+  // The task a round of the CTAs after the next one, whose rows the next task's S0 asks L2 for (below): its list entry
+  // and value head (-1: none), set with the next task (kTaker at S4; thread 0 for the first task).
+  __shared__ ChunkRec ahead_rec_s;
+  __shared__ int ahead_hv_s;
+  auto set_ahead = [&](int64_t task, int64_t list_len) {
+    const int64_t ahead = task + gridDim.x;
+    const bool ok = ahead < list_len * heads;
+    if (ok) ahead_rec_s = list[ahead % list_len];
+    ahead_hv_s = ok ? hv0 + static_cast<int>(ahead / list_len) : -1;
+  };
 
   auto task_of = [&](int64_t task) {
     PrepTask tk;
@@ -320,7 +330,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     return ld;
   };
 
-  if (threadIdx.x == 0) next_s = static_cast<int64_t>(atomicAdd(counter, 1ull));
+  if (threadIdx.x == 0) {
+    next_s = static_cast<int64_t>(atomicAdd(counter, 1ull));
+    set_ahead(next_s, chunk_count());
+  }
   __syncthreads();
   int64_t cur = next_s;  // this CTA's task
   // The current task and its rows; each replaced whole at a task's end (a kept field would live through the task).
@@ -429,13 +442,13 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // About a round of the CTAs ahead: the q / k / g / v rows of task cur + gridDim.x (the counter hands tasks out in
     // order, one a CTA at a time) into L2, so that its load_rows finds them there. Threads 0-255 ask, a thread per
     // (row, tensor): q, k, g, v (one 128-byte line per request); measured -16 / -29 us at h64- / h96-fixed as a wave
-    // ahead of a CTA a task (bench/LEDGER.md, session 16).
+    // ahead of a CTA a task (bench/LEDGER.md, session 16). Its list entry and head come from shared memory (set_ahead):
+    // each of the 256 threads had loaded the list's length, divided in 64 bits and loaded the entry here, between S0's
+    // barrier and S0b's (ncu, session 55: ~2% of phase 1's stall samples).
     {
-      const int64_t ahead = cur + gridDim.x;
       static_assert(kThreads == 8 * kC, "S0's prefetch: a thread per (row, tensor slot)");
-      const int64_t chunks = chunk_count();
-      if (ahead < chunks * heads && tid < 4 * kC)
-        prefetch_input_row<K, V>(p, list[ahead % chunks], hv0 + static_cast<int>(ahead / chunks), tid % kC, tid / kC);
+      const int ahv = ahead_hv_s;
+      if (ahv >= 0 && tid < 4 * kC) prefetch_input_row<K, V>(p, ahead_rec_s, ahv, tid % kC, tid / kC);
     }
     // S0b: the gates activated in place, in log2 units, by all 16 warps (session 11's profile: S0's segment was
     // 16.5% of phase 1's stall samples, most of it the activation on the 8 warps of half 0 while half 1 waited at the
@@ -901,6 +914,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         next_s = next;
         next_more_s = m;
         if (m) next_tk_s = task_of(next);
+        set_ahead(next, list_len);
       }
     }
     __syncthreads();
