@@ -659,6 +659,34 @@ TEST(ChunkMap, ScanTasksCoverChannelsAndSubBlocks) {
   EXPECT_EQ(kSub * kSubBlocks, kChunk);
 }
 
+// S2b's pair tasks cover every (channel, token) of the chunk once; a warp's 32 tasks share one half of one sub-block
+// and hold 64 consecutive channels, two a lane (so a lane's 4-byte stores and 8-byte loads are its own pair's).
+TEST(ChunkMap, PairScanTasksCoverChannelsAndTokens) {
+  for (int K : {64, 128}) {
+    std::vector<int> seen(static_cast<size_t>(K) * kChunk, 0);
+    for (int task = 0; task < K * kSubBlocks; ++task) {
+      const PairScanTask t = pair_scan_task(task, K);
+      ASSERT_EQ(t.d % 2, 0);
+      ASSERT_GE(t.d, 0);
+      ASSERT_LT(t.d + 1, K);
+      ASSERT_GE(t.h, 0);
+      ASSERT_LT(t.h, 2);
+      ASSERT_GE(t.blk, 0);
+      ASSERT_LT(t.blk, kSubBlocks);
+      for (int i = 0; i < kHalf; ++i)
+        for (int c = 0; c < 2; ++c) ++seen[static_cast<size_t>(kSub * t.blk + kHalf * t.h + i) * K + t.d + c];
+      if (task % 32 != 0) {
+        const PairScanTask first = pair_scan_task(task - task % 32, K);
+        EXPECT_EQ(t.blk, first.blk);
+        EXPECT_EQ(t.h, first.h);
+        EXPECT_EQ(t.d, first.d + 2 * (task % 32));
+      }
+    }
+    for (int n : seen) EXPECT_EQ(n, 1);
+  }
+  EXPECT_EQ(2 * kHalf, kSub);
+}
+
 // Phase 1's S1 pair tasks: every (sub-block, column) in exactly one task, 32 updates per task; the slots the kernel's
 // row loop accumulates into (diag_slot_*) are 32 distinct ones, and diag_slot_entry reads back exactly the entry each
 // holds; diag_zero_entry names every entry above the diagonal of the two columns once.

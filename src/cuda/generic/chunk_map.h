@@ -211,6 +211,19 @@ struct ScanTask {
 };
 KDA_HOST_DEVICE ScanTask scan_task(int task, int K) { return ScanTask{task % K, task / K}; }
 
+// S2b's factor scans run one task per (channel pair d, d + 1; half h of sub-block blk: its tokens kSub blk + kHalf h
+// .. + kHalf - 1): task = (2 blk + h) K / 2 + d / 2, so a warp's 32 tasks are 64 consecutive channels of one half
+// (8-byte shared accesses, one 4-byte store a plane and token where one channel a task made two 2-byte ones). The
+// same 4 K tasks as scan_task's.
+constexpr int kHalf = kSub / 2;
+struct PairScanTask {
+  int d, h, blk;  // d even: the pair's first channel
+};
+KDA_HOST_DEVICE PairScanTask pair_scan_task(int task, int K) {
+  const int pairs = K / 2, half = task / pairs;
+  return PairScanTask{2 * (task % pairs), half % 2, half / 2};
+}
+
 // S4's off-diagonal blocks of T (kSubBlocks = 4) as the 2 x 2 block inverse applied twice, [[P, 0], [C, Q]]^-1 =
 // [[P^-1, 0], [-Q^-1 C P^-1, Q^-1]], in three stages after the diagonal blocks (round 0):
 //   stage 1 (2 warps): T_10 = -T_11 (A_10 T_00), T_32 = -T_33 (A_32 T_22)      the two 32 x 32 halves' inverses

@@ -6,7 +6,7 @@
 //   S0  stage q_hat, k_hat (L2 norm), g in log2 units (gate activation), beta, beta v           [fp32, smem]
 //   S1  the diagonal 16 x 16 blocks of A_kk (beta-scaled, strictly lower) and A_qk (lower), pairwise in fp32, two
 //       columns a warp task (where S2a does not let S3 factor them)
-//   S2  per (channel, 16-token sub-block): Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L)
+//   S2  per (channel pair, half of a 16-token sub-block): Qg = q exp(Gamma), Kd = k exp(Gamma_L - Gamma), decay = exp(Gamma_L)
 //       -> workspace; in place Qr = q exp2(Gloc), Kr = k exp2(Gloc), Ksuf = k exp2(suffix to the block end);
 //       block factors
 //   S3  the off-diagonal blocks of A_kk / A_qk through the reference point, 3xTF32 tensor-core products
@@ -19,8 +19,8 @@
 // two large sums. Diagonal pairs (r, c) use exp2(sum of g over c + 1 .. r) accumulated along the rows of column c;
 // off-diagonal blocks (I > J) split at the end of block I - 1: exp2(Gloc_r) * [P_{J+1} .. P_{I-1}] * exp2(sum over
 // (c, end of J]), with P_b = exp2(block b's sum); exp(Gamma_t) = exp2(sum over 0 .. t); exp(Gamma_L - Gamma_t) =
-// exp2(sum over (t, L - 1]). Inside a sub-block (S2b) the local factors are running products of exp2(g_t), each
-// <= 1, which is the same arrangement term by term. A product of factors <= 1 underflows only where the exact value
+// exp2(sum over (t, L - 1]). Inside a half sub-block (S2b) the local factors are running products of exp2(g_t),
+// each <= 1, started from exp2 of the other half's sum where the span covers it: the same arrangement term by term. A product of factors <= 1 underflows only where the exact value
 // is below ~1e-38.
 //
 // Precision: this phase has spare compute (it is off the serial chain), so the products that an ill-conditioned
@@ -157,7 +157,8 @@ struct PrepLayout {
   static constexpr int kBias = kFac + 3 * K;  // [K]: dt_bias
   static constexpr int kBeta = kBias + K;     // [64]
   static constexpr int kBsum = kBeta + kC;    // [4][K]: S2's sub-block sums of g (log2 units)
-  static constexpr int kX = kBsum + 4 * K;    // [4][16 x 16]: S4's X blocks, one slot a warp of a stage
+  static constexpr int kHsum = kBsum + 4 * K;  // [2][4][K]: the sums over each sub-block's halves (S2a, for S2b)
+  static constexpr int kX = kHsum + 8 * K;     // [4][16 x 16]: S4's X blocks, one slot a warp of a stage
   static constexpr int kFloats = kX + 4 * kSub * kSub;
   static constexpr size_t kBytes = sizeof(float) * kFloats;
 };
@@ -242,6 +243,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   float* const bias_s = smem + Ly::kBias;
   float* const beta_s = smem + Ly::kBeta;
   float* const bsum_s = smem + Ly::kBsum;
+  float* const hsum_s = smem + Ly::kHsum;
   float* const Xs = smem + Ly::kX;
 
   const WorkspaceLayout wl = workspace_layout(p.B * p.T, p.N, p.HV, K, V);
@@ -497,16 +499,19 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // nats decay ~115 bits a block) the block stays pairwise (S1).
     for (int task = tid; task < kSubBlocks * K; task += kThreads) {
       const ScanTask st = scan_task(task, K);
-      float acc = 0.0f, gmax = -INFINITY;
+      float acc = 0.0f, gmax = -INFINITY, half[2] = {0.0f, 0.0f};
       bool steep = false;  // the gradient passes' tame test (chunk_kernels.h) on the gates they stage, NaN steep
 #pragma unroll
       for (int i = 0; i < kSub; ++i) {
         const float g = Gs[(kSub * st.blk + i) * PK + st.d];
         acc += g;
+        half[i / kHalf] += g;
         gmax = fmaxf(gmax, g);
         steep |= !(g >= -kTameBits);
       }
       bsum_s[st.blk * K + st.d] = acc;
+      hsum_s[st.blk * K + st.d] = half[0];
+      hsum_s[(kSubBlocks + st.blk) * K + st.d] = half[1];
       if (!(acc >= -kFactorBits) || gmax > 0.0f) pairwise_s[st.blk] = 1;  // NaN sums too
       if (steep) steep_s = 1;
     }
@@ -593,79 +598,113 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     }
     __syncthreads();
 
-    // ---- S2b: per (channel d, sub-block blk) task (chunk_map.h scan_task; 4 K tasks over the CTA, 16-token chains
-    // instead of one thread per channel scanning 64 tokens twice): the inter-chunk factors to the workspace, the
-    // reference-point forms in place, the block factor tables; the exponents as (sums over whole sub-blocks, S2a's)
-    // + (a local 16-token scan), every one a sum of g over the tokens it spans.
+    // ---- S2b: per (channel pair d, d + 1; half of sub-block blk) task (chunk_map.h pair_scan_task; 4 K tasks over
+    // the CTA, 8-token chains): the inter-chunk factors to the workspace, the reference-point forms in place, the block
+    // factor tables; the exponents as (sums over whole sub-blocks and half sub-blocks, S2a's) + (a local 8-token
+    // scan), every one a sum of g over the tokens it spans. Two channels a task make each token's Qg and Kd one 4-byte
+    // store a plane and its shared accesses 8-byte ones: with one channel and 16 tokens a task its 64 2-byte stores
+    // and 80 shared accesses a thread queued on the MIO pipe (ncu, session 55: S2b 12% of phase 1's stall samples,
+    // 26-37% of them MIO throttle).
 #pragma unroll 1
     for (int task = tid; task < kSubBlocks * K; task += kThreads) {
-      const ScanTask st = scan_task(task, K);
-      const int d = st.d, blk = st.blk, tb = kSub * blk;
+      const PairScanTask st = pair_scan_task(task, K);
+      const int d = st.d, blk = st.blk, tb = kSub * blk + kHalf * st.h;  // tb: the half's first token
       __nv_bfloat16* const Kd_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Kd());
       __nv_bfloat16* const Qg_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Qg());
-      if (blk > 0 && tb >= L) {
-        // A sub-block past the chunk's length (short sequences, a sequence's last chunk): its q, k and g rows are
-        // zeros (S0), so Qr, Kr and Ksuf in place already are, and Qg and Kd are exact zeros: only those are written,
-        // the bits the computation gives (0 * a finite factor).
+      const bool tables = blk == 0 && st.h == 0;  // this task also writes the block factor tables
+      if (!tables && tb >= L) {
+        // A half past the chunk's length (short sequences, a sequence's last chunk): its q, k and g rows are zeros
+        // (S0), so Qr, Kr and Ksuf in place already are, and Qg and Kd are exact zeros: only those are written, the
+        // bits the computation gives (0 * a finite factor).
 #pragma unroll
-        for (int i = 0; i < kSub; ++i) {
-          store_split1(Kd_g, kC * K, (tb + i) * K + d, 0.0f);
-          store_split1(Qg_g, kC * K, (tb + i) * K + d, 0.0f);
+        for (int i = 0; i < kHalf; ++i) {
+          store_split2(Kd_g, kC * K, (tb + i) * K + d, 0.0f, 0.0f);
+          store_split2(Qg_g, kC * K, (tb + i) * K + d, 0.0f, 0.0f);
         }
         continue;
       }
-      float S[kSubBlocks];
+      float S[2][kSubBlocks];
 #pragma unroll
-      for (int b2 = 0; b2 < kSubBlocks; ++b2) S[b2] = bsum_s[b2 * K + d];
-      float before = 0.0f, after = 0.0f;  // sums over the sub-blocks before / after blk
+      for (int b2 = 0; b2 < kSubBlocks; ++b2) {
+        const float2 s2 = *reinterpret_cast<const float2*>(bsum_s + b2 * K + d);
+        S[0][b2] = s2.x;
+        S[1][b2] = s2.y;
+      }
+      // The sums over the sub-blocks before / after blk, and over the other half of blk: before this half (h = 1:
+      // blk's tokens 0 .. kHalf - 1) or after it (h = 0: blk's tokens kHalf .. kSub - 1).
+      float before[2] = {0.0f, 0.0f}, after[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int b2 = 0; b2 < kSubBlocks; ++b2)
-        if (b2 < blk) before += S[b2];
+      for (int c = 0; c < 2; ++c) {
 #pragma unroll
-      for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
-        if (b2 > blk) after += S[b2];
-      // The sub-block's factors as running products of its tokens' e_t = exp2(g_t) <= 1 (one ex2 a token; the sums'
-      // form took four a token, and MUFU work was most of this stage's MIO throttle, ncu session 20), times exp2 of the
-      // whole sub-blocks before / after it. Each product only shrinks, so nothing overflows; one rounds to zero only
-      // where the exact factor is below fp32's normal range.
-      float e[kSub];
+        for (int b2 = 0; b2 < kSubBlocks; ++b2)
+          if (b2 < blk) before[c] += S[c][b2];
 #pragma unroll
-      for (int i = 0; i < kSub; ++i) e[i] = ex2(Gs[(tb + i) * PK + d]);
+        for (int b2 = kSubBlocks - 1; b2 >= 0; --b2)
+          if (b2 > blk) after[c] += S[c][b2];
+      }
+      const float2 other = *reinterpret_cast<const float2*>(hsum_s + ((1 - st.h) * kSubBlocks + blk) * K + d);
+      const float o[2] = {other.x, other.y};
+      // The half's factors as running products of its tokens' e_t = exp2(g_t) <= 1 (one ex2 a token and channel; the
+      // sums' form took four a token, and MUFU work was most of this stage's MIO throttle, ncu session 20), started
+      // from exp2 of the other half's sum where that half lies inside the span, times exp2 of the whole sub-blocks
+      // before / after blk. Each product only shrinks, so nothing overflows; one rounds to zero only where the exact
+      // factor is below fp32's normal range.
+      float e[2][kHalf];
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) {
+        const float2 g2 = *reinterpret_cast<const float2*>(Gs + (tb + i) * PK + d);
+        e[0][i] = ex2(g2.x);
+        e[1][i] = ex2(g2.y);
+      }
       // Backward: Kd = k exp2(sum over (t, C - 1]), Ksuf = k exp2(sum over (t, end of the sub-block]) in place of g.
-      const float fa = ex2(after);
-      float suf = 1.0f;
+      float fa[2], suf[2];
 #pragma unroll
-      for (int i = kSub - 1; i >= 0; --i) {
+      for (int c = 0; c < 2; ++c) {
+        fa[c] = ex2(after[c]);
+        suf[c] = st.h == 0 ? ex2(o[c]) : 1.0f;
+      }
+#pragma unroll
+      for (int i = kHalf - 1; i >= 0; --i) {
         const int t = tb + i;
-        const float k = Ks[t * PK + d];
-        store_split1(Kd_g, kC * K, t * K + d, k * (fa * suf));
-        Gs[t * PK + d] = k * suf;  // Ksuf
-        suf *= e[i];
+        const float2 k = *reinterpret_cast<const float2*>(Ks + t * PK + d);
+        store_split2(Kd_g, kC * K, t * K + d, k.x * (fa[0] * suf[0]), k.y * (fa[1] * suf[1]));
+        *reinterpret_cast<float2*>(Gs + t * PK + d) = make_float2(k.x * suf[0], k.y * suf[1]);  // Ksuf
+        suf[0] *= e[0][i];
+        suf[1] *= e[1][i];
       }
       // Forward: Qg = q exp2(sum over 0 .. t); Qr, Kr = q, k exp2(sum over the sub-block start .. t) in place.
-      const float fb = ex2(before);
-      float el = 1.0f;
+      float fb[2], el[2];
 #pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        const int t = tb + i;
-        el *= e[i];
-        const float q = Qs[t * PK + d];
-        store_split1(Qg_g, kC * K, t * K + d, q * (fb * el));
-        Qs[t * PK + d] = q * el;
-        Ks[t * PK + d] *= el;
+      for (int c = 0; c < 2; ++c) {
+        fb[c] = ex2(before[c]);
+        el[c] = st.h == 1 ? ex2(o[c]) : 1.0f;
       }
-      if (blk == 0) {
-        float P[kSubBlocks];
 #pragma unroll
-        for (int b2 = 0; b2 < kSubBlocks; ++b2) P[b2] = ex2(S[b2]);
-        tile[tl.decay() + d] = ex2(((S[0] + S[1]) + S[2]) + S[3]);
-        pre_s[d] = 1.0f;
-        pre_s[K + d] = P[0];
-        pre_s[2 * K + d] = P[0] * P[1];
-        pre_s[3 * K + d] = P[0] * P[1] * P[2];
-        fac_s[d] = P[1];
-        fac_s[K + d] = P[2];
-        fac_s[2 * K + d] = P[1] * P[2];
+      for (int i = 0; i < kHalf; ++i) {
+        const int t = tb + i;
+        el[0] *= e[0][i];
+        el[1] *= e[1][i];
+        const float2 q = *reinterpret_cast<const float2*>(Qs + t * PK + d);
+        const float2 k = *reinterpret_cast<const float2*>(Ks + t * PK + d);
+        store_split2(Qg_g, kC * K, t * K + d, q.x * (fb[0] * el[0]), q.y * (fb[1] * el[1]));
+        *reinterpret_cast<float2*>(Qs + t * PK + d) = make_float2(q.x * el[0], q.y * el[1]);
+        *reinterpret_cast<float2*>(Ks + t * PK + d) = make_float2(k.x * el[0], k.y * el[1]);
+      }
+      if (tables) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float P[kSubBlocks];
+#pragma unroll
+          for (int b2 = 0; b2 < kSubBlocks; ++b2) P[b2] = ex2(S[c][b2]);
+          tile[tl.decay() + d + c] = ex2(((S[c][0] + S[c][1]) + S[c][2]) + S[c][3]);
+          pre_s[d + c] = 1.0f;
+          pre_s[K + d + c] = P[0];
+          pre_s[2 * K + d + c] = P[0] * P[1];
+          pre_s[3 * K + d + c] = P[0] * P[1] * P[2];
+          fac_s[d + c] = P[1];
+          fac_s[K + d + c] = P[2];
+          fac_s[2 * K + d + c] = P[1] * P[2];
+        }
       }
     }
     __syncthreads();
