@@ -34,7 +34,7 @@
 // pass's bf16x3 products (chunk_state.cu).
 //
 // Budget (K = V = 128): shared memory 3 x [64][132] (q / k / g, rewritten in place) + [64][136] (beta v) +
-// 3 x [64][68] (A_kk, A_qk, T) + factor and scratch tables = ~196 KB: one CTA per SM, so the CTA itself carries
+// 3 x [64][68] (A_kk, A_qk, T) + factor, sum and scratch tables = ~198 KiB: one CTA per SM, so the CTA itself carries
 // the latency hiding: 16 warps (~110 registers), every stage spread over all of them where it can be (S3 over 12),
 // dependent chains short (S2 16 tokens, S4 16 rows + 3 block rounds, S5 5 k-steps of 16 per warp, S1 K / 32
 // independent exponent chains per lane). The phase's ~1.2 MFMA of fp32-equivalent work per chunk runs as 3xTF32
@@ -426,7 +426,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       // The previous task's [W | U] bulk copies (S5c) read out of their stage, A_qk / T and Vb, before anything
       // writes there (beta v below, A_qk and T from S1 on): each issuing thread waits here, after S0's other stores,
-      // where a barrier at the task's end had held the CTA for them (ncu, session 55: ~5% of phase 1's time).
+      // where a barrier at the task's end had held the CTA for them (ncu, session 55: ~5% of phase 1's time; measured
+      // on an H100, session 56: h64-fixed 1539 -> 1503 us, h96-fixed 2329 -> 2286, medians of two gpu_ab rounds).
       if (tid < 3 * kC) cute::tma_store_wait<0>();
 #endif
       __syncthreads();
@@ -446,7 +447,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // (row, tensor): q, k, g, v (one 128-byte line per request); measured -16 / -29 us at h64- / h96-fixed as a wave
     // ahead of a CTA a task (bench/LEDGER.md, session 16). Its list entry and head come from shared memory (set_ahead):
     // each of the 256 threads had loaded the list's length, divided in 64 bits and loaded the entry here, between S0's
-    // barrier and S0b's (ncu, session 55: ~2% of phase 1's stall samples).
+    // barrier and S0b's (ncu, session 55: ~2% of phase 1's stall samples; measured, session 56: h64-fixed 1503 ->
+    // 1492 us, h96-fixed 2286 -> 2269 on an H100).
     {
       static_assert(kThreads == 8 * kC, "S0's prefetch: a thread per (row, tensor slot)");
       const int ahv = ahead_hv_s;
@@ -604,7 +606,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // scan), every one a sum of g over the tokens it spans. Two channels a task make each token's Qg and Kd one 4-byte
     // store a plane and its shared accesses 8-byte ones: with one channel and 16 tokens a task its 64 2-byte stores
     // and 80 shared accesses a thread queued on the MIO pipe (ncu, session 55: S2b 12% of phase 1's stall samples,
-    // 26-37% of them MIO throttle).
+    // 26-37% of them MIO throttle). Measured (H100, session 56): S2's stall samples -37% (MIO no longer their first
+    // reason), h64-fixed 1492 -> 1475 us, h96-fixed level (2269 / 2274). The figures change in the last digits: the
+    // running products restart at the half (the full verifier's rows agree to ~1e-3 relative but for the
+    // ill-conditioned near-identical keys at beta = 2: out 0.536 -> 0.389, state 0.319 -> 0.341 of their bounds).
 #pragma unroll 1
     for (int task = tid; task < kSubBlocks * K; task += kThreads) {
       const PairScanTask st = pair_scan_task(task, K);
