@@ -41,22 +41,18 @@ bins=.carry/bin.tar.xz
 COMMIT=$(cat .carry/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export LD_LIBRARY_PATH="$PWD/$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1
-# Triton's cache (FLA's compiled kernels and, FLA asking cache_results, its autotuning picks): carried in as
-# .carry/triton.tar.gz when a lease left one, handed back as $OUT/triton.tar.gz after each step that ran FLA, so
+# Triton's cache (FLA's compiled kernels and its autotuning picks; scripts/triton_cache.sh): carried in as
+# .carry/triton/part-* when a lease left one, handed back as $OUT/triton/part-* after each step that ran FLA, so
 # FLA's autotuning (230 s for one training workload) is paid once, not per lease.
-export TRITON_CACHE_DIR=/tmp/kda-triton-cache
-mkdir -p "$TRITON_CACHE_DIR"
-[ -f .carry/triton.tar.gz ] && tar -xzf .carry/triton.tar.gz -C "$TRITON_CACHE_DIR"
+source scripts/triton_cache.sh
+triton_cache_restore
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests verify bench fla)
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 rc=0
 t_step=$(date +%s)
 # gzip, not xz: session 15's xz of the cache after a training step ran ~60 s and was cut off by the call's time limit.
-save_triton() {  # the cache as it is now, renamed into place whole: a call cut off mid-write keeps the previous one
-  [ -n "$(ls -A "$TRITON_CACHE_DIR")" ] || return 0
-  tar -czf "$OUT/triton.tar.gz.part" -C "$TRITON_CACHE_DIR" . && mv "$OUT/triton.tar.gz.part" "$OUT/triton.tar.gz"
-}
+save_triton() { triton_cache_save; }  # moved into place whole: a call cut off mid-write keeps the previous one
 done_step() {  # done_step NAME FILES...: archive a finished step's files and print its wall time
   local name=$1; shift
   (cd "$W" && tar -rf "$OUT/results.tar" "$@" 2>/dev/null)

@@ -188,20 +188,11 @@ lease_fwd_checks() {
   lease_passed fwdfull && grep -q "^\[  PASSED  \]" "$W/gtests.log" && ! grep -q "^\[  FAILED  \]" "$W/gtests.log"
 }
 
-# lease_triton_cache: Triton's cache (FLA's compiled kernels and its autotuning picks) in TRITON_CACHE_DIR, from
-# .carry/triton.tar.gz where a call carries one (gpu_check.sh's, the same format). FLA's first training workload on a
-# fresh machine spent 326 s (h64-fixed) to over 390 s (h96-fixed) compiling and autotuning, a second call on the same
-# machine 65 s (session 49): carried, that is paid once. lease_triton_save hands the cache back as $OUT/triton.tar.gz
-# (renamed into place whole); run it after each FLA step.
-lease_triton_cache() {
-  export TRITON_CACHE_DIR=/tmp/kda-triton-cache
-  mkdir -p "$TRITON_CACHE_DIR"
-  [ -f .carry/triton.tar.gz ] && tar -xzf .carry/triton.tar.gz -C "$TRITON_CACHE_DIR"
-}
-lease_triton_save() {
-  [ -n "$(ls -A "${TRITON_CACHE_DIR:-/nonexistent}" 2>/dev/null)" ] || return 0
-  tar -czf "$OUT/triton.tar.gz.part" -C "$TRITON_CACHE_DIR" . && mv "$OUT/triton.tar.gz.part" "$OUT/triton.tar.gz"
-}
+# lease_triton_cache / lease_triton_save: scripts/triton_cache.sh's restore and save (FLA's compiled kernels and
+# autotuning picks, carried in as .carry/triton/part-*, handed back as $OUT/triton/part-*); save after each FLA step.
+source scripts/triton_cache.sh
+lease_triton_cache() { triton_cache_restore; }
+lease_triton_save() { triton_cache_save; }
 
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
