@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Queued in session 56: S3 of a plain forward in bf16x3 (s3bf16, 4964903 on main 510e4aa) against main's phase 1
+# (s2half: 225a891, main's kernels; 510e4aa changed comments only).
+#   1  kda-verify --suite full and backward-quick on both at one seed each (s3bf16's forward figures change in their
+#      last digits: judged against the fp64 oracle and row by row against s2half's), beside s3bf16's GPU tests (all
+#      but decode: the backward's S3 kept 3xTF32 but its k-step lost a template parameter)
+#   2  gpu_ab s2half / s3bf16 at h64-fixed and h96-fixed, 2 rounds, every run verified
+#   3  phase 1's by-line ncu profile on s3bf16 at h64-fixed in what is left of 560 s
+# Run as: OUT=$OUT bash .carry/lease/s57_l1.sh
+# carry [".carry/lease", ".carry/ab"] with .carry/ab holding s2half and s3bf16 alone (move the others aside)
+set -uo pipefail
+SECONDS=0
+cd "$(dirname "$0")/../.."
+source scripts/lease_lib.sh
+lease_begin s57_l1
+lease_unpack s2half s3bf16
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+lease_run gtests s3bf16 4 200 ./kda_gpu_tests --gtest_filter='-*Decode*' & pg=$!
+lease_same_figures full s2half s3bf16
+wait $pg
+grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/gtests.log" | head
+lease_same_figures backward-quick s2half s3bf16
+grep -hE " FAIL |stress_near_identical|stress_beta_at_2|kda-verify:" "$W"/same-full-*.log | cut -c1-150
+lease_checks_done checks
+lease_ab s2half,s3bf16 200 h64-fixed h96-fixed
+left=$((560 - SECONDS))
+echo "left for ncu: $left s"
+if [ $left -gt 60 ]; then
+  mkdir -p "$OUT/ncu"
+  OUT=$OUT/ncu timeout $left bash scripts/gpu_ab.sh --builds s3bf16 --rounds 0 --ncu prepare_kernel --ncu-count 1 \
+    --workload h64-fixed > "$OUT/ncu/gpu_ab.log" 2>&1
+  echo "== ncu prepare rc=$?"
+  tail -5 "$OUT/ncu/gpu_ab.log"
+fi
+date -u
