@@ -194,6 +194,22 @@ source scripts/triton_cache.sh
 lease_triton_cache() { triton_cache_restore; }
 lease_triton_save() { triton_cache_save; }
 
+# lease_torch_prefill BUILD LIMIT: issue #6's prefill workloads through the torch op beside FLA in one process
+# (scripts/bench_torch.py --part prefill, kda and FLA, 100 iterations) with BUILD's libkda_torch.so, its JSON and log
+# as $OUT/prefill.*, under LIMIT seconds (FLA's Triton compile: lease_triton_cache). The call carries .whl and
+# .carry/ab/BUILD.COMMIT.
+lease_torch_prefill() {
+  local b=$1 lim=$2 commit
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
+  LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+    timeout "$lim" python3 scripts/bench_torch.py --part prefill --impl kda --impl fla --iters 100 --commit "$commit" \
+    --json "$OUT/prefill.json" > "$OUT/prefill.log" 2>&1
+  echo "bench_torch prefill rc=$?"
+  grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill.log" | head -40
+  date -u
+}
+
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
 # and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile: lease_triton_cache).

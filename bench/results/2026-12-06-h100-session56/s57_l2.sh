@@ -18,14 +18,7 @@ lease_begin s57_l2
 lease_unpack "$b"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 lease_triton_cache
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
-LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
-  timeout 380 python3 scripts/bench_torch.py --part prefill --impl kda --impl fla --iters 100 --commit "$commit" \
-  --json "$OUT/prefill.json" > "$OUT/prefill.log" 2>&1
-echo "bench_torch prefill rc=$?"
-grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill.log" | head -40
+lease_torch_prefill "$b" 380
 lease_triton_save
-date -u
 left=$((560 - SECONDS))
 if [ $left -gt 120 ]; then lease_torch_train "$b" h64-fixed $left; lease_triton_save; else echo "no time for training"; fi
