@@ -2,7 +2,7 @@
 # Queued in session 56: two phase-1 steps, each on main, against main's phase 1 (s2half: 225a891, main's kernels;
 # the commits after it to b2d9fc5 changed comments and records only):
 #   betabits (06b5e6d on b2d9fc5) beta's bits converted at S0, not right after their load at S5c (bits kept)
-#   s3bf16 (4964903 on 510e4aa) S3 of a plain forward in bf16x3 (figures change in their last digits)
+#   s3bf16 (5e9eb86 on 510e4aa) S3 of a plain forward in bf16x3 (figures change in their last digits)
 #   1  kda-verify --suite full and backward-quick on the three at one seed each (betabits: the same figures as
 #      s2half?; s3bf16: judged against the fp64 oracle and row by row against s2half's), beside s3bf16's GPU tests
 #      (all but decode: the backward's S3 kept 3xTF32 but its k-step lost a template parameter)
