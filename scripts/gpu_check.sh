@@ -51,14 +51,12 @@ steps=("$@")
 want() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 rc=0
 t_step=$(date +%s)
-# gzip, not xz: session 15's xz of the cache after a training step ran ~60 s and was cut off by the call's time limit.
-save_triton() { triton_cache_save; }  # moved into place whole: a call cut off mid-write keeps the previous one
 done_step() {  # done_step NAME FILES...: archive a finished step's files and print its wall time
   local name=$1; shift
   (cd "$W" && tar -rf "$OUT/results.tar" "$@" 2>/dev/null)
   # After a step that ran FLA, its compiled kernels and autotuning picks (session 14: a cache written only at the end
   # of a call that hit the time limit came back truncated).
-  case "$name" in fla|train|flaverify*|python) save_triton ;; esac
+  case "$name" in fla|train|flaverify*|python) triton_cache_save ;; esac
   echo "-- $name: $(( $(date +%s) - t_step )) s"
   t_step=$(date +%s)
 }

@@ -162,7 +162,7 @@ lease_bwd_quick() {
 lease_py_tests() {
   local b=$1 lim=$2 filter=$3
   mkdir -p "$OUT/py"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  lease_wheels
   cp "/tmp/ab/$b/libkda_jax.so" python/kda/ 2>/dev/null
   LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
     XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "$lim" python3 -m pytest -q -rs -p no:cacheprovider python/tests \
@@ -188,19 +188,22 @@ lease_fwd_checks() {
   lease_passed fwdfull && grep -q "^\[  PASSED  \]" "$W/gtests.log" && ! grep -q "^\[  FAILED  \]" "$W/gtests.log"
 }
 
-# lease_triton_cache / lease_triton_save: scripts/triton_cache.sh's restore and save (FLA's compiled kernels and
-# autotuning picks, carried in as .carry/triton/part-*, handed back as $OUT/triton/part-*); save after each FLA step.
+# Triton's cache for the FLA steps: scripts/triton_cache.sh's triton_cache_restore once, triton_cache_save after each
+# FLA step (carried in as .carry/triton/part-*, handed back as $OUT/triton/part-*).
 source scripts/triton_cache.sh
-lease_triton_cache() { triton_cache_restore; }
-lease_triton_save() { triton_cache_save; }
+
+# lease_wheels: the carried wheels (.whl: fla-core and its pure-Python dependencies, pytest) into /tmp/site.
+lease_wheels() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+}
 
 # lease_torch_prefill BUILD LIMIT: issue #6's prefill workloads through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part prefill, kda and FLA, 100 iterations) with BUILD's libkda_torch.so, its JSON and log
-# as $OUT/prefill.*, under LIMIT seconds (FLA's Triton compile: lease_triton_cache). The call carries .whl and
+# as $OUT/prefill.*, under LIMIT seconds (FLA's Triton compile: triton_cache_restore). The call carries .whl and
 # .carry/ab/BUILD.COMMIT.
 lease_torch_prefill() {
   local b=$1 lim=$2 commit
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  lease_wheels
   commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
   LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
     timeout "$lim" python3 scripts/bench_torch.py --part prefill --impl kda --impl fla --iters 100 --commit "$commit" \
@@ -212,11 +215,11 @@ lease_torch_prefill() {
 
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
-# and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile: lease_triton_cache).
+# and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile: triton_cache_restore).
 # The call carries .whl (fla-core and its pure-Python dependencies) and .carry/ab/BUILD.COMMIT.
 lease_torch_train() {
   local b=$1 wl=$2 lim=$3 commit
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+  lease_wheels 2>/dev/null
   commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
   LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
     timeout "$lim" python3 scripts/bench_torch.py --part train --workload "train-$wl" --impl fla --impl kda \

@@ -7,8 +7,9 @@
 #                          when a pick is found
 #   triton_cache_save      the cache, slimmed to what a cache hit loads (triton_cache_slim.py), as gzip parts of
 #                          15 MiB in $OUT/triton/ (a call hands back files of at most 16 MiB; session 56's whole cache
-#                          was over that), written aside and moved into place whole; copy them to .carry/triton/
-#                          here for the next call
+#                          was over that), written aside and moved into place whole, so a call cut off mid-write keeps
+#                          the previous parts (gzip, not xz: session 15's xz of the cache ran ~60 s and was cut off);
+#                          copy them to .carry/triton/ here for the next call
 triton_cache_restore() {
   # One path on every machine: a group file names its files by absolute path.
   export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/kda-triton-cache} TRITON_CACHE_AUTOTUNING=1

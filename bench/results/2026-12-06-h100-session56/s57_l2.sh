@@ -17,8 +17,8 @@ b=$1
 lease_begin s57_l2
 lease_unpack "$b"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-lease_triton_cache
+triton_cache_restore
 lease_torch_prefill "$b" 380
-lease_triton_save
+triton_cache_save
 left=$((560 - SECONDS))
-if [ $left -gt 120 ]; then lease_torch_train "$b" h64-fixed $left; lease_triton_save; else echo "no time for training"; fi
+if [ $left -gt 120 ]; then lease_torch_train "$b" h64-fixed $left; triton_cache_save; else echo "no time for training"; fi
