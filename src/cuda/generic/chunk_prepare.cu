@@ -207,6 +207,7 @@ struct S0Loads {
   uint4 qk[kVec];
   uint4 x[2 * kVec];
   float beta_raw;
+  float bias;  // threads 0 .. K - 1: dt_bias of the task's head at channel tid (0 with log-decay gates)
 };
 
 // One task of phase 1: chunk-list entry ci of value head hv (q / k head h), tokens t0 .. t0 + L - 1 of batch row b.
@@ -301,6 +302,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   auto load_rows = [&](const PrepTask& tk) {
     S0Loads<K, V> ld{};
     const int st = (threadIdx.x & 255) >> 2, sq = threadIdx.x & 3, half = threadIdx.x >> 8;  // as S0's stage
+    if (threadIdx.x < K && gate_mode != KDA_GATE_LOG_DECAY)
+      ld.bias = static_cast<const float*>(p.dt_bias.data)[tk.hv * p.dt_bias.stride[0] +
+                                                          threadIdx.x * p.dt_bias.stride[1]];
     if (st >= tk.L) return ld;
     const int64_t t = tk.t0 + st;
     auto row = [&](const TensorView& x, int head) { return tk.b * x.stride[0] + t * x.stride[1] + head * x.stride[2]; };
@@ -369,10 +373,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // Read first after S0's barrier; the previous task's last readers were before S4's.
     if (tid < kSubBlocks) pairwise_s[tid] = p.use_qk_l2norm ? 0 : 1;
     if (tid == 0) steep_s = 0;
-    for (int d = tid; d < K; d += kThreads)
-      bias_s[d] = gate_mode != KDA_GATE_LOG_DECAY
-                      ? static_cast<const float*>(p.dt_bias.data)[hv * p.dt_bias.stride[0] + d * p.dt_bias.stride[1]]
-                      : 0.0f;
+    static_assert(K <= kThreads, "a channel's bias a thread");
+    if (tid < K) bias_s[tid] = ld.bias;  // loaded with the rows (load_rows): here its load had held S0's barrier
 
     // ---- S0: stage (the loads are load_rows', issued ahead). Half 0 stages q and g, half 1 k, beta and then, past
     // S0's barrier, beta v (Vb is the previous task's U stage until then). Rows >= L are zeros.
