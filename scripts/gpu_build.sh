@@ -11,7 +11,9 @@
 # device image's jax loads them.
 # --ab NAME: also stage the result as an A/B build, .carry/ab/NAME.tar.xz and .carry/ab/NAME.COMMIT (what gpu_ab.sh and
 # lease_lib.sh's lease_unpack read), so a build of this checkout's HEAD needs no copying by hand.
-# usage: scripts/gpu_build.sh [--python] [--ab NAME]
+# --stage-clocks: phase 1 with its per-warp barrier stamps (-DKDA_STAGE_CLOCKS=ON: kda-bench --stage-clocks,
+# scripts/stage_clocks.py), built in build-gpu-clk so that build-gpu's objects stay those of the kernels as they run.
+# usage: scripts/gpu_build.sh [--python] [--stage-clocks] [--ab NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # One build of this checkout at a time: two at once both write .carry/bin.tar.xz (session 40: two interleaved xz
@@ -20,15 +22,17 @@ mkdir -p .carry
 exec 9> .carry/.build.lock
 flock -n 9 || { echo "gpu_build.sh: another build of this checkout is running" >&2; exit 1; }
 [ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
-with_python="" ab=""
+with_python="" ab="" bdir=build-gpu clocks=OFF
 while [ $# -gt 0 ]; do
   case $1 in
     --python) with_python=1 ;;
+    --stage-clocks) bdir=build-gpu-clk clocks=ON ;;
     --ab)
       [[ ${2:-} =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "gpu_build.sh: --ab needs a NAME of letters, digits, . _ -" >&2; exit 2; }
       ab=$2
       shift ;;
-    *) echo "gpu_build.sh: unknown argument '$1' (usage: scripts/gpu_build.sh [--python] [--ab NAME])" >&2; exit 2 ;;
+    *) echo "gpu_build.sh: unknown argument '$1' (usage: scripts/gpu_build.sh [--python] [--stage-clocks]" \
+            "[--ab NAME])" >&2; exit 2 ;;
   esac
   shift
 done
@@ -37,17 +41,17 @@ if [ -n "$with_python" ]; then
 else
   python=(-DKDA_BUILD_PYTHON=OFF)
 fi
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 \
-  -DKDA_CUDA_ARCHITECTURES=90a-real "${python[@]}" >/dev/null
+cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKDA_ENABLE_CUDA=ON -DKDA_CPU_ARCH=x86-64-v3 \
+  -DKDA_CUDA_ARCHITECTURES=90a-real -DKDA_STAGE_CLOCKS="$clocks" "${python[@]}" >/dev/null
 # Only what a lease runs (the CPU test binary is CI's, and compiling it doubled a build on this 2-core machine).
 targets=(kda kda_gpu_tests kda-bench kda-verify)
 [ -n "$with_python" ] && targets+=(kda_torch)
-[ -n "$with_python" ] && grep -q '^kda_jax:' <(ninja -C build-gpu -t targets all 2>/dev/null) && targets+=(kda_jax)
-cmake --build build-gpu --target "${targets[@]}"
+[ -n "$with_python" ] && grep -q '^kda_jax:' <(ninja -C "$bdir" -t targets all 2>/dev/null) && targets+=(kda_jax)
+cmake --build "$bdir" --target "${targets[@]}"
 stage=$(mktemp -d)
-cp build-gpu/kda_gpu_tests build-gpu/kda-bench build-gpu/kda-verify build-gpu/libkda.so "$stage/"
-[ -n "$with_python" ] && cp build-gpu/python/libkda_torch.so "$stage/"
-[ -n "$with_python" ] && [ -f build-gpu/python/libkda_jax.so ] && cp build-gpu/python/libkda_jax.so "$stage/"
+cp "$bdir"/kda_gpu_tests "$bdir"/kda-bench "$bdir"/kda-verify "$bdir"/libkda.so "$stage/"
+[ -n "$with_python" ] && cp "$bdir"/python/libkda_torch.so "$stage/"
+[ -n "$with_python" ] && [ -f "$bdir"/python/libkda_jax.so ] && cp "$bdir"/python/libkda_jax.so "$stage/"
 strip "$stage"/*
 cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
 # The kernels' sources (~90 KB compressed) and the path they were compiled at: the line info (-lineinfo) names that

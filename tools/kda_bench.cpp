@@ -40,6 +40,7 @@ struct Options {
   bool verify = true;
   bool list = false;
   uint64_t seed = 0;  // --seed: every workload's inputs from this seed (the replay of a printed run); 0: fresh
+  std::string stage_clocks;  // --stage-clocks: phase 1's stamps of one more forward a GPU impl, to PATH.IMPL.WORKLOAD
 };
 
 // The seed of a workload's inputs: --seed's, else a fresh one (printed with the workload, for replay).
@@ -49,8 +50,11 @@ void usage() {
   std::printf(
       "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked|cuda-recurrent|cuda-hopper]... [--iters N] [--warmup N]\n"
       "                 [--rotate N] [--threads N] [--json PATH] [--commit SHA] [--no-verify] [--seed N]\n"
+      "                 [--stage-clocks PATH]\n"
       "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n"
-      "--seed N: the inputs of every workload from seed N (a run prints each workload's seed; 0 or none: fresh).\n");
+      "--seed N: the inputs of every workload from seed N (a run prints each workload's seed; 0 or none: fresh).\n"
+      "--stage-clocks PATH: after a GPU impl's timing, one more forward with phase 1's per-warp barrier stamps,\n"
+      "  written to PATH.IMPL.WORKLOAD (a build with -DKDA_STAGE_CLOCKS=ON; scripts/stage_clocks.py reads them).\n");
 }
 
 // Wall-clock times of `iters` host calls (CPU backends): median, mean, min, max in microseconds.
@@ -371,6 +375,7 @@ int main(int argc, char** argv) {
     else if (a == "--commit") opt.commit = next();
     else if (a == "--no-verify") opt.verify = false;
     else if (a == "--seed") opt.seed = std::stoull(next(), nullptr, 0);
+    else if (a == "--stage-clocks") opt.stage_clocks = next();
     else if (a == "--help" || a == "-h") { usage(); return 0; }
     else { std::fprintf(stderr, "kda-bench: unknown argument %s\n", a.c_str()); usage(); return 2; }
   }
@@ -486,6 +491,11 @@ int main(int argc, char** argv) {
         }
         r.rotate = static_cast<int>(calls.size());
         time_calls(calls, opt.warmup, opt.iters > 0 ? opt.iters : 200, &r.t);
+        if (!opt.stage_clocks.empty()) {
+          const std::string path = opt.stage_clocks + "." + impl + "." + w->name;
+          if (capture_stage_clocks(dp, path)) std::printf("  %-14s stage clocks: %s\n", impl.c_str(), path.c_str());
+          else ++failures;
+        }
         // The floor: the bytes that must move at the copy rate, or the arithmetic at the bf16 matrix rate if slower.
         r.floor_us = std::max(r.bytes / copy_bw, mm_rate > 0 ? r.flops / mm_rate : 0.0) * 1e6;
       } else {

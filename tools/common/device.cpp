@@ -11,6 +11,8 @@
 #include <cublas_v2.h>  // types and declarations only: the library is dlopen'ed
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+
+#include "cuda/generic/stage_clocks.h"
 #endif
 
 namespace kda::testing {
@@ -522,6 +524,41 @@ kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, 
   return st;
 }
 
+bool capture_stage_clocks(DeviceProblem& p, const std::string& path) {
+#if KDA_STAGE_CLOCKS
+  namespace sc = kda::stage_clocks;
+  const int ctas = cuda_device_sm_count();  // phase 1's grid is at most a CTA an SM
+  const size_t bytes = sc::buffer_bytes(ctas);
+  void* buf = nullptr;
+  check(cudaMalloc(&buf, bytes), "cudaMalloc (stage clocks)");
+  check(cudaMemset(buf, 0, bytes), "cudaMemset (stage clocks)");
+  check(static_cast<cudaError_t>(sc::set_buffer(buf, ctas)), "stage_clocks::set_buffer");
+  const kda_status_t st = p.run();
+  check(static_cast<cudaError_t>(sc::set_buffer(nullptr, 0)), "stage_clocks::set_buffer");
+  std::vector<uint64_t> h(bytes / 8);
+  check(cudaMemcpy(h.data(), buf, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (stage clocks)");
+  check(cudaFree(buf), "cudaFree (stage clocks)");
+  if (st != KDA_STATUS_SUCCESS) {
+    std::fprintf(stderr, "stage clocks: the forward failed: %s\n", kda_last_error());
+    return false;
+  }
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    std::fprintf(stderr, "stage clocks: cannot write %s\n", path.c_str());
+    return false;
+  }
+  const int32_t dims[4] = {ctas, sc::kWarps, sc::kMaxTasks, sc::kStamps};
+  const bool ok = std::fwrite("KDACLK1", 1, 8, f) == 8 && std::fwrite(dims, sizeof(dims), 1, f) == 1 &&
+                  std::fwrite(h.data(), 8, h.size(), f) == h.size();
+  return std::fclose(f) == 0 && ok;
+#else
+  (void)p;
+  (void)path;
+  std::fprintf(stderr, "stage clocks: this build has none (scripts/gpu_build.sh --stage-clocks)\n");
+  return false;
+#endif
+}
+
 #else  // no CUDA in this build
 
 int cuda_device_count() { return 0; }
@@ -540,6 +577,10 @@ bool DeviceProblem::capture() { return false; }
 void DeviceProblem::set_checkpoints(const HostTensor&, const HostTensor&, int32_t) {}
 void DeviceProblem::download_checkpoints(HostTensor&) const {}
 void DeviceProblem::replace_checkpoints(const HostTensor&, const HostTensor&) {}
+bool capture_stage_clocks(DeviceProblem&, const std::string&) {
+  std::fprintf(stderr, "stage clocks: this build has no CUDA\n");
+  return false;
+}
 void DeviceProblem::replay() {}
 DeviceDecodeProblem::DeviceDecodeProblem(DecodeCase&, kda_backend_t) {
   throw std::runtime_error("this kda build has no CUDA");

@@ -52,11 +52,28 @@
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
 #include "cuda/generic/mma_layout.h"
+#include "cuda/generic/stage_clocks.h"
+
+#if KDA_STAGE_CLOCKS
+namespace kda::cuda::chunk {
+struct StageClockBuffer {
+  unsigned long long* buf;
+  int ctas;
+};
+__device__ StageClockBuffer g_stage_clocks = {nullptr, 0};
+}  // namespace kda::cuda::chunk
+
+int kda::stage_clocks::set_buffer(void* buf, int ctas) {
+  const kda::cuda::chunk::StageClockBuffer b{static_cast<unsigned long long*>(buf), buf ? ctas : 0};
+  return static_cast<int>(cudaMemcpyToSymbol(kda::cuda::chunk::g_stage_clocks, &b, sizeof(b)));
+}
+#endif
 
 namespace kda::cuda::chunk {
 namespace {
 
 constexpr int kThreads = 512;  // 16 warps: two per (token, quarter) of S0, four per SM sub-partition
+static_assert(kThreads == 32 * stage_clocks::kWarps, "stage_clocks.h's warps");
 constexpr int kC = kChunk;
 // The largest |S_b| (log2 units) of a diagonal block that S3 factors (S2a): its operands span 2^(+-kFactorBits).
 constexpr float kFactorBits = 96.0f;
@@ -344,7 +361,26 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   bool more = cur < chunk_count() * heads;
   PrepTask tk = more ? task_of(cur) : PrepTask{};
   S0Loads<K, V> ld = more ? load_rows(tk) : S0Loads<K, V>{};
+  // The task loop's CTA barriers (stage_clocks.h): with KDA_STAGE_CLOCKS each warp's lane 0 stamps its arrival and
+  // departure; otherwise a barrier and nothing else.
+  int local_task = 0;
+  auto stamp = [&](int s) {
+#if KDA_STAGE_CLOCKS
+    const StageClockBuffer b = g_stage_clocks;
+    if (b.buf && (threadIdx.x & 31) == 0 && static_cast<int>(blockIdx.x) < b.ctas &&
+        local_task < stage_clocks::kMaxTasks)
+      b.buf[stage_clocks::index(blockIdx.x, threadIdx.x >> 5, local_task, s)] = clock64();
+#else
+    (void)s;
+#endif
+  };
+  auto cta_barrier = [&](int k) {
+    stamp(1 + 2 * k);
+    __syncthreads();
+    stamp(2 + 2 * k);
+  };
   while (more) {
+    stamp(0);
     // The thread's indices, read anew each task: taken as loop invariants, the index math of every stage below was
     // hoisted out of the loop and held through it (K = 128: ~105 -> 128 registers and spills in some instances).
     int tid;
@@ -430,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       // on an H100, session 56: h64-fixed 1539 -> 1503 us, h96-fixed 2329 -> 2286, medians of two gpu_ab rounds).
       if (tid < 3 * kC) cute::tma_store_wait<0>();
 #endif
-      __syncthreads();
+      cta_barrier(0);
       if (half == 1) {
 #pragma unroll
         for (int j = 0; j < V / 32; ++j) {
@@ -491,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           activate([&](float g) { return g * kLog2e; });
       }
     }
-    __syncthreads();
+    cta_barrier(1);
 
     // ---- S2a: the sub-block sums S_b of g (log2 units), and which diagonal blocks S3 may factor: those whose every
     // channel has S_b >= -kFactorBits and no g > 0 (so each local sum lies in [S_b, 0]), with q and k normalized.
@@ -517,7 +553,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       if (!(acc >= -kFactorBits) || gmax > 0.0f) pairwise_s[st.blk] = 1;  // NaN sums too
       if (steep) steep_s = 1;
     }
-    __syncthreads();
+    cta_barrier(2);
     if (keep.tame && tid == 0) keep.tame[ci * p.HV + hv] = steep_s ? 0 : 1;
 
     // ---- S1: diagonal blocks, pairwise in fp32. Warp task = (block bk, column pair c1 = p, c2 = 15 - p) (chunk_map.h
@@ -598,7 +634,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         if (save_b) save_b[z.r * kC + z.c] = 0.0f;
       }
     }
-    __syncthreads();
+    cta_barrier(3);
 
     // ---- S2b: per (channel pair d, d + 1; half of sub-block blk) task (chunk_map.h pair_scan_task; 4 K tasks over
     // the CTA, 8-token chains): the inter-chunk factors to the workspace, the reference-point forms in place, the block
@@ -712,7 +748,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
       }
     }
-    __syncthreads();
+    cta_barrier(4);
 
     // ---- S3: off-diagonal blocks (I, J), I > J: rows Kr / Qr of block I against Ksuf of block J times
     // P_{J+1} .. P_{I-1}; A_kk in 3xTF32 (it feeds T's inverse, where beta = 2 and near-identical keys amplify its
@@ -820,7 +856,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         if (save_b) save_b[r * kC + c] = r > c ? akk[nt][e] : 0.0f;  // A' unscaled, as S1 keeps it
       });
     }
-    __syncthreads();
+    cta_barrier(5);
 
     // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril). Round 0, fp32: the four
     // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
@@ -961,7 +997,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         set_ahead(next, list_len);
       }
     }
-    __syncthreads();
+    cta_barrier(6);
 
     // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
     // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
@@ -1057,7 +1093,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       static_assert(Ly::kG == Ly::kK + kC * PK, "X_V spans the Kr and Ksuf buffers");
       bf16* const Tp = reinterpret_cast<bf16*>(Akk);
       split_to_planes<kC>(Tm, PA, Tp, tid, [](int, int, float (&)[4]) {});  // X_K, X_V: split during S4 (above)
-      __syncthreads();
+      cta_barrier(7);
       const LdsmRow ra = ldsm_a_rowmajor(lane), rbt = ldsm_b_kmajor(lane);
       // Staged as it goes: the stage's buffers are not the products' operands here (below).
 #pragma unroll 1
@@ -1097,7 +1133,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     cute::tma_store_fence();  // the stage's generic-proxy writes, visible to the bulk copies
 #endif
-    __syncthreads();
+    cta_barrier(8);
     const int64_t next = next_s;
     more = next_more_s != 0;
     tk = more ? next_tk_s : PrepTask{};
@@ -1124,6 +1160,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // No barrier: the next task's S0 writes only buffers the copies do not read (q, k, g, beta) before its barrier,
     // which follows the copies' wait; next_s and next_tk_s, read above, are written again at its S4.
     cur = next;
+    ++local_task;
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (static_cast<int>(threadIdx.x) < 3 * kC) cute::tma_store_wait<0>();  // the last copies read out before exit

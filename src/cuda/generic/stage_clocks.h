@@ -1,0 +1,31 @@
+// stage_clocks.h: phase 1's per-warp clock stamps (chunk_prepare.cu), compiled in only with -DKDA_STAGE_CLOCKS=ON
+// (scripts/gpu_build.sh --stage-clocks): when each warp of a task reached and left each of the task loop's CTA
+// barriers, in the SM's cycles. ncu's stall samples say where warps wait; these say which warp's work each barrier
+// waited for, stage by stage, i.e. phase 1's critical path (kda-bench --stage-clocks, scripts/stage_clocks.py).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kda::stage_clocks {
+
+// The task loop's CTA barriers of a plain forward, in order: S0, S0b, S2a, S1, S2b, S3, S4, S5a (T's planes), S5c.
+// (The 3xTF32 S5 of a backward's recompute has two of its own, not stamped: its stamp 2 * 7 + 1 stays 0.)
+constexpr int kBarriers = 9;
+constexpr int kStamps = 1 + 2 * kBarriers;  // the task's start, then each barrier's arrival and departure
+constexpr int kWarps = 16;                  // phase 1's CTA (kThreads = 512)
+constexpr int kMaxTasks = 128;              // a CTA's first tasks that are recorded
+
+// The stamp of (CTA, warp, the CTA's task number t, stamp s) in a buffer of ctas x kWarps x kMaxTasks x kStamps
+// uint64 values, zero where nothing was written.
+constexpr int64_t index(int64_t cta, int warp, int t, int s) {
+  return ((cta * kWarps + warp) * kMaxTasks + t) * kStamps + s;
+}
+constexpr size_t buffer_bytes(int ctas) { return static_cast<size_t>(ctas) * kWarps * kMaxTasks * kStamps * 8; }
+
+// Points the next forwards' phase 1 at `buf` (device memory of buffer_bytes(ctas), zeroed by the caller; CTAs at or
+// past `ctas` record nothing); nullptr turns the stamps off. Returns the cudaError_t of the symbol copy (0: success).
+// Defined only in a build with KDA_STAGE_CLOCKS.
+int set_buffer(void* buf, int ctas);
+
+}  // namespace kda::stage_clocks
