@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/params.h"  // KDA_HOST_DEVICE
+
 namespace kda::stage_clocks {
 
 // The task loop's CTA barriers of a plain forward, in order: S0, S0b, S2a, S1, S2b, S3, S4, S5a (T's planes), S5c.
@@ -18,10 +20,12 @@ constexpr int kMaxTasks = 128;              // a CTA's first tasks that are reco
 
 // The stamp of (CTA, warp, the CTA's task number t, stamp s) in a buffer of ctas x kWarps x kMaxTasks x kStamps
 // uint64 values, zero where nothing was written.
-constexpr int64_t index(int64_t cta, int warp, int t, int s) {
+KDA_HOST_DEVICE constexpr int64_t index(int64_t cta, int warp, int t, int s) {
   return ((cta * kWarps + warp) * kMaxTasks + t) * kStamps + s;
 }
-constexpr size_t buffer_bytes(int ctas) { return static_cast<size_t>(ctas) * kWarps * kMaxTasks * kStamps * 8; }
+KDA_HOST_DEVICE constexpr size_t buffer_bytes(int ctas) {
+  return static_cast<size_t>(ctas) * kWarps * kMaxTasks * kStamps * 8;
+}
 
 // Points the next forwards' phase 1 at `buf` (device memory of buffer_bytes(ctas), zeroed by the caller; CTAs at or
 // past `ctas` record nothing); nullptr turns the stamps off. Returns the cudaError_t of the symbol copy (0: success).
