@@ -12,7 +12,8 @@
 # --ab NAME: also stage the result as an A/B build, .carry/ab/NAME.tar.xz and .carry/ab/NAME.COMMIT (what gpu_ab.sh and
 # lease_lib.sh's lease_unpack read), so a build of this checkout's HEAD needs no copying by hand.
 # --stage-clocks: phase 1 with its per-warp barrier stamps (-DKDA_STAGE_CLOCKS=ON: kda-bench --stage-clocks,
-# scripts/stage_clocks.py), built in build-gpu-clk so that build-gpu's objects stay those of the kernels as they run.
+# scripts/stage_clocks.py), built in build-gpu-clk so that build-gpu's objects stay those of the kernels as they run,
+# and staged only as the --ab build it needs, never as .carry/bin (a lease's build to test and time).
 # usage: scripts/gpu_build.sh [--python] [--stage-clocks] [--ab NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,10 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+if [ $clocks = ON ] && [ -z "$ab" ]; then
+  echo "gpu_build.sh: --stage-clocks needs --ab NAME (a measuring build is never .carry/bin)" >&2
+  exit 2
+fi
 if [ -n "$with_python" ]; then
   python=(-DKDA_BUILD_PYTHON=ON -DKDA_BUILD_JAX=AUTO)
 else
@@ -57,19 +62,28 @@ cp "$(g++ -print-file-name=libgomp.so.1)" "$stage/"
 # The kernels' sources (~90 KB compressed) and the path they were compiled at: the line info (-lineinfo) names that
 # path, so gpu_ab.sh --ncu links it to these copies and ncu attributes samples to CUDA lines of this very build.
 mkdir -p "$stage/source" && cp -r src include "$stage/source/" && echo "$PWD" > "$stage/SOURCE_DIR"
-rm -rf .carry/bin
 # One xz stream with a dictionary larger than a binary: the six binaries hold the same kernels (each links the library
 # statically), so a 192 MiB window stores them about once (~11 MB in session 40 with sm_80 code too, 8.7 MB at sm_90a
 # alone in session 54, a full build 4.2 min here; a device call carries at most 64 MiB).
 # Unpacking needs ~200 MB of memory. Written beside and renamed: a copy of .carry/bin.tar.xz is never a partial one.
-tar -cf - -C "$stage" . | xz -T1 --lzma2=preset=9,dict=192MiB > .carry/bin.tar.xz.part
-mv .carry/bin.tar.xz.part .carry/bin.tar.xz
-rm -rf "$stage"
-echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)" > .carry/COMMIT
-if [ -n "$ab" ]; then
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo -dirty)"
+if [ $clocks = ON ]; then
   mkdir -p .carry/ab
-  cp .carry/bin.tar.xz ".carry/ab/$ab.tar.xz.part" && mv ".carry/ab/$ab.tar.xz.part" ".carry/ab/$ab.tar.xz"
-  cp .carry/COMMIT ".carry/ab/$ab.COMMIT"
-  echo "gpu_build.sh: staged as .carry/ab/$ab.tar.xz ($(cat .carry/COMMIT))"
+  tar -cf - -C "$stage" . | xz -T1 --lzma2=preset=9,dict=192MiB > ".carry/ab/$ab.tar.xz.part"
+  mv ".carry/ab/$ab.tar.xz.part" ".carry/ab/$ab.tar.xz"
+  echo "$commit" > ".carry/ab/$ab.COMMIT"
+  echo "gpu_build.sh: the measuring build staged as .carry/ab/$ab.tar.xz ($commit)"
+else
+  rm -rf .carry/bin
+  tar -cf - -C "$stage" . | xz -T1 --lzma2=preset=9,dict=192MiB > .carry/bin.tar.xz.part
+  mv .carry/bin.tar.xz.part .carry/bin.tar.xz
+  echo "$commit" > .carry/COMMIT
+  if [ -n "$ab" ]; then
+    mkdir -p .carry/ab
+    cp .carry/bin.tar.xz ".carry/ab/$ab.tar.xz.part" && mv ".carry/ab/$ab.tar.xz.part" ".carry/ab/$ab.tar.xz"
+    cp .carry/COMMIT ".carry/ab/$ab.COMMIT"
+    echo "gpu_build.sh: staged as .carry/ab/$ab.tar.xz ($(cat .carry/COMMIT))"
+  fi
 fi
+rm -rf "$stage"
 du -sh .carry
