@@ -910,19 +910,40 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
       // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
       // 16 k_first .. 16 (k_last + 1) - 1, N's rows through `brow` (T's column block j, or stage 2's X slots).
+      // A 16-column block's operands (two k-steps of 8, 16 floats a lane) loaded before its first multiply, then split
+      // and multiplied in the old order, a k-step at a time (the same bits). As a loop of k-steps each step's shared
+      // loads waited behind the previous step's three dependent mma (~100 cycles a step on the stages' chain of up to
+      // 12, while 12 of the 16 warps wait at S4's end: that barrier held 6.6% of phase 1's stall samples, session 56).
       auto block_sum = [&](const float* M, int i, int k_first, int k_last, auto brow, float (&acc)[2][4]) {
         const int r0 = kSub * i + grp;
 #pragma unroll 1
-        for (int ks = 2 * k_first; ks < 2 * (k_last + 1); ++ks) {
-          const int c0 = 8 * ks + tig, c1 = c0 + 4;
-          uint32_t ah[4], al[4];
-          split_a(M, PA, r0, c0, ah, al);
+        for (int kb = k_first; kb <= k_last; ++kb) {
+          float a[2][4], b[2][2][2];
 #pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            uint32_t bh[2], bl[2];
-            split(brow(c0)[8 * nt + grp], bh[0], bl[0]);
-            split(brow(c1)[8 * nt + grp], bh[1], bl[1]);
-            mma3(acc[nt], ah, al, bh, bl);
+          for (int h = 0; h < 2; ++h) {
+            const int c0 = 8 * (2 * kb + h) + tig, c1 = c0 + 4;
+            a[h][0] = M[r0 * PA + c0];  // split_a's fragment order
+            a[h][1] = M[(r0 + 8) * PA + c0];
+            a[h][2] = M[r0 * PA + c0 + 4];
+            a[h][3] = M[(r0 + 8) * PA + c0 + 4];
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              b[h][nt][0] = brow(c0)[8 * nt + grp];
+              b[h][nt][1] = brow(c1)[8 * nt + grp];
+            }
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            uint32_t ah[4], al[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) split(a[h][e], ah[e], al[e]);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+              uint32_t bh[2], bl[2];
+              split(b[h][nt][0], bh[0], bl[0]);
+              split(b[h][nt][1], bh[1], bl[1]);
+              mma3(acc[nt], ah, al, bh, bl);
+            }
           }
         }
       };
