@@ -10,6 +10,8 @@ the span between two barriers. For each stage it prints, as medians over the rec
   - last warp: the warp that most often arrives last at the stage's barrier (how often, in percent), and its lead:
     how many cycles after the second-to-last arrival it comes, the most that balancing that stage could save;
   - busy: the mean over warps of the share of the stage each spends before arriving (the rest waits at the barrier).
+Then the marks inside stages (MARKS; files with them: 23 stamps a warp, 19 without): for each, the median cycles from
+its stage's start to the last warp's stamp, that warp (most often) and how many warps stamp it.
 ncu's stall samples say where warps wait; this says whose work each barrier waited for. Stamps are SM-local
 cycles, compared only within a CTA. Standard library only, so it runs on the device machine beside the file.
 
@@ -25,6 +27,8 @@ import sys
 # The stages ending at each of chunk_prepare.cu's cta_barrier(0 .. 8), then the tail to the next task.
 STAGES = ["S0 rows staged", "S0b gates", "S2a sums", "S1 diag pairs", "S2b scans", "S3 products", "S4 inverse",
           "S5a T planes", "S5b [W|U]", "S5c copies"]
+# chunk_prepare.cu's mark(0 .. 3) (stage_clocks.h kMarks): (name, index of the stage it lies in).
+MARKS = [("S4 round 0 done", 6), ("S4 stage 1 done", 6), ("S4 stage 2 done", 6), ("S5c rows issued", 9)]
 MAGIC = b"KDACLK1\0"
 
 
@@ -43,21 +47,36 @@ def read(path):
 
 
 def summarize(ctas, warps, tasks, stamps, values, skip=1):
-    """One dict a stage (name, cycles, last_warp, last_share, lead, busy, n) over tasks whose stamps are complete."""
-    nbar = (stamps - 1) // 2
-    assert nbar + 1 == len(STAGES), "stage_clocks.h's barriers and STAGES differ"
+    """(stages, marks): one dict a stage (name, cycles, last_warp, last_share, lead, busy, n) over tasks whose barrier
+    stamps are complete, and one a mark (name, cycles from its stage's start to the last warp's stamp, last_warp,
+    warps, n) over the same tasks."""
+    nbar = len(STAGES) - 1
+    nmarks = stamps - 1 - 2 * nbar
+    if nmarks not in (0, len(MARKS)):
+        raise SystemExit(f"stage_clocks.py: {stamps} stamps a warp, neither {1 + 2 * nbar} (barriers) nor "
+                         f"{1 + 2 * nbar + len(MARKS)} (barriers and marks)")
 
     def at(c, w, t, s):
         return values[((c * warps + w) * tasks + t) * stamps + s]
 
     per_stage = [collections.defaultdict(list) for _ in STAGES]
+    per_mark = [collections.defaultdict(list) for _ in range(nmarks)]
     for c in range(ctas):
         for t in range(skip, tasks - 1):
             rows = [[at(c, w, t, s) for s in range(stamps)] for w in range(warps)]
             nxt = [at(c, w, t + 1, 0) for w in range(warps)]
-            if any(v == 0 for row in rows for v in row) or any(v == 0 for v in nxt):
+            if any(v == 0 for row in rows for v in row[:1 + 2 * nbar]) or any(v == 0 for v in nxt):
                 continue  # a task not recorded whole (past the CTA's last, or a barrier this path does not stamp)
             start = min(row[0] for row in rows)
+            for i in range(nmarks):
+                k = MARKS[i][1]
+                begin = start if k == 0 else min(row[2 * k] for row in rows)
+                stamped = [(row[1 + 2 * nbar + i], w) for w, row in enumerate(rows) if row[1 + 2 * nbar + i]]
+                if stamped:
+                    last, w = max(stamped)
+                    per_mark[i]["cycles"].append(last - begin)
+                    per_mark[i]["last"].append(w)
+                    per_mark[i]["warps"].append(len(stamped))
             for k in range(nbar + 1):
                 if k < nbar:
                     arrive = [row[1 + 2 * k] for row in rows]
@@ -87,7 +106,15 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
         out.append({"name": name, "n": len(d["cycles"]), "cycles": statistics.median(d["cycles"]),
                     "last_warp": last, "last_share": count / len(d["last"]), "lead": statistics.median(d["lead"]),
                     "busy": statistics.fmean(d["busy"])})
-    return out
+    marks = []
+    for (name, k), d in zip(MARKS, per_mark):
+        if not d["cycles"]:
+            marks.append({"name": name, "stage": STAGES[k], "n": 0})
+            continue
+        last, _ = collections.Counter(d["last"]).most_common(1)[0]
+        marks.append({"name": name, "stage": STAGES[k], "n": len(d["cycles"]), "cycles": statistics.median(d["cycles"]),
+                      "last_warp": last, "warps": statistics.median(d["warps"])})
+    return out, marks
 
 
 def main(argv=None):
@@ -96,7 +123,7 @@ def main(argv=None):
     ap.add_argument("--skip", type=int, default=1, help="each CTA's first N tasks left out (cold caches)")
     a = ap.parse_args(argv)
     ctas, warps, tasks, stamps, values = read(a.path)
-    rows = summarize(ctas, warps, tasks, stamps, values, a.skip)
+    rows, marks = summarize(ctas, warps, tasks, stamps, values, a.skip)
     total = sum(r.get("cycles", 0) for r in rows)
     print(f"{a.path}: {ctas} CTAs x {warps} warps, up to {tasks} tasks a CTA; medians over the complete tasks")
     print(f"{'stage':<16} {'tasks':>6} {'cycles':>8} {'share':>6}  {'last warp':>9} {'(how often)':>11} "
@@ -108,6 +135,14 @@ def main(argv=None):
         print(f"{r['name']:<16} {r['n']:>6} {r['cycles']:>8.0f} {100 * r['cycles'] / total:>5.1f}%  "
               f"{r['last_warp']:>9} {100 * r['last_share']:>10.0f}% {r['lead']:>6.0f} {100 * r['busy']:>4.0f}%")
     print(f"{'sum of medians':<16} {'':>6} {total:>8.0f}")
+    if marks:
+        print(f"{'mark':<16} {'tasks':>6} {'cycles':>8}  {'into stage':<16} {'last warp':>9} {'warps':>6}")
+        for m in marks:
+            if not m["n"]:
+                print(f"{m['name']:<16} {0:>6}  (not stamped)")
+                continue
+            print(f"{m['name']:<16} {m['n']:>6} {m['cycles']:>8.0f}  {m['stage']:<16} {m['last_warp']:>9} "
+                  f"{m['warps']:>6.0f}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """scripts/stage_clocks.py on a hand-made stamp file: each stage's length, its last warp and that warp's lead, the
-warps' busy share, a task with a missing stamp left out, and a file whose size disagrees with its header refused."""
+warps' busy share, a task with a missing stamp left out, the marks inside stages (stamped by some warps), and a file
+whose size disagrees with its header, or whose stamp count is neither form's, refused."""
 import array
 import importlib.util
 import pathlib
@@ -18,11 +19,17 @@ STAMPS = 1 + 2 * BARS
 LENGTHS = [100 * (k + 1) for k in range(BARS + 1)]  # stage k's cycles; the last is S5c's tail
 
 
-def make_file(path, hole=None):
-    v = array.array("Q", [0] * (CTAS * WARPS * TASKS * STAMPS))
+# The marks of the file with them: (mark, the warps that stamp it, cycles into its stage of warp w's stamp).
+MARKED = [(0, range(8), lambda w: 30 + w), (1, range(4), lambda w: 100 + 2 * w), (2, range(4), lambda w: 200 + w),
+          (3, range(WARPS), lambda w: 5 + w)]
+
+
+def make_file(path, hole=None, marks=False):
+    stamps = STAMPS + (len(sc.MARKS) if marks else 0)
+    v = array.array("Q", [0] * (CTAS * WARPS * TASKS * stamps))
 
     def put(c, w, t, s, x):
-        v[((c * WARPS + w) * TASKS + t) * STAMPS + s] = x
+        v[((c * WARPS + w) * TASKS + t) * stamps + s] = x
 
     for c in range(CTAS):
         start = 5000 + 777 * c
@@ -30,7 +37,9 @@ def make_file(path, hole=None):
             begin = start
             for w in range(WARPS):
                 put(c, w, t, 0, start)
+            begins = []
             for k in range(BARS):
+                begins.append(begin)
                 depart = begin + LENGTHS[k]
                 for w in range(WARPS):
                     # stage 3 waits on warp 5 (150 cycles after the next); elsewhere warp 0 comes last, 1 ahead
@@ -38,18 +47,24 @@ def make_file(path, hole=None):
                     put(c, w, t, 1 + 2 * k, arrive)
                     put(c, w, t, 2 + 2 * k, depart)
                 begin = depart
+            begins.append(begin)
+            if marks:
+                for i, ws, at in MARKED:
+                    for w in ws:
+                        put(c, w, t, STAMPS + i, begins[sc.MARKS[i][1]] + at(w))
             start = begin + LENGTHS[BARS]
     if hole:
         put(*hole, 0)
     with open(path, "wb") as f:
-        f.write(sc.MAGIC + struct.pack("<4i", CTAS, WARPS, TASKS, STAMPS) + v.tobytes())
+        f.write(sc.MAGIC + struct.pack("<4i", CTAS, WARPS, TASKS, stamps) + v.tobytes())
 
 
 def test_stages_last_warp_and_busy():
     with tempfile.TemporaryDirectory() as d:
         p = pathlib.Path(d) / "clk"
         make_file(p, hole=(1, 3, 2, 7))  # CTA 1, warp 3, task 2: one stamp missing
-        rows = sc.summarize(*sc.read(p), skip=1)
+        rows, marks = sc.summarize(*sc.read(p), skip=1)
+        assert marks == []
         assert [r["name"] for r in rows] == sc.STAGES
         for k, r in enumerate(rows):
             assert r["n"] == 3  # tasks 1 and 2 of each CTA (task 3 has no next), less the one with the hole
@@ -73,3 +88,28 @@ def test_size_mismatch_refused():
         r = subprocess.run([sys.executable, str(ROOT / "scripts" / "stage_clocks.py"), str(p)],
                            capture_output=True, text=True)
         assert r.returncode != 0 and "header says" in r.stderr
+
+
+def test_marks():
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d) / "clk"
+        make_file(p, marks=True)
+        rows, marks = sc.summarize(*sc.read(p), skip=1)
+        assert [r["cycles"] for r in rows] == LENGTHS  # the marks leave the stages as they were
+        assert [m["name"] for m in marks] == [name for name, _ in sc.MARKS]
+        for m, (i, ws, at) in zip(marks, MARKED):
+            assert m["n"] == 4  # tasks 1 and 2 of each CTA
+            assert (m["cycles"], m["last_warp"], m["warps"]) == (at(ws[-1]), ws[-1], len(ws))
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "stage_clocks.py"), str(p)], check=True,
+                             capture_output=True, text=True).stdout
+        assert "S4 round 0 done" in out and "S5c rows issued" in out
+
+
+def test_stamp_count_refused():
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d) / "clk"
+        with open(p, "wb") as f:
+            f.write(sc.MAGIC + struct.pack("<4i", 1, 16, 2, STAMPS + 1) + bytes(8 * 16 * 2 * (STAMPS + 1)))
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "stage_clocks.py"), str(p)],
+                           capture_output=True, text=True)
+        assert r.returncode != 0 and "stamps a warp" in r.stderr

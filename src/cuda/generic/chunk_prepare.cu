@@ -379,6 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     __syncthreads();
     stamp(2 + 2 * k);
   };
+  auto mark = [&](int i) { stamp(1 + 2 * stage_clocks::kBarriers + i); };  // stage_clocks.h kMarks
   while (more) {
     stamp(0);
     // The thread's indices, read anew each task: taken as loop invariants, the index math of every stage below was
@@ -906,6 +907,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       }
 #pragma unroll
       for (int m = 0; m < kSub / 4; ++m) Tm[(cb + part + 4 * m) * PA + c] = tcol[m];
+      mark(0);
       named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
       // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
       // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
@@ -970,12 +972,14 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           }
           put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
         }
+        mark(1);
         named_barrier(2, 32 * kStageWarps);
         const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
         float x[2][4] = {};
         if (kSub * t2.i < L)
           block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
         put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
+        mark(2);
         named_barrier(2, 32 * kStageWarps);
         const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
         float y[2][4] = {};
@@ -1159,6 +1163,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     more = next_more_s != 0;
     tk = more ? next_tk_s : PrepTask{};
     ld = more ? load_rows(tk) : S0Loads<K, V>{};
+    mark(3);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (tid < 3 * kC) {
       const WuRowCopy rc = wu_row_copy(tid, K, V, PA, PV);

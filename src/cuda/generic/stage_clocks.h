@@ -1,6 +1,6 @@
 // stage_clocks.h: phase 1's per-warp clock stamps (chunk_prepare.cu), compiled in only with -DKDA_STAGE_CLOCKS=ON
 // (scripts/gpu_build.sh --stage-clocks): when each warp of a task reached and left each of the task loop's CTA
-// barriers, in the SM's cycles. ncu's stall samples say where warps wait; these say which warp's work each barrier
+// barriers (and at a few marks inside stages), in the SM's cycles. ncu's stall samples say where warps wait; these say which warp's work each barrier
 // waited for, stage by stage, i.e. phase 1's critical path (kda-bench --stage-clocks, scripts/stage_clocks.py).
 #pragma once
 
@@ -14,7 +14,12 @@ namespace kda::stage_clocks {
 // The task loop's CTA barriers of a plain forward, in order: S0, S0b, S2a, S1, S2b, S3, S4, S5a (T's planes), S5c.
 // (The 3xTF32 S5 of a backward's recompute has two of its own, not stamped: its stamp 2 * 7 + 1 stays 0.)
 constexpr int kBarriers = 9;
-constexpr int kStamps = 1 + 2 * kBarriers;  // the task's start, then each barrier's arrival and departure
+// Marks inside two stages, stamped by the warps that pass them (scripts/stage_clocks.py MARKS): S4's chain (round 0's
+// end on warps 0-7, stages 1 and 2's ends on warps 0-3: stage 3's is S4's barrier) and S5c's (the next task's row
+// loads issued, every warp).
+constexpr int kMarks = 4;
+// The task's start, each barrier's arrival and departure, then the marks.
+constexpr int kStamps = 1 + 2 * kBarriers + kMarks;
 constexpr int kWarps = 16;                  // phase 1's CTA (kThreads = 512)
 constexpr int kMaxTasks = 128;              // a CTA's first tasks that are recorded
 
