@@ -112,8 +112,9 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
             marks.append({"name": name, "stage": STAGES[k], "n": 0})
             continue
         last, _ = collections.Counter(d["last"]).most_common(1)[0]
-        marks.append({"name": name, "stage": STAGES[k], "n": len(d["cycles"]), "cycles": statistics.median(d["cycles"]),
-                      "last_warp": last, "warps": statistics.median(d["warps"])})
+        marks.append({"name": name, "stage": STAGES[k], "n": len(d["cycles"]),
+                      "cycles": statistics.median(d["cycles"]), "last_warp": last,
+                      "warps": statistics.median(d["warps"])})
     return out, marks
 
 
