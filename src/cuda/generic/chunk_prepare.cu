@@ -60,7 +60,10 @@ struct StageClockBuffer {
   unsigned long long* buf;
   int ctas;
 };
-__device__ StageClockBuffer g_stage_clocks = {nullptr, 0};
+// In constant memory: each stamp reads it (lane 0 of each warp, up to 23 times a task), and from global memory that
+// read was a load to wait for, which could also queue behind the row loads before it (S5c); the constant cache
+// answers it apart from them.
+__constant__ StageClockBuffer g_stage_clocks = {nullptr, 0};
 }  // namespace kda::cuda::chunk
 
 int kda::stage_clocks::set_buffer(void* buf, int ctas) {
