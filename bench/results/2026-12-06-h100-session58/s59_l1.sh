@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Queued in session 58: S4's round 0 as a right-looking substitution (s4r0 = f2fe4d3, branch s4r0) against main's
-# kernels (main58 = 09245a1; the commits after it changed records, docs and the measuring build's marks only):
+# Queued in session 58: S4's round 0 as a right-looking substitution (s4r0 = 14345ae, branch s4r0) against main's
+# kernels (main58 = 09245a1; the commits after it changed records, docs and the measuring build only):
 #   1  kda-verify --suite full and backward-quick on both at one seed each (the figures change in their last digits:
 #      each T_rc's terms are summed in another order; every case must pass with errors like main's), beside s4r0's
 #      GPU tests but decode
 #   2  gpu_ab main58 / s4r0 at h64-fixed and h96-fixed, 2 rounds, every run verified
-#   3  stage clocks of both measuring builds (main58clk = 61f3825, s4r0clk) at h64-fixed: S4's cycles and busy share,
-#      and its marks (where in S4 round 0 and stages 1-2 end)
+#   3  stage clocks of both measuring builds (main58clk = d6b920d, s4r0clk) at h64-fixed: S4's cycles and busy share,
+#      and its marks (where in S4 round 0 and stages 1-2 end); the stamps read their buffer from constant memory
+#      now (d6b920d), so these cycles are not comparable one for one with session 58's tables
 #   4  train-h64-fixed, 1 round each, in what is left of ~360 s
 # Run as: OUT=$OUT bash .carry/lease/s59_l1.sh, carry [".carry/lease", ".carry/ab"] (.carry/ab: those four archives;
 # .carry/slim.sh on first, so the working tree fits 64 MiB)
