@@ -5,8 +5,11 @@ Reads the file `kda-bench --stage-clocks PATH` writes in a build with -DKDA_STAG
 --stage-clocks; layout in src/cuda/generic/stage_clocks.h): for each CTA, warp and the CTA's first tasks, the SM clock
 at the task's start and at each warp's arrival at and departure from the task loop's nine CTA barriers. A stage is
 the span between two barriers. For each stage it prints, as medians over the recorded tasks:
-  - cycles: the stage's length, from the earliest departure from the barrier before to the earliest departure from
-    its own (the first stage starts at the task's first stamp, the last, S5c, runs to the next task's first stamp);
+  - cycles: the stage's length, from the barrier before's release to its own's, a barrier's release being its
+    last warp's arrival (the first stage starts at the task's first stamp, the last, S5c, runs to the next task's
+    first stamp). The departure stamps are not read: the clock read after BAR.SYNC.DEFER_BLOCKING issues before the
+    barrier releases (session 59: warps with no work in S4 "left" its barrier thousands of cycles before its last
+    arrival, and marks inside S4 fell after S4's end as the departures measured it);
   - last warp: the warp that most often arrives last at the stage's barrier (how often, in percent), and its lead:
     how many cycles after the second-to-last arrival it comes, the most that balancing that stage could save;
   - busy: the mean over warps of the share of the stage each spends before arriving (the rest waits at the barrier).
@@ -68,9 +71,11 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
             if any(v == 0 for row in rows for v in row[:1 + 2 * nbar]) or any(v == 0 for v in nxt):
                 continue  # a task not recorded whole (past the CTA's last, or a barrier this path does not stamp)
             start = min(row[0] for row in rows)
+            # barrier k's release: its last arrival
+            release = [max(row[1 + 2 * k] for row in rows) for k in range(nbar)]
             for i in range(nmarks):
                 k = MARKS[i][1]
-                begin = start if k == 0 else min(row[2 * k] for row in rows)
+                begin = start if k == 0 else release[k - 1]
                 stamped = [(row[1 + 2 * nbar + i], w) for w, row in enumerate(rows) if row[1 + 2 * nbar + i]]
                 if stamped:
                     last, w = max(stamped)
@@ -80,13 +85,12 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
             for k in range(nbar + 1):
                 if k < nbar:
                     arrive = [row[1 + 2 * k] for row in rows]
-                    end = min(row[2 + 2 * k] for row in rows)
-                    before = [row[2 * k] for row in rows]  # the task's start (k = 0) or the last departure
+                    end = release[k]
                 else:
                     arrive = nxt
                     end = min(nxt)
-                    before = [row[2 * nbar] for row in rows]
-                begin = start if k == 0 else min(before)
+                begin = start if k == 0 else release[k - 1]
+                before = [row[0] for row in rows] if k == 0 else [begin] * warps  # each warp's start of the stage
                 length = end - begin
                 if length <= 0:
                     continue

@@ -1,6 +1,7 @@
-"""scripts/stage_clocks.py on a hand-made stamp file: each stage's length, its last warp and that warp's lead, the
-warps' busy share, a task with a missing stamp left out, the marks inside stages (stamped by some warps), and a file
-whose size disagrees with its header, or whose stamp count is neither form's, refused."""
+"""scripts/stage_clocks.py on a hand-made stamp file: each stage's length (between its barriers' last arrivals, the
+departure stamps unread), its last warp and that warp's lead, the warps' busy share, a task with a missing stamp left
+out, the marks inside stages (stamped by some warps), and a file whose size disagrees with its header, or whose stamp
+count is neither form's, refused."""
 import array
 import importlib.util
 import pathlib
@@ -24,7 +25,7 @@ MARKED = [(0, range(8), lambda w: 30 + w), (1, range(4), lambda w: 100 + 2 * w),
           (3, range(WARPS), lambda w: 5 + w)]
 
 
-def make_file(path, hole=None, marks=False):
+def make_file(path, hole=None, marks=False, depart_skew=3):
     stamps = STAMPS + (len(sc.MARKS) if marks else 0)
     v = array.array("Q", [0] * (CTAS * WARPS * TASKS * stamps))
 
@@ -40,13 +41,14 @@ def make_file(path, hole=None, marks=False):
             begins = []
             for k in range(BARS):
                 begins.append(begin)
-                depart = begin + LENGTHS[k]
+                release = begin + LENGTHS[k]
                 for w in range(WARPS):
                     # stage 3 waits on warp 5 (150 cycles after the next); elsewhere warp 0 comes last, 1 ahead
-                    arrive = (depart - 1 if w == 5 else depart - 151 - w) if k == 3 else depart - 10 - w
+                    arrive = (release if w == 5 else release - 150 - w) if k == 3 else release - w
                     put(c, w, t, 1 + 2 * k, arrive)
-                    put(c, w, t, 2 + 2 * k, depart)
-                begin = depart
+                    # the departure stamps as the hardware gives them: read before the barrier releases, so unread
+                    put(c, w, t, 2 + 2 * k, arrive + depart_skew)
+                begin = release
             begins.append(begin)
             if marks:
                 for i, ws, at in MARKED:
@@ -73,8 +75,12 @@ def test_stages_last_warp_and_busy():
                 assert (r["last_warp"], r["last_share"], r["lead"]) == (5, 1.0, 150)
             elif k < BARS:
                 assert (r["last_warp"], r["lead"]) == (0, 1)
-        # stage 0's warps arrive 10 + w cycles before the departure at 100: busy (90 - w) / 100 on average
-        assert abs(rows[0]["busy"] - sum((90 - w) / 100 for w in range(WARPS)) / WARPS) < 1e-12
+        # stage 0's warps arrive w cycles before its release at 100: busy (100 - w) / 100 on average
+        assert abs(rows[0]["busy"] - sum((100 - w) / 100 for w in range(WARPS)) / WARPS) < 1e-12
+        # the departure stamps change nothing (the table is the arrivals')
+        q = pathlib.Path(d) / "clk2"
+        make_file(q, hole=(1, 3, 2, 7), depart_skew=-2000)
+        assert sc.summarize(*sc.read(q), skip=1) == (rows, marks)
         out = subprocess.run([sys.executable, str(ROOT / "scripts" / "stage_clocks.py"), str(p)], check=True,
                              capture_output=True, text=True).stdout
         assert "S3 products" in out and "sum of medians" in out
