@@ -3,17 +3,17 @@
 
 Reads the file `kda-bench --stage-clocks PATH` writes in a build with -DKDA_STAGE_CLOCKS=ON (scripts/gpu_build.sh
 --stage-clocks; layout in src/cuda/generic/stage_clocks.h): for each CTA, warp and the CTA's first tasks, the SM clock
-at the task's start and at each warp's arrival at and departure from the task loop's nine CTA barriers. A stage is
-the span between two barriers. For each stage it prints, as medians over the recorded tasks:
+at the task's start and at each warp's arrival at the task loop's nine CTA barriers. A stage is the span between two
+barriers. For each stage it prints, as medians over the recorded tasks:
   - cycles: the stage's length, from the barrier before's release to its own's, a barrier's release being its
     last warp's arrival (the first stage starts at the task's first stamp, the last, S5c, runs to the next task's
-    first stamp). The departure stamps are not read: the clock read after BAR.SYNC.DEFER_BLOCKING issues before the
-    barrier releases (session 59: warps with no work in S4 "left" its barrier thousands of cycles before its last
-    arrival, and marks inside S4 fell after S4's end as the departures measured it);
+    first stamp). There are no departure stamps (stage_clocks.h): a clock read after BAR.SYNC.DEFER_BLOCKING issues
+    before the barrier releases, and the first format's (KDACLK1), read as departures, had put warps with no work in
+    S4 leaving its barrier thousands of cycles before its last arrival (session 59);
   - last warp: the warp that most often arrives last at the stage's barrier (how often, in percent), and its lead:
     how many cycles after the second-to-last arrival it comes, the most that balancing that stage could save;
   - busy: the mean over warps of the share of the stage each spends before arriving (the rest waits at the barrier).
-Then the marks inside stages (MARKS; files with them: 23 stamps a warp, 19 without): for each, the median cycles from
+Then the marks inside stages (MARKS; files with them: 14 stamps a warp, 10 without): for each, the median cycles from
 its stage's start to the last warp's stamp, that warp (most often) and how many warps stamp it.
 ncu's stall samples say where warps wait; this says whose work each barrier waited for. Stamps are SM-local
 cycles, compared only within a CTA. Standard library only, so it runs on the device machine beside the file.
@@ -32,13 +32,17 @@ STAGES = ["S0 rows staged", "S0b gates", "S2a sums", "S1 diag pairs", "S2b scans
           "S5a T planes", "S5b [W|U]", "S5c copies"]
 # chunk_prepare.cu's mark(0 .. 3) (stage_clocks.h kMarks): (name, index of the stage it lies in).
 MARKS = [("S4 round 0 done", 6), ("S4 stage 1 done", 6), ("S4 stage 2 done", 6), ("S5c rows issued", 9)]
-MAGIC = b"KDACLK1\0"
+MAGIC = b"KDACLK2\0"
 
 
 def read(path):
     """(ctas, warps, tasks, stamps, values): the header's four sizes and the flat uint64 stamps."""
     with open(path, "rb") as f:
-        if f.read(8) != MAGIC:
+        magic = f.read(8)
+        if magic == b"KDACLK1\0":
+            raise SystemExit(f"stage_clocks.py: {path} is not a stage-clock file of this format (KDACLK1: departure "
+                             "stamps, read before their barrier's release); record it again with a current build")
+        if magic != MAGIC:
             raise SystemExit(f"stage_clocks.py: {path} is not a stage-clock file (no {MAGIC!r} header)")
         ctas, warps, tasks, stamps = struct.unpack("<4i", f.read(16))
         values = array.array("Q")
@@ -54,10 +58,10 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
     stamps are complete, and one a mark (name, cycles from its stage's start to the last warp's stamp, last_warp,
     warps, n) over the same tasks."""
     nbar = len(STAGES) - 1
-    nmarks = stamps - 1 - 2 * nbar
+    nmarks = stamps - 1 - nbar
     if nmarks not in (0, len(MARKS)):
-        raise SystemExit(f"stage_clocks.py: {stamps} stamps a warp, neither {1 + 2 * nbar} (barriers) nor "
-                         f"{1 + 2 * nbar + len(MARKS)} (barriers and marks)")
+        raise SystemExit(f"stage_clocks.py: {stamps} stamps a warp, neither {1 + nbar} (barriers) nor "
+                         f"{1 + nbar + len(MARKS)} (barriers and marks)")
 
     def at(c, w, t, s):
         return values[((c * warps + w) * tasks + t) * stamps + s]
@@ -68,15 +72,15 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
         for t in range(skip, tasks - 1):
             rows = [[at(c, w, t, s) for s in range(stamps)] for w in range(warps)]
             nxt = [at(c, w, t + 1, 0) for w in range(warps)]
-            if any(v == 0 for row in rows for v in row[:1 + 2 * nbar]) or any(v == 0 for v in nxt):
+            if any(v == 0 for row in rows for v in row[:1 + nbar]) or any(v == 0 for v in nxt):
                 continue  # a task not recorded whole (past the CTA's last, or a barrier this path does not stamp)
             start = min(row[0] for row in rows)
             # barrier k's release: its last arrival
-            release = [max(row[1 + 2 * k] for row in rows) for k in range(nbar)]
+            release = [max(row[1 + k] for row in rows) for k in range(nbar)]
             for i in range(nmarks):
                 k = MARKS[i][1]
                 begin = start if k == 0 else release[k - 1]
-                stamped = [(row[1 + 2 * nbar + i], w) for w, row in enumerate(rows) if row[1 + 2 * nbar + i]]
+                stamped = [(row[1 + nbar + i], w) for w, row in enumerate(rows) if row[1 + nbar + i]]
                 if stamped:
                     last, w = max(stamped)
                     per_mark[i]["cycles"].append(last - begin)
@@ -84,7 +88,7 @@ def summarize(ctas, warps, tasks, stamps, values, skip=1):
                     per_mark[i]["warps"].append(len(stamped))
             for k in range(nbar + 1):
                 if k < nbar:
-                    arrive = [row[1 + 2 * k] for row in rows]
+                    arrive = [row[1 + k] for row in rows]
                     end = release[k]
                 else:
                     arrive = nxt

@@ -60,7 +60,7 @@ struct StageClockBuffer {
   unsigned long long* buf;
   int ctas;
 };
-// In constant memory: each stamp reads it (lane 0 of each warp, up to 23 times a task), and from global memory that
+// In constant memory: each stamp reads it (lane 0 of each warp, up to 14 times a task), and from global memory that
 // read was a load to wait for, which could also queue behind the row loads before it (S5c); the constant cache
 // answers it apart from them.
 __constant__ StageClockBuffer g_stage_clocks = {nullptr, 0};
@@ -364,8 +364,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   bool more = cur < chunk_count() * heads;
   PrepTask tk = more ? task_of(cur) : PrepTask{};
   S0Loads<K, V> ld = more ? load_rows(tk) : S0Loads<K, V>{};
-  // The task loop's CTA barriers (stage_clocks.h): with KDA_STAGE_CLOCKS each warp's lane 0 stamps its arrival and
-  // departure; otherwise a barrier and nothing else.
+  // The task loop's CTA barriers (stage_clocks.h): with KDA_STAGE_CLOCKS each warp's lane 0 stamps its arrival;
+  // otherwise a barrier and nothing else.
   int local_task = 0;
   auto stamp = [&](int s) {
 #if KDA_STAGE_CLOCKS
@@ -378,11 +378,10 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
 #endif
   };
   auto cta_barrier = [&](int k) {
-    stamp(1 + 2 * k);
+    stamp(1 + k);
     __syncthreads();
-    stamp(2 + 2 * k);
   };
-  auto mark = [&](int i) { stamp(1 + 2 * stage_clocks::kBarriers + i); };  // stage_clocks.h kMarks
+  auto mark = [&](int i) { stamp(1 + stage_clocks::kBarriers + i); };  // stage_clocks.h kMarks
   while (more) {
     stamp(0);
     // The thread's indices, read anew each task: taken as loop invariants, the index math of every stage below was
@@ -502,8 +501,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // there and is dropped, not added): with the loop's bound and a branch per row, the static SASS reading counted
     // ~8 of the 18 instructions an element as loop and branch overhead. Rows fully unrolled (16 a thread at K = 128):
     // every row's load is issued before the first activation, so the MUFU work of 16 independent elements overlaps
-    // where 4 at a time had waited on their loads (the stage clocks: S0b 2740 cycles against a ~1024-cycle MUFU floor,
-    // busy 82%).
+    // where 4 at a time had waited on their loads (-0.5..-1.4% at h64-fixed with the same bits; bench/LEDGER.md,
+    // session 59; S0b's MUFU floor is ~1024 cycles a task, two a gate element).
     {
       const int d = tid % K;
       const float bias = bias_s[d];

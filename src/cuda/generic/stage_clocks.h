@@ -13,14 +13,16 @@
 namespace kda::stage_clocks {
 
 // The task loop's CTA barriers of a plain forward, in order: S0, S0b, S2a, S1, S2b, S3, S4, S5a (T's planes), S5c.
-// (The 3xTF32 S5 of a backward's recompute has two of its own, not stamped: its stamp 2 * 7 + 1 stays 0.)
+// (The 3xTF32 S5 of a backward's recompute has two of its own, not stamped: its stamp 1 + 7 stays 0.)
 constexpr int kBarriers = 9;
 // Marks inside two stages, stamped by the warps that pass them (scripts/stage_clocks.py MARKS): S4's chain (round 0's
 // end on warps 0-7, stages 1 and 2's ends on warps 0-3: stage 3's is S4's barrier) and S5c's (the next task's row
 // loads issued, every warp).
 constexpr int kMarks = 4;
-// The task's start, each barrier's arrival and departure, then the marks.
-constexpr int kStamps = 1 + 2 * kBarriers + kMarks;
+// The task's start, each barrier's arrival, then the marks. No departures: a barrier releases at its last arrival,
+// and a clock read after BAR.SYNC.DEFER_BLOCKING issues before the release (session 59: such stamps were about their
+// warp's arrival, and stages measured between them ended at a barrier's first arrival).
+constexpr int kStamps = 1 + kBarriers + kMarks;
 constexpr int kWarps = 16;                  // phase 1's CTA (kThreads = 512)
 constexpr int kMaxTasks = 128;              // a CTA's first tasks that are recorded
 
