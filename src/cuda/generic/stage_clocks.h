@@ -1,6 +1,6 @@
 // stage_clocks.h: phase 1's per-warp clock stamps (chunk_prepare.cu), compiled in only with -DKDA_STAGE_CLOCKS=ON
-// (scripts/gpu_build.sh --stage-clocks): when each warp of a task reached and left each of the task loop's CTA
-// barriers (and at a few marks inside stages), in the SM's cycles. ncu's stall samples say where warps wait; these say
+// (scripts/gpu_build.sh --stage-clocks): when each warp of a task reached each of the task loop's CTA barriers
+// (and a few marks inside stages), in the SM's cycles. ncu's stall samples say where warps wait; these say
 // which warp's work each barrier waited for, stage by stage, i.e. phase 1's critical path (kda-bench --stage-clocks,
 // scripts/stage_clocks.py).
 #pragma once
