@@ -8,7 +8,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -816,65 +815,51 @@ TEST(ChunkMap, BlockedInverseStagesInvertTheUnitLowerMatrix) {
   }
 }
 
-// S4's round 0 as chunk_prepare.cu runs it since session 55, lane by lane in fp32: lane (c, part) of a quad keeps T_jc
-// for j = cb + part + 4 m in registers, row i of the block is summed over the quad (shuffle pairs 1 then 2) and kept
-// by the lane with part = i % 4 in slot i / 4; against the loop it replaced (part 0 stores each row to shared memory,
-// every lane reads its T terms back): the same bits, and no register read before the row that fills it. Entries of
-// A past a chunk's length are zeros, as S0 stages them, and magnitudes up to 2^20 (beta = 2, near-identical keys).
-TEST(ChunkMap, RoundZeroRegisterColumnsGiveTheSharedMemoryLoopsBits) {
+// S4's round 0 as chunk_prepare.cu runs it since session 59, thread by thread in fp32: a thread a column c, right-
+// looking (t[r] -= A_rj t[j] for r > j once t[j] is final, A's entries read a 4-column group ahead), against the plain
+// substitution T_rc = -(sum over ascending j of A_rj T_jc, fmaf chained): the same value for every entry (zeros may
+// differ in sign: -(+0) against a sum built from +0), since fmaf(-a, b, -s) = -fmaf(a, b, s) in round-to-nearest; and
+// no t[j] taken before its last term. Entries of A past a chunk's length are zeros, as S0 stages them, and magnitudes
+// up to 2^20 (beta = 2, near-identical keys).
+TEST(ChunkMap, RoundZeroRightLookingColumnsGiveThePlainSubstitution) {
   std::mt19937_64 rng(20261206);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::uniform_int_distribution<int> e(-20, 20), len(1, kChunk);
-  auto quad = [](const std::array<float, 4>& x, int part) {  // chunk_common.cuh quad_sum, as lane `part` sums
-    const float y = x[part] + x[part ^ 1], z = x[part ^ 2] + x[part ^ 3];
-    return y + z;
-  };
   for (int trial = 0; trial < 200; ++trial) {
     const int L = len(rng);
-    std::vector<float> A(kChunk * kChunk, 0.0f), Told(kChunk * kChunk, 0.0f), Tnew(kChunk * kChunk, 0.0f);
+    std::vector<float> A(kChunk * kChunk, 0.0f), Tref(kChunk * kChunk, 0.0f), Tnew(kChunk * kChunk, 0.0f);
     for (int r = 0; r < L; ++r)
       for (int c = 0; c < r; ++c) A[r * kChunk + c] = std::ldexp(u(rng), trial % 2 ? e(rng) : 0);
     for (int c = 0; c < kChunk; ++c) {
-      const int cb = c & ~(kSub - 1);
-      for (int r = cb; r < cb + kSub; ++r) {  // the old loop: every lane reads T back, part 0 stores the row
-        std::array<float, 4> s{};
-        for (int part = 0; part < 4; ++part)
-          for (int m = 0; m < kSub / 4; ++m) {
-            const int j = cb + part + 4 * m;
-            if (j < r) s[part] = std::fmaf(A[r * kChunk + j], Told[j * kChunk + c], s[part]);
-          }
-        const float sum = quad(s, 0);
-        Told[r * kChunk + c] = r < c ? 0.0f : (r == c ? 1.0f : -sum);
+      const int cb = c & ~(kSub - 1), cl = c - cb;
+      for (int r = cb; r < cb + kSub; ++r) {  // the plain substitution, column c of c's diagonal block
+        float s = 0.0f;
+        for (int j = c; j < r; ++j) s = std::fmaf(A[r * kChunk + j], Tref[j * kChunk + c], s);
+        Tref[r * kChunk + c] = r < c ? 0.0f : (r == c ? 1.0f : -s);
       }
-      std::array<std::array<float, kSub / 4>, 4> tcol{};  // the new one: the quad's registers
-      std::array<std::array<int, kSub / 4>, 4> filled{};
-      for (int i = 0; i < kSub; ++i) {
-        const int r = cb + i;
-        std::array<float, 4> s{};
-        for (int part = 0; part < 4; ++part)
-          for (int m = 0; 4 * m < i; ++m)
-            if (part + 4 * m < i) {
-              ASSERT_TRUE(filled[part][m]) << "lane " << part << " reads slot " << m << " at row " << i;
-              s[part] = std::fmaf(A[r * kChunk + cb + part + 4 * m], tcol[part][m], s[part]);
-            }
-        for (int part = 0; part < 4; ++part) {
-          const float sum = quad(s, part);
-          if (part == (i & 3)) {
-            ASSERT_FALSE(filled[part][i >> 2]) << "slot written twice";
-            tcol[part][i >> 2] = r < c ? 0.0f : (r == c ? 1.0f : -sum);
-            filled[part][i >> 2] = 1;
+      std::array<float, kSub> t{};  // the thread's registers
+      std::array<int, kSub> terms{};  // terms t[r] has taken
+      for (int g = 0; g < kSub / 4; ++g) {
+        std::array<std::array<float, 4>, kSub> a{};
+        for (int r = 4 * g + 1; r < kSub; ++r)
+          for (int jj = 0; jj < 4; ++jj) a[r][jj] = A[(cb + r) * kChunk + cb + 4 * g + jj];
+        for (int jj = 0; jj < 4; ++jj) {
+          const int j = 4 * g + jj;
+          ASSERT_EQ(terms[j], j) << "t[" << j << "] taken with " << terms[j] << " terms";
+          t[j] = j < cl ? 0.0f : (j == cl ? 1.0f : t[j]);
+          for (int r = j + 1; r < kSub; ++r) {
+            t[r] = std::fmaf(-a[r][jj], t[j], t[r]);
+            ++terms[r];
           }
         }
       }
-      for (int part = 0; part < 4; ++part)
-        for (int m = 0; m < kSub / 4; ++m) Tnew[(cb + part + 4 * m) * kChunk + c] = tcol[part][m];
+      for (int i = 0; i < kSub; ++i) Tnew[(cb + i) * kChunk + c] = t[i];
     }
     for (int r = 0; r < kChunk; ++r)
       for (int c = 0; c < kChunk; ++c)
         if ((r & ~(kSub - 1)) == (c & ~(kSub - 1))) {
-          ASSERT_EQ(std::memcmp(&Told[r * kChunk + c], &Tnew[r * kChunk + c], sizeof(float)), 0)
-              << "trial " << trial << " L " << L << " T(" << r << ", " << c << ") " << Told[r * kChunk + c] << " vs "
-              << Tnew[r * kChunk + c];
+          ASSERT_EQ(Tref[r * kChunk + c], Tnew[r * kChunk + c])
+              << "trial " << trial << " L " << L << " T(" << r << ", " << c << ")";
         }
   }
 }

@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // The next task, taken during this one by kTaker (S4, below) and read by every thread at S5c.
   __shared__ PrepTask next_tk_s;
   __shared__ int next_more_s;
-  // A thread of warps 8-15, which wait at S4's end for round 0 and stages 1-3 on warps 0-7 (S4): the counter's round
+  // A thread of warps 8-15, which wait at S4's end for round 0 and stages 1-3 on warps 0-3 (S4): the counter's round
   // trip, the list's length, the 64-bit division and the list entry of the next task all fall into that wait.
   constexpr int kTaker = 256;
   // The task a round of the CTAs after the next one, whose rows the next task's S0 asks L2 for (below): its list entry
@@ -865,9 +865,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     cta_barrier(5);
 
     // ---- S4: T = (I + A_kk)^-1, unit lower triangular, blocked (as FLA's solve_tril). Round 0, fp32: the four
-    // diagonal 16 x 16 blocks by forward substitution, in parallel: quad = column c, lane part sums the j = part
-    // (mod 4) terms of T_rc = -sum_{c <= j < r} A_rj T_jc over the rows of c's block (16 dependent steps instead of
-    // 64; the terms dropped against the old 64-row substitution are exact zeros, so these blocks are unchanged).
+    // diagonal 16 x 16 blocks by forward substitution, in parallel, T_rc = -sum_{c <= j < r} A_rj T_jc over the rows
+    // of c's block (16 dependent steps instead of 64: the terms dropped against a 64-row substitution are exact
+    // zeros).
     // Stages 1-3 (chunk_map.h tri2_task): the 2 x 2 block inverse twice, T_10 and T_32 (stage 1: -T_ii (A_ij T_jj)),
     // X = A_BA T_A (stage 2, four blocks) and T_BA = -T_B X (stage 3, four blocks), each block a warp on 3xTF32
     // mma.m16n8k8 (as S3), X through shared-memory slots (accumulator layout -> B operand); T_ii's upper triangle is
@@ -879,7 +879,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
     // bench/results/2026-11-30-cpu-model-tinv-blocked.log); the stages sum the same 3xTF32 products in another
     // association.
-    // Warps 0-7 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers. Warps 8-15
+    // Warps 0-1 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers (warps 2-7 wait). Warps 8-15
     // meanwhile store A_qk (masked lower) to the workspace and, in a forward, do S5a's plane splits of X_K and X_V,
     // which T does not enter: behind a CTA barrier per round they had waited with 8-15 of 16 warps idle, then split
     // after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps; static SASS, session 13). One
@@ -891,27 +891,33 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     constexpr bool kXvInG = V <= PK;
     bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
     if (tid < 256) {
-      const int c = tid >> 2, part = tid & 3, cb = c & ~(kSub - 1);  // a warp's 8 columns share one block
-      // The lane's entries of column c, T_jc for j = cb + part + 4 m, kept in registers: a row's step is then its
-      // FMA chain and quad_sum, where it was also a shared-memory round trip of the row before and a __syncwarp
-      // (ncu, session 55: round 0 held ~14% of phase 1's time on warps 0-7, the 8 others waiting at S4's barrier;
-      // this form took phase 1 from 1.13 to 1.08 ms at h64-fixed on an H100).
-      // Rows unrolled, so the lane's terms j < r are known at compile time but for the one m where part decides;
-      // each is the loop's old operation in its old order (ascending j, predicated FMA, quad_sum: every lane of the
-      // quad gets the same sum), so T keeps its bits.
-      float tcol[kSub / 4] = {};
+      // Round 0 on warps 0-1, a thread a column c of its 16 x 16 diagonal block (cb its first column): right-looking
+      // substitution, t[r] = T_rc for the block's rows r, negated sums built as each t[j] completes (t[r] -= A_rj t[j]
+      // for r > j; -(x + y) and (-x) + (-y) round alike). The chain is 16 dependent FMAs; the FMAs of a step are
+      // independent, so the warp issues ~120 FMA and 60 vector loads with little waiting. The quad form it replaces
+      // (4 lanes a column, each step an FMA chain and a 2-shuffle quad_sum, 16 steps in turn on warps 0-7) held S4's
+      // round 0 on the shuffles' latency. Terms j < c are exact zeros (t[j] = 0), so T_rc is the sum over c <= j < r in
+      // ascending j: the same terms as before, in another association (the last bits move). Registers: t[16] and a
+      // 4-column group's A values (up to 60, transient). A's rows of the two blocks a warp covers sit 16 banks apart.
+      if (tid < 64) {
+        const int c = tid, cb = c & ~(kSub - 1), cl = c - cb;
+        float t[kSub] = {};
 #pragma unroll
-      for (int i = 0; i < kSub; ++i) {
-        const int r = cb + i;
-        float s = 0.0f;
+        for (int g = 0; g < kSub / 4; ++g) {
+          float a[kSub][4];
 #pragma unroll
-        for (int m = 0; 4 * m < i; ++m)
-          if (part + 4 * m < i) s = fmaf(Akk[r * PA + cb + part + 4 * m], tcol[m], s);
-        s = quad_sum(s);
-        if (part == (i & 3)) tcol[i >> 2] = r < c ? 0.0f : (r == c ? 1.0f : -s);
+          for (int r = 4 * g + 1; r < kSub; ++r) lds_vec<4>(Akk + (cb + r) * PA + cb + 4 * g, a[r]);
+#pragma unroll
+          for (int jj = 0; jj < 4; ++jj) {
+            const int j = 4 * g + jj;
+            t[j] = j < cl ? 0.0f : (j == cl ? 1.0f : t[j]);
+#pragma unroll
+            for (int r = j + 1; r < kSub; ++r) t[r] = fmaf(-a[r][jj], t[j], t[r]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kSub; ++i) Tm[(cb + i) * PA + c] = t[i];
       }
-#pragma unroll
-      for (int m = 0; m < kSub / 4; ++m) Tm[(cb + part + 4 * m) * PA + c] = tcol[m];
       mark(0);
       named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
       // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
