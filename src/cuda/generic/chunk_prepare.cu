@@ -288,9 +288,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // The next task, taken during this one by kTaker (S4, below) and read by every thread at S5c.
   __shared__ PrepTask next_tk_s;
   __shared__ int next_more_s;
-  // A thread of warps 8-15, which wait at S4's end for round 0 and stages 1-3 on warps 0-3 (S4): the counter's round
-  // trip, the list's length, the 64-bit division and the list entry of the next task all fall into that wait.
-  constexpr int kTaker = 256;
+  // A thread of warps 4-7, which have no other work in S4 (round 0 and stages 1-3 run on warps 0-3, the splits on
+  // 8-15): the counter's round trip, the list's length, the 64-bit divisions and the list entries of the next task and
+  // the one a round ahead (~1.4 K cycles of dependent latency) fall into S4's chain. On warp 8, beside its share of
+  // the splits, they had held S4's barrier ~1.4 K cycles past every other warp (stage clocks, session 59).
+  constexpr int kTaker = 128;
   // The task a round of the CTAs after the next one, whose rows the next task's S0 asks L2 for (below): its list entry
   // and value head (-1: none), set with the next task (kTaker at S4; thread 0 for the first task).
   __shared__ ChunkRec ahead_rec_s;
@@ -879,18 +881,18 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     // (scripts/models/two_phase.py --precision tinv=blocked-3xtf32,
     // bench/results/2026-11-30-cpu-model-tinv-blocked.log); the stages sum the same 3xTF32 products in another
     // association.
-    // Warps 0-1 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers (warps 2-7 wait). Warps 8-15
-    // meanwhile store A_qk (masked lower) to the workspace and, in a forward, do S5a's plane splits of X_K and X_V,
-    // which T does not enter: behind a CTA barrier per round they had waited with 8-15 of 16 warps idle, then split
-    // after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps; static SASS, session 13). One
-    // CTA barrier at the end.
+    // Warps 0-1 run round 0, then warps 0-3 stages 1-3, ordered among themselves by named barriers; warps 4-7 take the
+    // next task (kTaker). Warps 8-15 meanwhile store A_qk (masked lower) to the workspace and, in a forward, do S5a's
+    // plane splits of X_K and X_V, which T does not enter: behind a CTA barrier per round they had waited with 8-15 of
+    // 16 warps idle, then split after T was done (~8.5 K of phase 1's ~74 K warp instructions, on all 16 warps; static
+    // SASS, session 13). One CTA barrier at the end.
     constexpr int kStageWarps = 4, kSplitThreads = kThreads - 256;  // stages 1-3 on warps 0-3; splits on 8-15
     bf16* const XKp = reinterpret_cast<bf16*>(Qs);  // S5a's planes (the bf16x3 branch below): buffers S3 left free
     // X_V's planes [2][kC][V] bf16 fit Ksuf's buffer when V <= PK (K = V = 128); else they span the Kr and Ksuf buffers
     // (contiguous: 256 V bytes <= 512 (K + 4) for K, V in {64, 128}), so they wait for X_K's split to read Kr.
     constexpr bool kXvInG = V <= PK;
     bf16* const XVp = reinterpret_cast<bf16*>(kXvInG ? Gs : Ks);
-    if (tid < 256) {
+    if (warp < kStageWarps) {
       // Round 0 on warps 0-1, a thread a column c of its 16 x 16 diagonal block (cb its first column): right-looking
       // substitution, t[r] = T_rc for the block's rows r, negated sums built as each t[j] completes (t[r] -= A_rj t[j]
       // for r > j; -(x + y) and (-x) + (-y) round alike). The chain is 16 dependent FMAs; the FMAs of a step are
@@ -919,7 +921,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         for (int i = 0; i < kSub; ++i) Tm[(cb + i) * PA + c] = t[i];
       }
       mark(0);
-      named_barrier(1, 256);  // round 0's diagonal blocks of T, for stages 1-3
+      named_barrier(1, 32 * kStageWarps);  // round 0's diagonal blocks of T, for stages 1-3
       // Stages 1-3 (chunk_map.h tri2_task), warps 0-3, ordered by named barriers among them. A product sum_k M_ik
       // N_kj of 16 x 16 blocks on 3xTF32 mma.m16n8k8: M's rows from shared memory (A_kk or T, pitch PA) at columns
       // 16 k_first .. 16 (k_last + 1) - 1, N's rows through `brow` (T's column block j, or stage 2's X slots).
@@ -969,37 +971,44 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
           *reinterpret_cast<float2*>(dst + (grp + 8) * pitch + col) = make_float2(sign * acc[nt][2], sign * acc[nt][3]);
         }
       };
-      if (warp < kStageWarps) {
-        // Rows past the chunk's length: A_ik = 0 there, so X = 0 and T_ij = -0, the bits the products would give.
-        if (warp < tri2_warps(1)) {  // stage 1: T_ij = -T_ii (A_ij T_jj)
-          const Tri2Task t = tri2_task(1, warp);
-          float x[2][4] = {}, y[2][4] = {};
-          float* const Xw = Xs + kSub * kSub * warp;
-          if (kSub * t.i < L) {
-            block_sum(Akk, t.i, t.k_first, t.k_last, [&](int c) { return Tm + c * PA + kSub * t.j; }, x);
-            put(Xw, kSub, x, 1.0f);
-            __syncwarp();
-            block_sum(Tm, t.i, t.i, t.i, [&](int c) { return Xw + (c - kSub * t.i) * kSub; }, y);
-          }
-          put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
+      // Rows past the chunk's length: A_ik = 0 there, so X = 0 and T_ij = -0, the bits the products would give.
+      if (warp < tri2_warps(1)) {  // stage 1: T_ij = -T_ii (A_ij T_jj)
+        const Tri2Task t = tri2_task(1, warp);
+        float x[2][4] = {}, y[2][4] = {};
+        float* const Xw = Xs + kSub * kSub * warp;
+        if (kSub * t.i < L) {
+          block_sum(Akk, t.i, t.k_first, t.k_last, [&](int c) { return Tm + c * PA + kSub * t.j; }, x);
+          put(Xw, kSub, x, 1.0f);
+          __syncwarp();
+          block_sum(Tm, t.i, t.i, t.i, [&](int c) { return Xw + (c - kSub * t.i) * kSub; }, y);
         }
-        mark(1);
-        named_barrier(2, 32 * kStageWarps);
-        const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
-        float x[2][4] = {};
-        if (kSub * t2.i < L)
-          block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
-        put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
-        mark(2);
-        named_barrier(2, 32 * kStageWarps);
-        const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
-        float y[2][4] = {};
-        if (kSub * t3.i < L)
-          block_sum(Tm, t3.i, t3.k_first, t3.k_last, [&](int c) {
-            const int k = c / kSub;
-            return Xs + kSub * kSub * (2 * (k - 2) + t3.j) + (c - kSub * k) * kSub;
-          }, y);
-        put(Tm + kSub * t3.i * PA + kSub * t3.j, PA, y, -1.0f);
+        put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
+      }
+      mark(1);
+      named_barrier(2, 32 * kStageWarps);
+      const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
+      float x[2][4] = {};
+      if (kSub * t2.i < L)
+        block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
+      put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
+      mark(2);
+      named_barrier(2, 32 * kStageWarps);
+      const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
+      float y[2][4] = {};
+      if (kSub * t3.i < L)
+        block_sum(Tm, t3.i, t3.k_first, t3.k_last, [&](int c) {
+          const int k = c / kSub;
+          return Xs + kSub * kSub * (2 * (k - 2) + t3.j) + (c - kSub * k) * kSub;
+        }, y);
+      put(Tm + kSub * t3.i * PA + kSub * t3.j, PA, y, -1.0f);
+    } else if (tid < 256) {
+      if (tid == kTaker) {  // the next task (its fields read at S5c, after two more CTA barriers)
+        const int64_t next = static_cast<int64_t>(taken);
+        const bool m = next < list_len * heads;
+        next_s = next;
+        next_more_s = m;
+        if (m) next_tk_s = task_of(next);
+        set_ahead(next, list_len);
       }
     } else {
       __nv_bfloat16* const Aqk_g = reinterpret_cast<__nv_bfloat16*>(tile + tl.Aqk());
@@ -1023,14 +1032,6 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         });
         if constexpr (!kXvInG) named_barrier(3, kSplitThreads);  // Kr read: its buffer takes X_V
         split_to_planes<V, kSplitThreads>(Vb, PV, XVp, st, [](int, int, float (&)[4]) {});
-      }
-      if (tid == kTaker) {  // the next task (its fields read at S5c, after two more CTA barriers)
-        const int64_t next = static_cast<int64_t>(taken);
-        const bool m = next < list_len * heads;
-        next_s = next;
-        next_more_s = m;
-        if (m) next_tk_s = task_of(next);
-        set_ahead(next, list_len);
       }
     }
     cta_barrier(6);

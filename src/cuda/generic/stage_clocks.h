@@ -16,7 +16,7 @@ namespace kda::stage_clocks {
 // (The 3xTF32 S5 of a backward's recompute has two of its own, not stamped: its stamp 1 + 7 stays 0.)
 constexpr int kBarriers = 9;
 // Marks inside two stages, stamped by the warps that pass them (scripts/stage_clocks.py MARKS): S4's chain (round 0's
-// end on warps 0-7, stages 1 and 2's ends on warps 0-3: stage 3's is S4's barrier) and S5c's (the next task's row
+// end on warps 0-3, stages 1 and 2's ends on warps 0-3: stage 3's is S4's barrier) and S5c's (the next task's row
 // loads issued, every warp).
 constexpr int kMarks = 4;
 // The task's start, each barrier's arrival, then the marks. No departures: a barrier releases at its last arrival,
