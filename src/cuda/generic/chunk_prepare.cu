@@ -226,7 +226,10 @@ struct S0Loads {
   static_assert(V / 32 <= 2 * kVec, "v's vectors fit g's");
   uint4 qk[kVec];
   uint4 x[2 * kVec];
-  float beta_raw;
+  // beta's raw bits (load_bits), converted where S0 uses them: converted in load_rows, the conversion waited there for
+  // the load, and half 1's v loads issued after it a round trip late (ncu, session 60: 3.7% of phase 1's stall
+  // samples on that one shift).
+  uint32_t beta_bits;
   float bias;  // threads 0 .. K - 1: dt_bias of the task's head at channel tid (0 with log-decay gates)
 };
 
@@ -348,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         for (int j = 0; j < kVec; ++j) ld.x[j] = ldg16(gp + 32 * j);
       }
     } else {
-      ld.beta_raw = scalar_to_float(p.beta.data, Spec::dt(p.beta.dtype), row(p.beta, tk.hv));
+      ld.beta_bits = load_bits(p.beta.data, Spec::dt(p.beta.dtype), row(p.beta, tk.hv));
       const uint16_t* const vp = static_cast<const uint16_t*>(p.v.data) + row(p.v, tk.hv) + 8 * sq;
 #pragma unroll
       for (int j = 0; j < V / 32; ++j) ld.x[j] = ldg16(vp + 32 * j);
@@ -461,7 +464,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
       } else {
         stage_qk(Ks);
-        beta = live ? beta_activation<float>(ld.beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
+        const float beta_raw = bits_to_float(ld.beta_bits, Spec::dt(p.beta.dtype));
+        beta = live ? beta_activation<float>(beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
         if (sq == 0) beta_s[st] = beta;
       }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
