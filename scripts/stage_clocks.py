@@ -31,17 +31,20 @@ import sys
 STAGES = ["S0 rows staged", "S0b gates", "S2a sums", "S1 diag pairs", "S2b scans", "S3 products", "S4 inverse",
           "S5a T planes", "S5b [W|U]", "S5c copies"]
 # chunk_prepare.cu's mark(0 .. 3) (stage_clocks.h kMarks): (name, index of the stage it lies in).
-MARKS = [("S4 round 0 done", 6), ("S4 stage 1 done", 6), ("S4 stage 2 done", 6), ("S5c rows issued", 9)]
-MAGIC = b"KDACLK2\0"
+MARKS = [("S4 round 0 done", 6), ("S0 rows staged", 0), ("S0 copies read", 0), ("S5c rows issued", 9)]
+MAGIC = b"KDACLK3\0"  # stage_clocks.h kMagic
+# Earlier formats, refused with the reason: their stamps meant other things.
+OLD = {b"KDACLK1\0": "KDACLK1: departure stamps, read before their barrier's release",
+       b"KDACLK2\0": "KDACLK2: marks 1-2 were S4's stage 1 and 2 ends, not S0's"}
 
 
 def read(path):
     """(ctas, warps, tasks, stamps, values): the header's four sizes and the flat uint64 stamps."""
     with open(path, "rb") as f:
         magic = f.read(8)
-        if magic == b"KDACLK1\0":
-            raise SystemExit(f"stage_clocks.py: {path} is not a stage-clock file of this format (KDACLK1: departure "
-                             "stamps, read before their barrier's release); record it again with a current build")
+        if magic in OLD:
+            raise SystemExit(f"stage_clocks.py: {path} is not a stage-clock file of this format ({OLD[magic]}); "
+                             "record it again with a current build")
         if magic != MAGIC:
             raise SystemExit(f"stage_clocks.py: {path} is not a stage-clock file (no {MAGIC!r} header)")
         ctas, warps, tasks, stamps = struct.unpack("<4i", f.read(16))

@@ -1,7 +1,7 @@
 """scripts/stage_clocks.py on a hand-made stamp file: each stage's length (between its barriers' last arrivals), its
 last warp and that warp's lead, the warps' busy share, a task with a missing stamp left out, the marks inside stages
 (stamped by some warps), and a file whose size disagrees with its header, whose stamp count is neither form's, or
-whose header is the first format's (KDACLK1, with departure stamps), refused."""
+whose header is an earlier format's (KDACLK1 with departure stamps, KDACLK2 with S4's marks), refused."""
 import array
 import importlib.util
 import pathlib
@@ -21,7 +21,7 @@ LENGTHS = [100 * (k + 1) for k in range(BARS + 1)]  # stage k's cycles; the last
 
 
 # The marks of the file with them: (mark, the warps that stamp it, cycles into its stage of warp w's stamp).
-MARKED = [(0, range(8), lambda w: 30 + w), (1, range(4), lambda w: 100 + 2 * w), (2, range(4), lambda w: 200 + w),
+MARKED = [(0, range(4), lambda w: 30 + w), (1, range(WARPS), lambda w: 100 + 2 * w), (2, range(6), lambda w: 200 + w),
           (3, range(WARPS), lambda w: 5 + w)]
 
 
@@ -116,5 +116,6 @@ def test_stamp_count_refused():
     assert "stamps a warp" in refused(sc.MAGIC, STAMPS + 1, 16 * 2 * (STAMPS + 1))
 
 
-def test_first_format_refused():
-    assert "not a stage-clock file" in refused(b"KDACLK1\0", 1 + 2 * BARS, 16 * 2 * (1 + 2 * BARS))
+def test_old_formats_refused():
+    assert "KDACLK1: departure stamps" in refused(b"KDACLK1\0", 1 + 2 * BARS, 16 * 2 * (1 + 2 * BARS))
+    assert "KDACLK2: marks 1-2" in refused(b"KDACLK2\0", STAMPS + 4, 16 * 2 * (STAMPS + 4))

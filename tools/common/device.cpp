@@ -548,7 +548,7 @@ bool capture_stage_clocks(DeviceProblem& p, const std::string& path) {
     return false;
   }
   const int32_t dims[4] = {ctas, sc::kWarps, sc::kMaxTasks, sc::kStamps};
-  const bool ok = std::fwrite("KDACLK2", 1, 8, f) == 8 && std::fwrite(dims, sizeof(dims), 1, f) == 1 &&
+  const bool ok = std::fwrite(sc::kMagic, 1, 8, f) == 8 && std::fwrite(dims, sizeof(dims), 1, f) == 1 &&
                   std::fwrite(h.data(), 8, h.size(), f) == h.size();
   return std::fclose(f) == 0 && ok;
 #else

@@ -468,12 +468,16 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         beta = live ? beta_activation<float>(beta_raw, p.beta_is_logits, p.allow_neg_eigval) : 0.0f;
         if (sq == 0) beta_s[st] = beta;
       }
+      mark(1);  // the rows staged: this warp's loads (but v, staged past the barrier) arrived
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
       // The previous task's [W | U] bulk copies (S5c) read out of their stage, A_qk / T and Vb, before anything
       // writes there (beta v below, A_qk and T from S1 on): each issuing thread waits here, after S0's other stores,
       // where a barrier at the task's end had held the CTA for them (ncu, session 55: ~5% of phase 1's time; measured
       // on an H100, session 56: h64-fixed 1539 -> 1503 us, h96-fixed 2329 -> 2286, medians of two gpu_ab rounds).
-      if (tid < 3 * kC) cute::tma_store_wait<0>();
+      if (tid < 3 * kC) {
+        cute::tma_store_wait<0>();
+        mark(2);  // the copies read out
+      }
 #endif
       cta_barrier(0);
       if (half == 1) {
@@ -988,14 +992,12 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
         }
         put(Tm + kSub * t.i * PA + kSub * t.j, PA, y, -1.0f);
       }
-      mark(1);
       named_barrier(2, 32 * kStageWarps);
       const Tri2Task t2 = tri2_task(2, warp);  // stage 2: X_ij = sum_k A_ik T_kj into slot `warp`
       float x[2][4] = {};
       if (kSub * t2.i < L)
         block_sum(Akk, t2.i, t2.k_first, t2.k_last, [&](int c) { return Tm + c * PA + kSub * t2.j; }, x);
       put(Xs + kSub * kSub * warp, kSub, x, 1.0f);
-      mark(2);
       named_barrier(2, 32 * kStageWarps);
       const Tri2Task t3 = tri2_task(3, warp);  // stage 3: T_ij = -sum_k T_ik X_kj, X_kj in slot 2 (k - 2) + j
       float y[2][4] = {};

@@ -15,10 +15,17 @@ namespace kda::stage_clocks {
 // The task loop's CTA barriers of a plain forward, in order: S0, S0b, S2a, S1, S2b, S3, S4, S5a (T's planes), S5c.
 // (The 3xTF32 S5 of a backward's recompute has two of its own, not stamped: its stamp 1 + 7 stays 0.)
 constexpr int kBarriers = 9;
-// Marks inside two stages, stamped by the warps that pass them (scripts/stage_clocks.py MARKS): S4's chain (round 0's
-// end on warps 0-3, stages 1 and 2's ends on warps 0-3: stage 3's is S4's barrier) and S5c's (the next task's row
-// loads issued, every warp).
+// Marks inside stages, stamped by the warps that pass them (scripts/stage_clocks.py MARKS):
+//   0  S4's round 0 done (warps 0-3);
+//   1  S0's rows staged (every warp: its loads arrived and were converted; v's are used past S0's barrier);
+//   2  S0: the previous task's bulk copies read out (warps 0-5, which issued them, wait for that there);
+//   3  S5c's row loads of the next task issued (every warp).
+// Marks 1-2 say which of the loads and the copies S0's barrier waits for. (Until session 60 marks 1-2 were S4's stage
+// 1 and 2 ends: file format KDACLK2.)
 constexpr int kMarks = 4;
+// The file's first 8 bytes (tools/common/device.cpp writes it, scripts/stage_clocks.py reads it): a new number
+// whenever what a stamp means changes.
+constexpr char kMagic[8] = "KDACLK3";
 // The task's start, each barrier's arrival, then the marks. No departures: a barrier releases at its last arrival,
 // and a clock read after BAR.SYNC.DEFER_BLOCKING issues before the release (session 59: such stamps were about their
 // warp's arrival, and stages measured between them ended at a barrier's first arrival).
