@@ -229,6 +229,22 @@ lease_torch_train() {
   date -u
 }
 
+# lease_clocks BUILD WORKLOAD...: one forward of each WORKLOAD on BUILD (a --stage-clocks archive) with phase 1's
+# stamps on; stage_clocks.py's table of each printed, and the tables and logs of every lease_clocks call so far in
+# $OUT/clocks.tgz.
+lease_clocks() {
+  local b=$1 w
+  shift
+  mkdir -p /tmp/clocks
+  for w in "$@"; do
+    lease_run "clk-$b-$w" "$b" 4 60 ./kda-bench --workload "$w" --impl cuda-generic --iters 10 \
+      --stage-clocks "/tmp/clk-$b"
+    cp "$W/clk-$b-$w.log" /tmp/clocks/
+    python3 scripts/stage_clocks.py "/tmp/clk-$b.cuda-generic.$w" | tee "/tmp/clocks/stages-$b-$w.txt"
+  done
+  tar -czf "$OUT/clocks.tgz" -C /tmp clocks
+}
+
 # lease_ab BUILDS LIMIT WORKLOAD...: scripts/gpu_ab.sh on the comma-separated BUILDS (cuda-generic, 2 rounds) over the
 # workloads under LIMIT seconds, its logs and JSON in $OUT/ab/results.tar; prints its rc and the time.
 lease_ab() {

@@ -13,13 +13,6 @@ source scripts/lease_lib.sh
 lease_begin s61_l1
 lease_unpack main62clk
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-mkdir -p /tmp/clocks
-for w in h64-fixed h96-fixed; do
-  lease_run "clk-$w" main62clk 4 60 ./kda-bench --workload "$w" --impl cuda-generic --iters 10 \
-    --stage-clocks "/tmp/clk-main62clk"
-  cp "$W/clk-$w.log" /tmp/clocks/
-  python3 scripts/stage_clocks.py "/tmp/clk-main62clk.cuda-generic.$w" | tee "/tmp/clocks/stages-main62clk-$w.txt"
-done
-tar -czf "$OUT/clocks.tgz" -C /tmp clocks
+lease_clocks main62clk h64-fixed h96-fixed
 echo "done at $SECONDS s"
 date -u
