@@ -815,7 +815,7 @@ TEST(ChunkMap, BlockedInverseStagesInvertTheUnitLowerMatrix) {
   }
 }
 
-// S4's round 0 as chunk_prepare.cu runs it since session 59, thread by thread in fp32: a thread a column c, right-
+// S4's round 0 as chunk_prepare.cu runs it since session 60, thread by thread in fp32: a thread a column c, right-
 // looking (t[r] -= A_rj t[j] for r > j once t[j] is final, A's entries read a 4-column group ahead), against the plain
 // substitution T_rc = -(sum over ascending j of A_rj T_jc, fmaf chained): the same value for every entry (zeros may
 // differ in sign: -(+0) against a sum built from +0), since fmaf(-a, b, -s) = -fmaf(a, b, s) in round-to-nearest; and

@@ -373,14 +373,6 @@ __device__ __forceinline__ void cvt8(const uint4& u, kda_dtype_t dt, float* out)
   }
 }
 
-__device__ __forceinline__ float scalar_to_float(const void* base, kda_dtype_t dt, int64_t off) {
-  switch (dt) {
-    case KDA_DTYPE_BFLOAT16: return __uint_as_float(uint32_t{static_cast<const uint16_t*>(base)[off]} << 16);
-    case KDA_DTYPE_FLOAT16: return __half2float(static_cast<const __half*>(base)[off]);
-    default: return static_cast<const float*>(base)[off];
-  }
-}
-
 // One stage of a warp reduce-scatter of 2 HALF values per lane: afterwards val[0 .. HALF) of each lane holds the sums,
 // over the lane pair (l, l ^ HALF), of the half that lane's HALF bit selects. HALF is a template parameter so every
 // index is a compile-time constant: with a run-time HALF the compiler kept val[] in registers through predicated
