@@ -660,6 +660,30 @@ TEST(ChunkMap, ScanTasksCoverChannelsAndSubBlocks) {
 
 // S2b's pair tasks cover every (channel, token) of the chunk once; a warp's 32 tasks share one half of one sub-block
 // and hold 64 consecutive channels, two a lane (so a lane's 4-byte stores and 8-byte loads are its own pair's).
+// Phase 1's raw q / k stage: the 512 threads' vectors (S0's thread map: half = tid / 256, token (tid % 256) / 4,
+// quarter tid % 4) are distinct and fill [2][kC][K] bf16, inside Kr's buffer (kC rows of K + 4 floats); for each j a
+// warp's 32 vectors fall 4 on each of the 8 groups of 4 banks (the least a 512-byte access takes).
+TEST(ChunkMap, RawQkStageVectorsAreDistinctAndSpreadOverTheBanks) {
+  for (int K : {64, 128}) {
+    std::vector<int> seen(2 * kChunk * K / 8, 0);
+    for (int w = 0; w < 16; ++w)
+      for (int j = 0; j < K / 32; ++j) {
+        int groups[8] = {};
+        for (int lane = 0; lane < 32; ++lane) {
+          const int tid = 32 * w + lane, st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
+          const int u = qk_raw_vector(half, st, sq, j, K);
+          ASSERT_GE(u, (half * kChunk + st) * (K / 8));
+          ASSERT_LT(u, (half * kChunk + st + 1) * (K / 8));  // inside its own row
+          ++seen[u];
+          ++groups[u % 8];
+        }
+        for (int g : groups) EXPECT_EQ(g, 4);
+      }
+    for (int n : seen) EXPECT_EQ(n, 1);
+    EXPECT_LE(2 * kChunk * K * 2, kChunk * (K + 4) * 4);
+  }
+}
+
 TEST(ChunkMap, PairScanTasksCoverChannelsAndTokens) {
   for (int K : {64, 128}) {
     std::vector<int> seen(static_cast<size_t>(K) * kChunk, 0);

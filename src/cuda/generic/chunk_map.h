@@ -224,6 +224,14 @@ KDA_HOST_DEVICE PairScanTask pair_scan_task(int task, int K) {
   return PairScanTask{2 * (task % pairs), half % 2, half / 2};
 }
 
+// Phase 1's raw q / k stage (chunk_prepare.cu copy_qk_ahead): the next task's rows as bf16 [2][kC][K] in Kr's buffer,
+// 16-byte vector j of thread (half, token st, quarter sq), the channels 8 sq + 32 j .. + 7 as S0 stages them. A row's
+// vectors are XOR-swizzled by st & 7: a warp (8 tokens x 4 quarters) then puts 4 lanes on each bank group, 4
+// wavefronts a vector, where the plain layout put 8 tokens on the same 4 banks (tests/cpu/test_chunk_map.cpp).
+KDA_HOST_DEVICE int qk_raw_vector(int half, int st, int sq, int j, int K) {
+  return (half * kChunk + st) * (K / 8) + ((sq + 4 * j) ^ (st & 7));
+}
+
 // S4's off-diagonal blocks of T (kSubBlocks = 4) as the 2 x 2 block inverse applied twice, [[P, 0], [C, Q]]^-1 =
 // [[P^-1, 0], [-Q^-1 C P^-1, Q^-1]], in three stages after the diagonal blocks (round 0):
 //   stage 1 (2 warps): T_10 = -T_11 (A_10 T_00), T_32 = -T_33 (A_32 T_22)      the two 32 x 32 halves' inverses

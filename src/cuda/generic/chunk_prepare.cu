@@ -320,6 +320,38 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     tk.L = rec.len;
     return tk;
   };
+  // Where the forward's S5 leaves Kr's buffer (Ks) unread (bf16x3 S5 with X_V's planes in Ksuf's buffer), the next
+  // task's q and k rows go there as they lie (bf16, [2][kC][K]: 32 KB of Ks's 33 KB at K = 128) by cp.async from S5a
+  // on, ~4 K cycles before load_rows' loads at S5c. Measured on an H100 (session 61): h64-fixed -0.3 / -0.8%,
+  // h96-fixed -0.6 / -1.0%; but S0 still waits (stage clocks: 4920 -> 5761 cycles, the rows staged at its end in
+  // both), now on g, v and beta: the rows arrive at the SM's share of a DRAM ~60% busy with the workspace's traffic,
+  // however early they are asked for. Each thread copies the 16-byte vectors its S0 stages, so its own cp.async wait
+  // makes them visible to it; rows past the chunk's length are zeros, as load_rows leaves them.
+  constexpr bool kQkAhead = !kWide && V <= PK;
+  static_assert(!kQkAhead || 2 * kC * K * 2 <= kC * PK * 4, "q and k rows as bf16 fit Kr's buffer");
+  auto qk_row = [&](const PrepTask& tk, int st, int sq, int half) {
+    const int64_t t = tk.t0 + st;
+    return half ? static_cast<const uint16_t*>(p.k.data) + tk.b * p.k.stride[0] + t * p.k.stride[1] +
+                      tk.h * p.k.stride[2] + 8 * sq
+                : static_cast<const uint16_t*>(p.q.data) + tk.b * p.q.stride[0] + t * p.q.stride[1] +
+                      tk.h * p.q.stride[2] + 8 * sq;
+  };
+  // The thread's vector j of its (half, token st, quarter sq) row in the raw stage (chunk_map.h qk_raw_vector).
+  auto qk_raw = [&](int st, int sq, int half, int j) {
+    return reinterpret_cast<uint4*>(Ks) + qk_raw_vector(half, st, sq, j, K);
+  };
+  auto copy_qk_ahead = [&](const PrepTask& tk) {
+    const int st = (threadIdx.x & 255) >> 2, sq = threadIdx.x & 3, half = threadIdx.x >> 8;  // as S0's stage
+    if (st < tk.L) {
+      const uint16_t* const qk = qk_row(tk, st, sq, half);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) cp_async16(qk_raw(st, sq, half, j), qk + 32 * j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) *qk_raw(st, sq, half, j) = make_uint4(0, 0, 0, 0);
+    }
+    cp_async_commit();
+  };
   // Every field set (zeros where a half has none, and for rows past the chunk's length), so that no value of an
   // earlier task stays live through a task. A live row's pointers are formed once, then its loads leave back to back
   // at immediate offsets under one branch: as `live ? ldg : 0` a load, each load was a branch of its own that read q's
@@ -334,10 +366,11 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
     if (st >= tk.L) return ld;
     const int64_t t = tk.t0 + st;
     auto row = [&](const TensorView& x, int head) { return tk.b * x.stride[0] + t * x.stride[1] + head * x.stride[2]; };
-    const uint16_t* const qk = (half ? static_cast<const uint16_t*>(p.k.data) + row(p.k, tk.h)
-                                     : static_cast<const uint16_t*>(p.q.data) + row(p.q, tk.h)) + 8 * sq;
+    if constexpr (!kQkAhead) {
+      const uint16_t* const qk = qk_row(tk, st, sq, half);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) ld.qk[j] = ldg16(qk + 32 * j);
+      for (int j = 0; j < kVec; ++j) ld.qk[j] = ldg16(qk + 32 * j);
+    }
     if (half == 0) {
       if (g32) {
         const float* const gp = static_cast<const float*>(p.g.data) + row(p.g, tk.hv) + 8 * sq;
@@ -370,6 +403,8 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   bool more = cur < chunk_count() * heads;
   PrepTask tk = more ? task_of(cur) : PrepTask{};
   S0Loads<K, V> ld = more ? load_rows(tk) : S0Loads<K, V>{};
+  if constexpr (kQkAhead)
+    if (more) copy_qk_ahead(tk);
   // The task loop's CTA barriers (stage_clocks.h): with KDA_STAGE_CLOCKS each warp's lane 0 stamps its arrival;
   // otherwise a barrier and nothing else.
   int local_task = 0;
@@ -427,6 +462,13 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       // Thread = (half, token st, quarter sq): channels 8 sq + 32 j (16-byte vectors), as load_rows.
       const int st = (tid & 255) >> 2, sq = tid & 3, half = tid >> 8;
       const bool live = st < L;
+      if constexpr (kQkAhead) {
+        // The rows copy_qk_ahead put in Ks's buffer, every thread's read before half 1's fp32 rows overwrite it.
+        cp_async_wait_all();
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) ld.qk[j] = *qk_raw(st, sq, half, j);
+        __syncthreads();
+      }
       float beta = 0.0f;  // half 1's: beta v is staged after the barrier below
       // q or k: L2 norm over the quad's K channels, then fp32 rows in Qs / Ks.
       auto stage_qk = [&](float* dst) {
@@ -1042,6 +1084,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
       }
     }
     cta_barrier(6);
+    if constexpr (kQkAhead) {
+      if (next_more_s) copy_qk_ahead(next_tk_s);  // Kr's buffer is read no more in this task (S4 split X_K from it)
+    }
 
     // ---- S5: [W | U] = T [diag(beta) exp(Gamma) K | diag(beta) V], at the precision its user needs (kWide). The
     // backward's recompute (and a forward that saves for the backward: BackwardSaves) takes 3xTF32: the gradients
