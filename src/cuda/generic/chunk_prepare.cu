@@ -323,9 +323,9 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   // Where the forward's S5 leaves Kr's buffer (Ks) unread (bf16x3 S5 with X_V's planes in Ksuf's buffer), the next
   // task's q and k rows go there as they lie (bf16, [2][kC][K]: 32 KB of Ks's 33 KB at K = 128) by cp.async from S5a
   // on, ~4 K cycles before load_rows' loads at S5c. Measured on an H100 (session 61): h64-fixed -0.3 / -0.8%,
-  // h96-fixed -0.6 / -1.0%; but S0 still waits (stage clocks: 4920 -> 5761 cycles, the rows staged at its end in
-  // both), now on g, v and beta: the rows arrive at the SM's share of a DRAM ~60% busy with the workspace's traffic,
-  // however early they are asked for. Each thread copies the 16-byte vectors its S0 stages, so its own cp.async wait
+  // h96-fixed -0.6 / -1.0%; but S0 still waits for its rows (stage clocks: 4920 -> 5761 cycles, the rows staged at
+  // its end in both), now for g, v and beta, and as long with phase 1 on half the SMs, so not on DRAM's bandwidth
+  // (bench/LEDGER.md, session 61). Each thread copies the 16-byte vectors its S0 stages, so its own cp.async wait
   // makes them visible to it; rows past the chunk's length are zeros, as load_rows leaves them.
   constexpr bool kQkAhead = !kWide && V <= PK;
   static_assert(!kQkAhead || 2 * kC * K * 2 <= kC * PK * 4, "q and k rows as bf16 fit Kr's buffer");
