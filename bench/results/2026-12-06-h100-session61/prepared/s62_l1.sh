@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
 # Prepared in session 61 for the next session's first call (not run: the budget was spent). Builds
-# (scripts/gpu_build.sh; if .carry was lost, rebuild them: main63 = --ab main63 on main, cpdefer = `git am
-# prepared/cpdefer.patch` on a branch from main, then --ab cpdefer and --stage-clocks --ab cpdeferclk):
+# (scripts/gpu_build.sh; if .carry was lost, rebuild them: main63 = --ab main63 on main; cpdefer = `git am
+# prepared/cpdefer.patch` on a branch from main, cpdefer2 = `git am prepared/cpdefer2-on-cpdefer.patch` on that, each
+# --ab NAME and --stage-clocks --ab NAMEclk):
 #   main63      main's kernels (d12886f)
 #   cpdefer     S5c's [W | U] bulk copies issued in the next task's S0 once its rows are staged, not beside its row
-#               loads (the same bits by construction); cpdeferclk its measuring build
-# halfclk (session 61, call 3) left S0's ~5 K-cycle wait for its rows in place on half the SMs, so the wait is not
-# DRAM's bandwidth; this asks whether it is the copies leaving the SM beside the loads.
-# 1  gpu_ab main63 / cpdefer at h64-fixed and h96-fixed, 2 rounds, every run verified against the fp64 oracle
-# 2  stage clocks of cpdeferclk at h64-fixed (session 61's call 1 has s0cpkclk's: main63's kernels with the stamps)
-# 3  full on cpdefer if time is left
-# Run as OUT=$OUT bash .carry/lease/s62_l1.sh with .carry/slim.sh on, carry [".carry/lease", ".carry/ab/main63.tar.xz",
-# ".carry/ab/main63.COMMIT", ".carry/ab/cpdefer.tar.xz", ".carry/ab/cpdefer.COMMIT", ".carry/ab/cpdeferclk.tar.xz",
-# ".carry/ab/cpdeferclk.COMMIT"]; ~90-160 s.
+#               loads; all waited for at S0's barrier, as now
+#   cpdefer2    cpdefer with W's copies waited for at S0b's end (their stage is first written again by S1), U's at
+#               S0's barrier (beta v follows it)
+# Both keep every operation in its order (the same bits by construction). halfclk (session 61, call 3) left S0's
+# ~5 K-cycle wait for its rows in place on half the SMs, so the wait is not DRAM's bandwidth; this asks whether it is
+# the copies leaving the SM beside the loads. Read the clocks' marks: mark 1 (rows staged) early and mark 2 (copies
+# read out) late would say so.
+# 1  stage clocks of cpdeferclk and cpdefer2clk at h64-fixed (session 61's call 1 has s0cpkclk's: main63's kernels
+#    with the stamps)
+# 2  gpu_ab main63 / cpdefer / cpdefer2 at h64-fixed and h96-fixed, 2 rounds, every run verified
+# 3  full on main63, cpdefer and cpdefer2 at one seed (the same figures expected)
+# Run as OUT=$OUT bash .carry/lease/s62_l1.sh with .carry/slim.sh on, carry [".carry/lease", ".carry/ab"] with
+# .carry/ab holding only those five archives (~47 MB); ~200 s.
 set -uo pipefail
 SECONDS=0
 cd "$(dirname "$0")/../.."
 source scripts/lease_lib.sh
 lease_begin s62_l1
-lease_unpack main63 cpdefer cpdeferclk
+lease_unpack main63 cpdefer cpdefer2 cpdeferclk cpdefer2clk
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 lease_clocks cpdeferclk h64-fixed
-lease_ab main63,cpdefer 150 h64-fixed h96-fixed
-lease_run full-cpdefer cpdefer 8 90 ./kda-verify --suite full --impl cuda-generic
+lease_clocks cpdefer2clk h64-fixed
+lease_ab main63,cpdefer,cpdefer2 200 h64-fixed h96-fixed
+lease_same_figures full main63 cpdefer cpdefer2
 lease_checks_done checks
 echo "done at $SECONDS s"
 date -u
