@@ -658,8 +658,6 @@ TEST(ChunkMap, ScanTasksCoverChannelsAndSubBlocks) {
   EXPECT_EQ(kSub * kSubBlocks, kChunk);
 }
 
-// S2b's pair tasks cover every (channel, token) of the chunk once; a warp's 32 tasks share one half of one sub-block
-// and hold 64 consecutive channels, two a lane (so a lane's 4-byte stores and 8-byte loads are its own pair's).
 // Phase 1's raw q / k stage: the 512 threads' vectors (S0's thread map: half = tid / 256, token (tid % 256) / 4,
 // quarter tid % 4) are distinct and fill [2][kC][K] bf16, inside Kr's buffer (kC rows of K + 4 floats); for each j a
 // warp's 32 vectors fall 4 on each of the 8 groups of 4 banks (the least a 512-byte access takes).
@@ -684,6 +682,8 @@ TEST(ChunkMap, RawQkStageVectorsAreDistinctAndSpreadOverTheBanks) {
   }
 }
 
+// S2b's pair tasks cover every (channel, token) of the chunk once; a warp's 32 tasks share one half of one sub-block
+// and hold 64 consecutive channels, two a lane (so a lane's 4-byte stores and 8-byte loads are its own pair's).
 TEST(ChunkMap, PairScanTasksCoverChannelsAndTokens) {
   for (int K : {64, 128}) {
     std::vector<int> seen(static_cast<size_t>(K) * kChunk, 0);
