@@ -54,7 +54,10 @@ the K x K transition M_j carried as K more state rows that start as the identity
 in ws / upd's modes), giving its end B_j; the hand-off X_{j+1} = X_j M_j + B_j (product mode `handoff`, default fp32,
 X_1 the end of segment 0); then segment j again from X_j, writing its outputs.
 
-usage: two_phase.py [--precision SPEC] [--segments S] DIR"""
+--chunk N: chunks of N tokens (16, 32, 48 or 64: whole 16-token sub-blocks; default 64, the kernels' kChunk), to
+price another chunk length's rounding before building it (docs/hopper.md, "Chunks of 32 tokens").
+
+usage: two_phase.py [--precision SPEC] [--segments S] [--chunk N] DIR"""
 import argparse
 import os
 import sys
@@ -250,7 +253,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     # S1: diagonal blocks. (r, c), r >= c in one 16-block: sum_d x_r[d] k_c[d] exp2(sum of g over c+1 .. r).
     Akk = np.zeros((N, C, C), F32)
     Aqk = np.zeros((N, C, C), F32)
-    for bk in range(4):
+    for bk in range(C // 16):
         base = 16 * bk
         for c in range(16):
             rows = slice(base + c, base + 16)
@@ -285,7 +288,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     Kr = np.zeros_like(k)
     gam = np.zeros((N, K), F32)
     gl = np.zeros((N, K), F32)
-    P = [None] * 4
+    P = [None] * (C // 16)
     for t in range(C):
         gam = gam + g[:, t]
         gl = g[:, t].copy() if t % 16 == 0 else gl + g[:, t]
@@ -296,10 +299,18 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
         if t % 16 == 15:
             P[t // 16] = el
     decay = ex2(gam)
-    pre = [np.ones((N, K), F32), P[0], P[0] * P[1], P[0] * P[1] * P[2]]
-    fac = {(2, 0): P[1], (3, 1): P[2], (3, 0): P[1] * P[2]}
+    pre = [np.ones((N, K), F32)]  # P_0 .. P_{b-1}, in the kernel's order of products
+    for b in range(1, C // 16):
+        pre.append(P[0] if b == 1 else pre[-1] * P[b - 1])
+    fac = {}  # F_IJ = P_{J+1} .. P_{I-1} for I - J >= 2, in the kernel's order at C = 64
+    for I in range(2, C // 16):
+        for J in range(I - 1):
+            f = P[J + 1]
+            for b in range(J + 2, I):
+                f = f * P[b]
+            fac[(I, J)] = f
     # S3: off-diagonal blocks through the reference point.
-    for I in range(1, 4):
+    for I in range(1, C // 16):
         for J in range(I):
             bI, bJ = slice(16 * I, 16 * I + 16), slice(16 * J, 16 * J + 16)
             B = Ksuf[:, bJ] if I - J == 1 else Ksuf[:, bJ] * fac[(I, J)][:, None, :]
@@ -320,7 +331,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
         # pairwise fp32 result elsewhere.
         lower = np.tril(np.ones((16, 16), bool))
         strict = np.tril(np.ones((16, 16), bool), -1)
-        for bk in range(4):
+        for bk in range(C // 16):
             sl = slice(16 * bk, 16 * bk + 16)
             sb = np.zeros(g.shape[::2], F32)
             for i in range(16):
@@ -342,7 +353,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
         tiny = np.finfo(F32).tiny
         lower = np.tril(np.ones((16, 16), bool))
         strict = np.tril(np.ones((16, 16), bool), -1)
-        for bk in range(4):
+        for bk in range(C // 16):
             sl = slice(16 * bk, 16 * bk + 16)
             gl = np.cumsum(g[:, sl], axis=1, dtype=F32)  # sequential fp32 sums, as the kernel's scan
             sb = gl[:, -1:, :]
@@ -367,6 +378,8 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
             Ap[ok, sl, sl] = np.where(strict, ak, F32(0))
     # S4: T = (I + A_kk)^-1 by forward substitution.
     if prec["tinv"].startswith(("blocked-", "stages-")):
+        if C != 64:
+            raise SystemExit("two_phase.py: tinv=blocked- / stages- model the kernel's 64-token chunk (--chunk 64)")
         form, mode = prec["tinv"].split("-", 1)
         Tm = np.zeros((N, C, C), F32)
         for b in range(4):  # round 0: the diagonal blocks by forward substitution
@@ -408,7 +421,7 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     Aqk = np.tril(Aqk)
     # S5: [W | U] = T [beta exp(Gamma) K | beta V]; exp(Gamma_t) K_t = P_0 .. P_{b-1} Kr_t.
     X = np.empty_like(Kr)
-    for b in range(4):
+    for b in range(C // 16):
         sl = slice(16 * b, 16 * b + 16)
         X[:, sl] = Kr[:, sl] * pre[b][:, None, :]
         if prec["w"] != "betaT":
@@ -520,8 +533,13 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--precision", default="")
     ap.add_argument("--segments", type=int, default=1)
+    ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("dir")
     a = ap.parse_args(argv)
+    if a.chunk not in (16, 32, 48, 64):
+        raise SystemExit("two_phase.py: --chunk is 16, 32, 48 or 64 (16-token sub-blocks)")
+    global C
+    C = a.chunk
     prec = parse_precision(a.precision)
     m, t = read_case(a.dir)
     with np.errstate(under="ignore"):
