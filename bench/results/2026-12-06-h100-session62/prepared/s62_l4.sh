@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Prepared in session 62 as its call 4 (never started: no machine, then too little budget). Issue #6's other six
+# prefill workloads beside FLA in one process (scripts/bench_torch.py --part prefill, kda and FLA, 100 graph replays)
+# with BUILD's libkda_torch.so (default main63, main's kernels d12886f); call 2 ran h64-fixed and h96-fixed. Each
+# workload under its own limit, Triton's cache (calls 2-3's, .carry/triton, 8.8 MB, not in the repository: without it
+# FLA compiles anew, ~100 s a workload) carried in and handed back after each (copy $OUT/triton to .carry/triton).
+# Run as OUT=$OUT bash .carry/lease/s62_l4.sh [BUILD] with .carry/slim.sh on, carry [".carry/lease", ".whl",
+# ".carry/triton", ".carry/ab/BUILD.tar.xz", ".carry/ab/BUILD.COMMIT"]; <= LIMIT (default 540) + ~20 s.
+set -uo pipefail
+SECONDS=0
+cd "$(dirname "$0")/../.."
+source scripts/lease_lib.sh
+lease_begin s62_l4
+b=${1:-main63}
+lease_unpack "$b"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+lease_wheels
+triton_cache_restore
+commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
+for w in h64-mixed h64-uniform h96-mixed h96-uniform h4-32k h16-32k; do
+  left=$((${LIMIT:-540} - SECONDS))
+  [ "$left" -gt 60 ] || { echo "skip $w: $left s left"; continue; }
+  LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+    timeout "$left" python3 scripts/bench_torch.py --part prefill --workload "$w" --impl kda --impl fla --iters 100 \
+    --commit "$commit" --json "$OUT/prefill-$w.json" > "$OUT/prefill-$w.log" 2>&1
+  echo "bench_torch prefill $w rc=$? at $SECONDS s"
+  grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill-$w.log" | head -20
+  triton_cache_save
+done
+echo "done at $SECONDS s"
+date -u
