@@ -213,6 +213,28 @@ lease_torch_prefill() {
   date -u
 }
 
+# lease_torch_prefill_each BUILD LIMIT WORKLOAD...: lease_torch_prefill one workload a process, each under what is left
+# of LIMIT seconds (skipped under 60), its JSON and log as $OUT/prefill-WORKLOAD.*, and Triton's cache handed back
+# after each (triton_cache_save), so that a call cut off by FLA's compiling keeps what it measured and compiled.
+# The call carries .whl, .carry/ab/BUILD.COMMIT and, where there is one, .carry/triton.
+lease_torch_prefill_each() {
+  local b=$1 lim=$2 commit w left t0=$SECONDS
+  shift 2
+  lease_wheels
+  triton_cache_restore
+  commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
+  for w in "$@"; do
+    left=$((lim - (SECONDS - t0)))
+    [ "$left" -gt 60 ] || { echo "skip $w: $left s left"; continue; }
+    LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
+      timeout "$left" python3 scripts/bench_torch.py --part prefill --workload "$w" --impl kda --impl fla --iters 100 \
+      --commit "$commit" --json "$OUT/prefill-$w.json" > "$OUT/prefill-$w.log" 2>&1
+    echo "bench_torch prefill $w rc=$? at $SECONDS s"
+    grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill-$w.log" | head -20
+    triton_cache_save
+  done
+}
+
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process
 # (scripts/bench_torch.py --part train, FLA, kda and kda-saved, 20 iterations) with BUILD's libkda_torch.so, its JSON
 # and log as $OUT/peers_train_WORKLOAD.*, under LIMIT seconds (FLA's Triton compile: triton_cache_restore).

@@ -14,18 +14,6 @@ lease_begin s62_l4
 b=${1:-main63}
 lease_unpack "$b"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-lease_wheels
-triton_cache_restore
-commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
-for w in h64-mixed h64-uniform h96-mixed h96-uniform h4-32k h16-32k; do
-  left=$((${LIMIT:-540} - SECONDS))
-  [ "$left" -gt 60 ] || { echo "skip $w: $left s left"; continue; }
-  LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
-    timeout "$left" python3 scripts/bench_torch.py --part prefill --workload "$w" --impl kda --impl fla --iters 100 \
-    --commit "$commit" --json "$OUT/prefill-$w.json" > "$OUT/prefill-$w.log" 2>&1
-  echo "bench_torch prefill $w rc=$? at $SECONDS s"
-  grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill-$w.log" | head -20
-  triton_cache_save
-done
+lease_torch_prefill_each "$b" "${LIMIT:-540}" h64-mixed h64-uniform h96-mixed h96-uniform h4-32k h16-32k
 echo "done at $SECONDS s"
 date -u
