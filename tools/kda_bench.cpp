@@ -41,6 +41,7 @@ struct Options {
   bool list = false;
   uint64_t seed = 0;  // --seed: every workload's inputs from this seed (the replay of a printed run); 0: fresh
   std::string stage_clocks;  // --stage-clocks: phase 1's stamps of one more forward a GPU impl, to PATH.IMPL.WORKLOAD
+  int chunk_size = 0;  // --chunk-size: the prefill and train workloads' chunk_size argument (0: each backend's choice)
 };
 
 // The seed of a workload's inputs: --seed's, else a fresh one (printed with the workload, for replay).
@@ -50,11 +51,13 @@ void usage() {
   std::printf(
       "usage: kda-bench [--list] [--workload NAME]... [--impl cpu|cuda-generic|cuda-chunked|cuda-recurrent|cuda-hopper]... [--iters N] [--warmup N]\n"
       "                 [--rotate N] [--threads N] [--json PATH] [--commit SHA] [--no-verify] [--seed N]\n"
-      "                 [--stage-clocks PATH]\n"
+      "                 [--stage-clocks PATH] [--chunk-size N]\n"
       "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n"
       "--seed N: the inputs of every workload from seed N (a run prints each workload's seed; 0 or none: fresh).\n"
       "--stage-clocks PATH: after a GPU impl's timing, one more forward with phase 1's per-warp barrier stamps,\n"
-      "  written to PATH.IMPL.WORKLOAD (a build with -DKDA_STAGE_CLOCKS=ON; scripts/stage_clocks.py reads them).\n");
+      "  written to PATH.IMPL.WORKLOAD (a build with -DKDA_STAGE_CLOCKS=ON; scripts/stage_clocks.py reads them).\n"
+      "--chunk-size N: the prefill and train workloads' chunk_size, 16, 32 or 64 (0 or none: each backend's choice;\n"
+      "  the chunked backends' chunk length where they honour it: the CPU backend does, the CUDA ones take 64).\n");
 }
 
 // Wall-clock times of `iters` host calls (CPU backends): median, mean, min, max in microseconds.
@@ -376,6 +379,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-verify") opt.verify = false;
     else if (a == "--seed") opt.seed = std::stoull(next(), nullptr, 0);
     else if (a == "--stage-clocks") opt.stage_clocks = next();
+    else if (a == "--chunk-size") opt.chunk_size = std::stoi(next());
     else if (a == "--help" || a == "-h") { usage(); return 0; }
     else { std::fprintf(stderr, "kda-bench: unknown argument %s\n", a.c_str()); usage(); return 2; }
   }
@@ -383,6 +387,11 @@ int main(int argc, char** argv) {
     for (const Workload& w : workloads()) std::printf("%-16s %s\n", w.name.c_str(), w.description.c_str());
     for (const DecodeWorkload& w : decode_workloads()) std::printf("%-16s %s\n", w.name.c_str(), w.description.c_str());
     return 0;
+  }
+  if (opt.chunk_size != 0 && opt.chunk_size != 16 && opt.chunk_size != 32 && opt.chunk_size != 64) {
+    std::fprintf(stderr, "kda-bench: --chunk-size: must be 16, 32 or 64 (0: each backend's choice), got %d\n",
+                 opt.chunk_size);
+    return 2;
   }
   const bool gpu = cuda_device_count() > 0;
   if (opt.workloads.empty()) opt.workloads.push_back(gpu ? "h64-fixed" : "cpu-8k-h8");
@@ -427,8 +436,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     const uint64_t seed = workload_seed(opt);
-    Case c = make_case(workload_spec(*w, seed), seed);
-    std::printf("\n%s: %s  (seed %llu)\n", w->name.c_str(), w->description.c_str(), static_cast<unsigned long long>(seed));
+    CaseSpec spec = workload_spec(*w, seed);
+    spec.chunk_size = opt.chunk_size;  // an illegal one is the library's to reject, naming the argument
+    Case c = make_case(spec, seed);
+    std::printf("\n%s: %s  (seed %llu)", w->name.c_str(), w->description.c_str(), static_cast<unsigned long long>(seed));
+    if (opt.chunk_size) std::printf("  chunk_size %d", opt.chunk_size);
+    std::printf("\n");
     if (w->random_layout_max > 0) {
       std::printf("  layout (%zu sequences):", c.spec.seqlens.size());
       for (const int64_t l : c.spec.seqlens) std::printf(" %lld", static_cast<long long>(l));
@@ -534,7 +547,7 @@ int main(int argc, char** argv) {
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     f << "{\n  \"tool\": \"kda-bench\",\n  \"date\": \"" << date << "\",\n  \"commit\": \"" << json_escape(opt.commit)
       << "\",\n  \"command\": \"" << json_escape(command) << "\",\n  \"copy_bandwidth_Bps\": " << copy_bw
-      << ",\n  \"bf16_matmul_flops\": " << mm_rate << ",\n  \"eigen_sgemm_gflops\": " << sgemm << ",\n  \"cpu_threads\": " << threads << ",\n  \"results\": [\n";
+      << ",\n  \"bf16_matmul_flops\": " << mm_rate << ",\n  \"eigen_sgemm_gflops\": " << sgemm << ",\n  \"cpu_threads\": " << threads << ",\n  \"chunk_size\": " << opt.chunk_size << ",\n  \"results\": [\n";
     for (size_t i = 0; i < records.size(); ++i) {
       const Record& r = records[i];
       f << "    {\"workload\": \"" << r.workload << "\", \"impl\": \"" << r.impl << "\", \"gpu\": \""

@@ -7,7 +7,10 @@
 
 namespace kda::cpu {
 
-constexpr int kDefaultChunk = 64;
+// The chunk length with chunk_size 0. The intra-chunk products and the triangular solve grow with it, the state
+// steps shrink: cpu-8k-h8 on 2 cores (session 62, kda-bench --chunk-size, two rounds) 69.4 / 68.6 ms at 64, 60.9 /
+// 61.2 at 32, 60.2 / 61.4 at 16, the same errors; 32 keeps the state steps half as many as 16's.
+constexpr int kDefaultChunk = 32;
 constexpr int kSubBlock = 16;
 // State rows one product advances: fixed, so that the bits do not depend on the thread count (a chain's rows split
 // over at most V / kRowBlock workers). 64 costs ~1% against whole-V products at K = V = 128, 32 ~3-4%.
