@@ -26,7 +26,6 @@ using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajo
 using CMap = Eigen::Map<const Mat>;
 using MMap = Eigen::Map<Mat>;
 
-constexpr int kChunk = 64;
 constexpr double kMaxFactoredDecay = 1000.0;  // nats over a chunk (see the top of the file)
 
 // One chunk's pair decays D, as F (factored) or explicitly.
@@ -148,15 +147,15 @@ struct Chunk {
 void chunked_sequence_backward(int64_t L, int K, int V, double scale, const double* qh, const double* kh,
                                const double* v, const double* glog, const double* beta, const double* dout,
                                const double* S, double* Gout, double* dqh, double* dkh, double* dv, double* dglog,
-                               double* dbeta) {
-  const int64_t chunks = (L + kChunk - 1) / kChunk;
+                               double* dbeta, int C) {
+  const int64_t chunks = (L + C - 1) / C;
   // Forward: the state at every chunk start.
   std::vector<Mat> starts(static_cast<size_t>(chunks));
   Mat St = CMap(S, V, K);
   Chunk ch;
   for (int64_t ci = 0; ci < chunks; ++ci) {
-    const int64_t t0 = ci * kChunk;
-    const int n = static_cast<int>(std::min<int64_t>(kChunk, L - t0));
+    const int64_t t0 = ci * C;
+    const int n = static_cast<int>(std::min<int64_t>(C, L - t0));
     starts[ci] = St;
     ch.load(t0, n, K, V, scale, qh, kh, v, glog, beta, dout, false);
     ch.solve(St);
@@ -167,8 +166,8 @@ void chunked_sequence_backward(int64_t L, int K, int V, double scale, const doub
   // Reverse, from the last chunk.
   Mat dS = CMap(Gout, V, K);
   for (int64_t ci = chunks - 1; ci >= 0; --ci) {
-    const int64_t t0 = ci * kChunk;
-    const int n = static_cast<int>(std::min<int64_t>(kChunk, L - t0));
+    const int64_t t0 = ci * C;
+    const int n = static_cast<int>(std::min<int64_t>(C, L - t0));
     const Mat& S0 = starts[ci];
     ch.load(t0, n, K, V, scale, qh, kh, v, glog, beta, dout, true);
     ch.solve(S0);

@@ -13,6 +13,7 @@
 
 #include "common/host_token.h"
 #include "cpu/backward_cpu.h"
+#include "cpu/forward_cpu.h"
 #include "common/threads.h"
 
 namespace kda::reference {
@@ -174,7 +175,8 @@ Status backward(const ForwardParams& p, const T* dout, const T* dfinal, Gradient
                 dO[i * V + vi] = dout[((sp.batch * p.T + sp.start + i) * HV + hv) * V + vi];
             cpu::chunked_sequence_backward(L, K, V, p.scale, qh.data(), kh.data(), v.data(), glog.data(),
                                            beta.data(), dO.data(), S.data(), G.data(), dQh.data(), dKh.data(),
-                                           dV.data(), dGl.data(), dB.data());
+                                           dV.data(), dGl.data(), dB.data(),
+                                           p.chunk_size > 0 ? p.chunk_size : cpu::kDefaultChunk);
           }
         }
         if (!chunked) {
