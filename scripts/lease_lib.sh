@@ -197,33 +197,23 @@ lease_wheels() {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 }
 
-# lease_torch_prefill BUILD LIMIT: issue #6's prefill workloads through the torch op beside FLA in one process
-# (scripts/bench_torch.py --part prefill, kda and FLA, 100 iterations) with BUILD's libkda_torch.so, its JSON and log
-# as $OUT/prefill.*, under LIMIT seconds (FLA's Triton compile: triton_cache_restore). The call carries .whl and
-# .carry/ab/BUILD.COMMIT.
+# lease_torch_prefill BUILD LIMIT [WORKLOAD...]: issue #6's prefill workloads (none named: every one of
+# scripts/bench_common.py's) through the torch op beside FLA (scripts/bench_torch.py --part prefill, kda and FLA, 100
+# iterations) with BUILD's libkda_torch.so, one workload a process, each under what is left of LIMIT seconds (skipped
+# under 60), its JSON and log as $OUT/prefill-WORKLOAD.*, and Triton's cache handed back after each
+# (triton_cache_save): a call cut off by FLA's compiling (sessions 55-56: all eight in one process ran past 400 s)
+# keeps what it measured and compiled. The call carries .whl, .carry/ab/BUILD.COMMIT and, where there is one,
+# .carry/triton.
 lease_torch_prefill() {
-  local b=$1 lim=$2 commit
-  lease_wheels
-  commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
-  LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
-    timeout "$lim" python3 scripts/bench_torch.py --part prefill --impl kda --impl fla --iters 100 --commit "$commit" \
-    --json "$OUT/prefill.json" > "$OUT/prefill.log" 2>&1
-  echo "bench_torch prefill rc=$?"
-  grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill.log" | head -40
-  date -u
-}
-
-# lease_torch_prefill_each BUILD LIMIT WORKLOAD...: lease_torch_prefill one workload a process, each under what is left
-# of LIMIT seconds (skipped under 60), its JSON and log as $OUT/prefill-WORKLOAD.*, and Triton's cache handed back
-# after each (triton_cache_save), so that a call cut off by FLA's compiling keeps what it measured and compiled.
-# The call carries .whl, .carry/ab/BUILD.COMMIT and, where there is one, .carry/triton.
-lease_torch_prefill_each() {
-  local b=$1 lim=$2 commit w left t0=$SECONDS
+  local b=$1 lim=$2 commit w left t0=$SECONDS wls
   shift 2
   lease_wheels
   triton_cache_restore
   commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
-  for w in "$@"; do
+  wls=("$@")
+  [ ${#wls[@]} -gt 0 ] ||
+    read -r -a wls <<< "$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import bench_common; print(*bench_common.WORKLOADS)')"
+  for w in "${wls[@]}"; do
     left=$((lim - (SECONDS - t0)))
     [ "$left" -gt 60 ] || { echo "skip $w: $left s left"; continue; }
     LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
@@ -233,6 +223,7 @@ lease_torch_prefill_each() {
     grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill-$w.log" | head -20
     triton_cache_save
   done
+  date -u
 }
 
 # lease_torch_train BUILD WORKLOAD LIMIT: issue #9's training step through the torch op beside FLA in one process

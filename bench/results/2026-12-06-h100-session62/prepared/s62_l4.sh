@@ -14,6 +14,6 @@ lease_begin s62_l4
 b=${1:-main63}
 lease_unpack "$b"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-lease_torch_prefill_each "$b" "${LIMIT:-540}" h64-mixed h64-uniform h96-mixed h96-uniform h4-32k h16-32k
+lease_torch_prefill "$b" "${LIMIT:-540}" h64-mixed h64-uniform h96-mixed h96-uniform h4-32k h16-32k
 echo "done at $SECONDS s"
 date -u
