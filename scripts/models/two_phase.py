@@ -57,6 +57,13 @@ X_1 the end of segment 0); then segment j again from X_j, writing its outputs.
 --chunk N: chunks of N tokens (16, 32, 48 or 64: whole 16-token sub-blocks; default 64, the kernels' kChunk), to
 price another chunk length's rounding before building it (docs/hopper.md, "Chunks of 32 tokens").
 
+--coupled: 64-token chunks whose phase 1 inverts only the halves' blocks, and whose phase 2 takes the second half's
+V_new from the chunk-start state through a 32 x 32 coupling (docs/hopper.md, "Chunks of 32 tokens", the fallback):
+W_h, U_h, Kd_h and decay_h of each 32-token half (phase 1 at C = 32), Qg, Kd, decay and A_qk of the 64-token chunk;
+X = [W_a; W_b decay_a] S^T (ws's mode; W_b decay_a rounded to fp32 first), M = W_b Kd_a^T (product mode `m`, default
+bf16x3), V_new_a = U_a - X_a, V_new_b = U_b - X_b - M V_new_a (mode `mv`, default bf16x3), then the 64-token output
+and update.
+
 usage: two_phase.py [--precision SPEC] [--segments S] [--chunk N] DIR"""
 import argparse
 import os
@@ -71,7 +78,8 @@ F32 = np.float32
 C = 64  # chunk length (kChunk)
 LOG2E = F32(1.4426950408889634)
 DEFAULTS = {"akk": "3xtf32", "aqk": "tf32b", "wu": "bf16x3", "u": "wu", "w": "wu", "diag": "s3", "tinv": "fp32",
-            "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3", "handoff": "fp32"}
+            "ws": "bf16x3", "qs": "bf16x3", "av": "bf16x3", "upd": "bf16x3", "handoff": "fp32", "m": "bf16x3",
+            "mv": "bf16x3"}
 # The kernels before the state pass's 3xTF32 commits (the H200's failing figures): --precision
 # ws=tf32,qs=tf32,av=tf32,upd=tf32; the 3xTF32 state pass: ws=3xtf32,qs=tf32,av=3xtf32,upd=3xtf32.
 FACTORED = [0, 0]  # diagonal blocks factored / all (diag = a product mode), reported on stderr
@@ -436,7 +444,8 @@ def phase1(q, k, g, beta, vb, prec, keep=False, normalized=True, v=None):
     return Qg, Kd, decay, Aqk, W, U
 
 
-def run(m, t, prec, segments=1):
+def run(m, t, prec, segments=1, coupled=False):
+    global C  # --coupled runs phase 1 at 32 tokens too
     B, T, H, HV, K, V, N = (m[x] for x in ("B", "T", "H", "HV", "K", "V", "N"))
     group = HV // H
     hmap = np.arange(HV) // group
@@ -479,6 +488,22 @@ def run(m, t, prec, segments=1):
             out[b, s:s + L] = np.swapaxes(scale * acc[:, :L], 0, 1)
         S[:] = S * dec[:, None, :] + prod(np.swapaxes(Vn, 1, 2), Kd, prec["upd"])
 
+    def advance_coupled(S, tiles, half_tiles, write):
+        """Phase 2 of one 64-token chunk in the coupled form (--coupled) on S [HV, V, K]."""
+        Qg, Kd, dec, Aqk, _, _ = tiles
+        Kdh, dech, Wh, Uh = half_tiles  # [HV, 2, 32, .], decay [HV, 2, K]
+        St = np.swapaxes(S, 1, 2)
+        Wp = np.concatenate([Wh[:, 0], (Wh[:, 1] * dech[:, 0][:, None, :]).astype(F32)], axis=1)
+        X = prod(Wp, St, prec["ws"])
+        Mc = prod(Wh[:, 1], np.swapaxes(Kdh[:, 0], 1, 2), prec["m"])  # [HV, 32, 32]
+        Va = Uh[:, 0] - X[:, :32]
+        Vb = Uh[:, 1] - X[:, 32:] - prod(Mc, Va, prec["mv"])
+        Vn = np.concatenate([Va, Vb], axis=1)
+        b, s0, L = write
+        acc = prod(Qg, St, prec["qs"]) + prod(Aqk, Vn, prec["av"])
+        out[b, s0:s0 + L] = np.swapaxes(scale * acc[:, :L], 0, 1)
+        S[:] = S * dec[:, None, :] + prod(np.swapaxes(Vn, 1, 2), Kd, prec["upd"])
+
     nb = max(1, 4096 // HV)  # chunks per phase-1 batch
     for i0 in range(0, len(chunks), nb):
         part = chunks[i0:i0 + nb]
@@ -496,9 +521,21 @@ def run(m, t, prec, segments=1):
                                         v=gather(v, V))
         shp = lambda x: x.reshape((M, HV) + x.shape[1:])  # noqa: E731
         Qg, Kd, dec, Aqk, W, U = map(shp, (Qg, Kd, dec, Aqk, W, U))
+        if coupled:  # each half as a 32-token chunk of its own: its W, U, Kd and decay
+            halves = lambda x: x.reshape((M * HV * 2, 32) + x.shape[2:])  # noqa: E731
+            vh = halves(gather(v, V))
+            C = 32
+            _, Kdh, dech, _, Wh, Uh = phase1(halves(qc), halves(kc), halves(gc), halves(bc), halves(vbc), prec,
+                                             normalized=bool(m["use_qk_l2norm"]), v=vh)
+            C = 64
+            hs = lambda x: x.reshape((M, HV, 2) + x.shape[1:])  # noqa: E731
+            Kdh, dech, Wh, Uh = map(hs, (Kdh, dech, Wh, Uh))
         # Phase 2, in chunk order (the chunks of one sequence are consecutive in the list).
         for j, (n, b, s, L) in enumerate(part):
             tiles = (Qg[j], Kd[j], dec[j], Aqk[j], W[j], U[j])
+            if coupled:
+                advance_coupled(final[n], tiles, (Kdh[j], dech[j], Wh[j], Uh[j]), (b, s, L))
+                continue
             if segments > 1:
                 kept[i0 + j] = tiles
             else:
@@ -534,16 +571,19 @@ def main(argv):
     ap.add_argument("--precision", default="")
     ap.add_argument("--segments", type=int, default=1)
     ap.add_argument("--chunk", type=int, default=64)
+    ap.add_argument("--coupled", action="store_true")
     ap.add_argument("dir")
     a = ap.parse_args(argv)
     if a.chunk not in (16, 32, 48, 64):
         raise SystemExit("two_phase.py: --chunk is 16, 32, 48 or 64 (16-token sub-blocks)")
+    if a.coupled and (a.chunk != 64 or a.segments != 1):
+        raise SystemExit("two_phase.py: --coupled takes 64-token chunks in one segment")
     global C
     C = a.chunk
     prec = parse_precision(a.precision)
     m, t = read_case(a.dir)
     with np.errstate(under="ignore"):
-        out, final = run(m, t, prec, a.segments)
+        out, final = run(m, t, prec, a.segments, a.coupled)
     write_output(a.dir, m, "out", out)
     if FACTORED[1]:
         print(f"two_phase.py: {FACTORED[0]} of {FACTORED[1]} diagonal blocks factored", file=sys.stderr)
