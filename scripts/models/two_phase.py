@@ -64,7 +64,7 @@ X = [W_a; W_b decay_a] S^T (ws's mode; W_b decay_a rounded to fp32 first), M = W
 bf16x3), V_new_a = U_a - X_a, V_new_b = U_b - X_b - M V_new_a (mode `mv`, default bf16x3), then the 64-token output
 and update.
 
-usage: two_phase.py [--precision SPEC] [--segments S] [--chunk N] DIR"""
+usage: two_phase.py [--precision SPEC] [--segments S] [--chunk N] [--coupled] DIR"""
 import argparse
 import os
 import sys
