@@ -200,16 +200,20 @@ lease_wheels() {
 # lease_torch_prefill BUILD LIMIT [WORKLOAD...]: issue #6's prefill workloads (none named: every one of
 # scripts/bench_common.py's) through the torch op beside FLA (scripts/bench_torch.py --part prefill, kda and FLA, 100
 # iterations) with BUILD's libkda_torch.so, one workload a process, each under what is left of LIMIT seconds (skipped
-# under 60), its JSON and log as $OUT/prefill-WORKLOAD.*, and Triton's cache handed back after each
+# under 60), its JSON and log as prefill-WORKLOAD.* in $OUT/prefill.tgz, and Triton's cache handed back after each
 # (triton_cache_save): a call cut off by FLA's compiling (sessions 55-56: all eight in one process ran past 400 s)
-# keeps what it measured and compiled. The call carries .whl, .carry/ab/BUILD.COMMIT and, where there is one,
-# .carry/triton.
+# keeps what it measured and compiled. One archive rewritten after each workload, not two files a workload: the
+# device tool returns at most 8 files (session 64: six workloads' files, the log and the cache's parts were 15, and
+# h96-uniform's figures came back only in the output's tail). The call carries .whl, .carry/ab/BUILD.COMMIT and,
+# where there is one, .carry/triton.
 lease_torch_prefill() {
   local b=$1 lim=$2 commit w left t0=$SECONDS wls
   shift 2
   lease_wheels
   triton_cache_restore
   commit=$(cut -c1-7 ".carry/ab/$b.COMMIT")
+  local d="$W/prefill"
+  mkdir -p "$d"
   wls=("$@")
   [ ${#wls[@]} -gt 0 ] ||
     read -r -a wls <<< "$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import bench_common; print(*bench_common.WORKLOADS)')"
@@ -218,9 +222,10 @@ lease_torch_prefill() {
     [ "$left" -gt 60 ] || { echo "skip $w: $left s left"; continue; }
     LD_LIBRARY_PATH="/tmp/ab/$b" KDA_TORCH_LIBRARY="/tmp/ab/$b/libkda_torch.so" PYTHONPATH="/tmp/site:$PWD/python" \
       timeout "$left" python3 scripts/bench_torch.py --part prefill --workload "$w" --impl kda --impl fla --iters 100 \
-      --commit "$commit" --json "$OUT/prefill-$w.json" > "$OUT/prefill-$w.log" 2>&1
+      --commit "$commit" --json "$d/prefill-$w.json" > "$d/prefill-$w.log" 2>&1
     echo "bench_torch prefill $w rc=$? at $SECONDS s"
-    grep -hE "median|WRONG|FAILED|Error| / " "$OUT/prefill-$w.log" | head -20
+    grep -hE "median|WRONG|FAILED|Error| / " "$d/prefill-$w.log" | head -20
+    (cd "$d" && tar -czf "$OUT/prefill.tgz" .)
     triton_cache_save
   done
   date -u
