@@ -1,6 +1,7 @@
 // test_verifier.cpp: the verifier judges fairly: the CPU backend passes the quick suite, and each known way a
 // fast kernel has been wrong (the project's operator spec, last section), implemented here as a deliberately
-// wrong variant around the CPU backend, fails it, even under the loosest (tensor-core) tolerance class.
+// wrong variant around the CPU backend (or, for flaws inside a chunked kernel, of a float64 chunked form that
+// passes unflawed), fails it, even under the loosest (tensor-core) tolerance class.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +11,9 @@
 #include <random>
 #include <string>
 
+#include "api/validate.h"
 #include "common/decode_cases.h"
+#include "common/host_token.h"
 #include "common/host_access.h"
 #include "common/verify.h"
 #include "common/workloads.h"
@@ -168,43 +171,59 @@ TEST(Verifier, RejectsZeroedStateChannels) {
   }), "workload_standard_recipe_h4");
 }
 
-// Cheat 3: history truncated to 32 tokens: every sequence restarts from a zero state every 32 tokens (the first
-// window keeps h0), the final state is the last window's.
+// The CPU backend run on every sequence cut into windows, each window from a zero state (the sequence's first keeps
+// h0), the outputs written back and each sequence's final state its last window's: split(len) gives the windows'
+// lengths. How a kernel that drops history behaves; every quick-suite case is packed or a single sequence.
+kda_status_t run_in_windows(Case& c, Outputs& o, const std::function<std::vector<int64_t>(int64_t)>& split) {
+  const CaseSpec& s = c.spec;
+  if (s.seqlens.empty() && s.B != 1) return cpu(c, o);
+  const std::vector<int64_t> lens = s.seqlens.empty() ? std::vector<int64_t>(s.B, s.T) : s.seqlens;
+  std::vector<int64_t> windows, first_window, last_window;  // first_window[n]: index of sequence n's first window
+  for (int64_t len : lens) {
+    first_window.push_back(static_cast<int64_t>(windows.size()));
+    for (int64_t w : split(len)) windows.push_back(w);
+    if (len == 0) windows.push_back(0);
+    last_window.push_back(static_cast<int64_t>(windows.size()) - 1);
+  }
+  CaseSpec ws = s;
+  ws.seqlens = windows;
+  Case w = make_case(ws, 1);
+  w.q = c.q; w.k = c.k; w.v = c.v; w.g = c.g; w.beta = c.beta; w.A_log = c.A_log; w.dt_bias = c.dt_bias;
+  const int64_t per = c.h0.present() ? c.h0.numel() / c.h0.shape[0] : 0;
+  if (c.h0.present()) {
+    for (int64_t i = 0; i < w.h0.numel(); ++i) w.h0.set(i, 0.0);
+    for (size_t n = 0; n < lens.size(); ++n)
+      for (int64_t i = 0; i < per; ++i) w.h0.set(first_window[n] * per + i, c.h0.at(static_cast<int64_t>(n) * per + i));
+  }
+  Outputs wo = make_outputs(w, s.in_dtype, KDA_DTYPE_FLOAT32);
+  const kda_status_t st = cpu(w, wo);
+  o.out = wo.out;
+  if (o.final_state.present())
+    for (size_t n = 0; n < lens.size(); ++n)
+      for (int64_t i = 0; i < per; ++i)
+        o.final_state.set(static_cast<int64_t>(n) * per + i, wo.final_state.at(last_window[n] * per + i));
+  return st;
+}
+
+// Cheat 3: history truncated to 32 tokens: every sequence restarts from a zero state every 32 tokens.
 TEST(Verifier, RejectsHistoryTruncatedTo32Tokens) {
-  expect_rejected(cheat("history_truncated_32", [](Case& c0, Outputs& o) {
-    Case c = c0;
-    const CaseSpec& s = c0.spec;
-    const std::vector<int64_t> lens = s.seqlens.empty() ? std::vector<int64_t>(s.B, s.T) : s.seqlens;
-    if (!s.seqlens.empty() || s.B == 1) {  // every quick-suite case is packed or single
-      // Split every sequence into 32-token windows.
-      std::vector<int64_t> windows, first_window;  // first_window[n]: index of sequence n's first window
-      std::vector<int64_t> last_window;
-      for (int64_t len : lens) {
-        first_window.push_back(static_cast<int64_t>(windows.size()));
-        for (int64_t a = 0; a < len; a += 32) windows.push_back(std::min<int64_t>(32, len - a));
-        if (len == 0) windows.push_back(0);
-        last_window.push_back(static_cast<int64_t>(windows.size()) - 1);
-      }
-      CaseSpec ws = s;
-      ws.seqlens = windows;
-      Case w = make_case(ws, 1);
-      w.q = c.q; w.k = c.k; w.v = c.v; w.g = c.g; w.beta = c.beta; w.A_log = c.A_log; w.dt_bias = c.dt_bias;
-      const int64_t per = c.h0.present() ? c.h0.numel() / c.h0.shape[0] : 0;
-      if (c.h0.present()) {
-        for (int64_t i = 0; i < w.h0.numel(); ++i) w.h0.set(i, 0.0);
-        for (size_t n = 0; n < lens.size(); ++n)
-          for (int64_t i = 0; i < per; ++i) w.h0.set(first_window[n] * per + i, c.h0.at(static_cast<int64_t>(n) * per + i));
-      }
-      Outputs wo = make_outputs(w, s.in_dtype, KDA_DTYPE_FLOAT32);
-      const kda_status_t st = cpu(w, wo);
-      o.out = wo.out;
-      if (o.final_state.present())
-        for (size_t n = 0; n < lens.size(); ++n)
-          for (int64_t i = 0; i < per; ++i)
-            o.final_state.set(static_cast<int64_t>(n) * per + i, wo.final_state.at(last_window[n] * per + i));
-      return st;
-    }
-    return cpu(c, o);
+  expect_rejected(cheat("history_truncated_32", [](Case& c, Outputs& o) {
+    return run_in_windows(c, o, [](int64_t len) {
+      std::vector<int64_t> w;
+      for (int64_t a = 0; a < len; a += 32) w.push_back(std::min<int64_t>(32, len - a));
+      return w;
+    });
+  }), "workload_standard_recipe_h4");
+}
+
+// Plus: a long sequence split across workers with no state handed off: its second half (from the chunk boundary
+// nearest the middle) restarted from a zero state. One restart a sequence, not one every few tokens as cheat 3.
+TEST(Verifier, RejectsSplitSequenceRestartedFromZero) {
+  expect_rejected(cheat("split_restarted_from_zero", [](Case& c, Outputs& o) {
+    return run_in_windows(c, o, [](int64_t len) {
+      const int64_t half = (len / 2 + 32) / 64 * 64;
+      return half > 0 && half < len ? std::vector<int64_t>{half, len - half} : std::vector<int64_t>{len};
+    });
   }), "workload_standard_recipe_h4");
 }
 
@@ -319,6 +338,127 @@ TEST(Verifier, RejectsFinalStateInTheOtherLayout) {
         }
     return st;
   }), "workload_standard_recipe_h4");
+}
+
+// The forward in its chunked (WY) form, in float64, with at most one flaw: for the cheats that live inside a chunked
+// kernel, which no edit of the CPU backend's inputs or outputs makes. Per 64-token chunk from the state S0 at its
+// start, with Gam_r the chunk's inclusive sum of log-decays to token r and D_rc = exp(Gam_r - Gam_c) by channel:
+//   u_r = beta_r (v_r - S0 (e^Gam_r . k_r) - sum_{c<r} (k_r . D_rc . k_c) u_c)   (the substitution, T = (I + A)^-1)
+//   o_r = scale (S0 (e^Gam_r . q_r) + sum_{c<=r} (q_r . D_rc . k_c) u_c)
+//   S = S0 e^Gam_last + sum_c u_c (D_last,c . k_c)^T
+// Each D_rc is one exp of a non-positive exponent, so no decay overflows; kNoSolve drops the sum over c < r in u_r
+// (T = I), kFp32FactoredDecay forms every D_rc as fp32 exp(Gam_r) * exp(-Gam_c), which overflows past ~88 nats in a
+// chunk (operator.md, known way 4). Unflawed it passes the quick suite (ChunkedFormPassesQuickSuite), so a case that
+// rejects a flawed one rejects the flaw.
+enum class Flaw { kNone, kNoSolve, kFp32FactoredDecay };
+
+kda_status_t chunked_form(Case& c, Outputs& o, Flaw flaw) {
+  const kda_forward_args_t a = host_args(c, o, KDA_BACKEND_CPU);
+  ForwardParams p;
+  if (!validate_forward(&a, &p).ok()) return KDA_STATUS_INVALID_ARGUMENT;
+  if (p.has_checkpoints()) return KDA_STATUS_NOT_SUPPORTED;
+  constexpr int kC = 64;
+  const int K = p.K, V = p.V;
+  const std::vector<SequenceSpan> seqs = host_sequences(p);
+  std::vector<double> S(static_cast<size_t>(V) * K), q(kC * K), k(kC * K), v(kC * V), gam(kC * K), beta(kC),
+      u(kC * V), kd(K);
+  auto decay = [&](int r, int cc, int d) {
+    if (flaw == Flaw::kFp32FactoredDecay)
+      return static_cast<double>(std::exp(static_cast<float>(gam[r * K + d])) *
+                                 std::exp(static_cast<float>(-gam[cc * K + d])));
+    return std::exp(gam[r * K + d] - gam[cc * K + d]);
+  };
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int hv = 0; hv < p.HV; ++hv) {
+      const SequenceSpan& sp = seqs[n];
+      for (int vi = 0; vi < V; ++vi)
+        for (int ki = 0; ki < K; ++ki)
+          S[vi * K + ki] = p.has_initial_state() ? load_element(p.initial_state.data, p.initial_state.dtype,
+                                                                p.state_offset(p.initial_state.stride, n, hv, vi, ki))
+                                                 : 0.0;
+      for (int64_t c0 = 0; c0 < sp.length; c0 += kC) {
+        const int L = static_cast<int>(std::min<int64_t>(kC, sp.length - c0));
+        for (int r = 0; r < L; ++r) {
+          load_token<double>(p, sp.batch, sp.start + c0 + r, hv, &q[r * K], &k[r * K], &v[r * V], &gam[r * K],
+                             &beta[r]);
+          if (r > 0)
+            for (int d = 0; d < K; ++d) gam[r * K + d] += gam[(r - 1) * K + d];
+        }
+        for (int r = 0; r < L; ++r) {
+          for (int d = 0; d < K; ++d) kd[d] = std::exp(gam[r * K + d]) * k[r * K + d];
+          for (int vi = 0; vi < V; ++vi) {
+            double pred = 0;
+            for (int d = 0; d < K; ++d) pred += S[vi * K + d] * kd[d];
+            u[r * V + vi] = v[r * V + vi] - pred;
+          }
+          for (int cc = 0; cc < r && flaw != Flaw::kNoSolve; ++cc) {
+            double akk = 0;
+            for (int d = 0; d < K; ++d) akk += k[r * K + d] * decay(r, cc, d) * k[cc * K + d];
+            for (int vi = 0; vi < V; ++vi) u[r * V + vi] -= akk * u[cc * V + vi];
+          }
+          for (int vi = 0; vi < V; ++vi) u[r * V + vi] *= beta[r];
+        }
+        for (int r = 0; r < L; ++r) {
+          const int64_t t = sp.start + c0 + r;
+          const int64_t base = sp.batch * p.out_stride[0] + t * p.out_stride[1] + hv * p.out_stride[2];
+          std::vector<double> orow(static_cast<size_t>(V), 0.0);
+          for (int d = 0; d < K; ++d) kd[d] = std::exp(gam[r * K + d]) * q[r * K + d];
+          for (int vi = 0; vi < V; ++vi)
+            for (int d = 0; d < K; ++d) orow[vi] += S[vi * K + d] * kd[d];
+          for (int cc = 0; cc <= r; ++cc) {
+            double aqk = 0;
+            for (int d = 0; d < K; ++d) aqk += q[r * K + d] * decay(r, cc, d) * k[cc * K + d];
+            for (int vi = 0; vi < V; ++vi) orow[vi] += aqk * u[cc * V + vi];
+          }
+          for (int vi = 0; vi < V; ++vi)
+            store_element(p.out, p.out_dtype, base + vi * p.out_stride[3], p.scale * orow[vi]);
+        }
+        for (int d = 0; d < K; ++d) {
+          const double e = std::exp(gam[(L - 1) * K + d]);
+          for (int vi = 0; vi < V; ++vi) S[vi * K + d] *= e;
+        }
+        for (int cc = 0; cc < L; ++cc)
+          for (int d = 0; d < K; ++d) {
+            const double kc = decay(L - 1, cc, d) * k[cc * K + d];
+            for (int vi = 0; vi < V; ++vi) S[vi * K + d] += u[cc * V + vi] * kc;
+          }
+      }
+      if (p.has_final_state())
+        for (int vi = 0; vi < V; ++vi)
+          for (int ki = 0; ki < K; ++ki)
+            store_element(p.final_state, p.final_state_dtype, p.state_offset(p.final_state_stride, n, hv, vi, ki),
+                          S[vi * K + ki]);
+    }
+  return KDA_STATUS_SUCCESS;
+}
+
+// The harness of the two cheats below, unflawed: the quick suite passes it (as it does the CPU backend), so each
+// rejection below is its flaw's, not the harness's.
+TEST(Verifier, ChunkedFormPassesQuickSuite) {
+  Implementation impl = cheat("chunked_form", [](Case& c, Outputs& o) { return chunked_form(c, o, Flaw::kNone); });
+  impl.cls = ComputeClass::kFp32;
+  const uint64_t seed = run_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<std::string> failed = failures(impl, seed);
+  std::string list;
+  for (const std::string& n : failed) list += " " + n;
+  EXPECT_TRUE(failed.empty()) << "failed:" << list;
+}
+
+// Plus: the triangular solve skipped: each token's correction against the chunk-start state alone, as if the chunk's
+// earlier tokens had not written the state (T = I).
+TEST(Verifier, RejectsSkippedTriangularSolve) {
+  expect_rejected(cheat("skipped_triangular_solve",
+                        [](Case& c, Outputs& o) { return chunked_form(c, o, Flaw::kNoSolve); }),
+                  "workload_standard_recipe_h4");
+}
+
+// Known way 4: the intra-chunk decays factored as exp(Gam_r) exp(-Gam_c) in fp32, which overflows (inf, or 0 * inf)
+// once a chunk decays past ~88 nats; the unbounded softplus gate's stress case reaches 1000 bits a chunk.
+TEST(Verifier, RejectsOverflowingFactoredDecay) {
+  expect_rejected(cheat("fp32_factored_decay",
+                        [](Case& c, Outputs& o) { return chunked_form(c, o, Flaw::kFp32FactoredDecay); }),
+                  "stress_softplus_over_1000_bits_per_64_tokens");
 }
 
 // The key norm's rounding (compare.h fit_key_norm, docs/numerics.md). The oracle's tangents are the derivatives of
