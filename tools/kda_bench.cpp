@@ -40,7 +40,7 @@ struct Options {
   bool verify = true;
   bool list = false;
   uint64_t seed = 0;  // --seed: every workload's inputs from this seed (the replay of a printed run); 0: fresh
-  std::string stage_clocks;  // --stage-clocks: phase 1's stamps of one more forward a GPU impl, to PATH.IMPL.WORKLOAD
+  std::string stage_clocks;  // --stage-clocks: phase 1's (and the state pass's) stamps of one more forward a GPU impl
   int chunk_size = 0;  // --chunk-size: the prefill and train workloads' chunk_size argument (0: each backend's choice)
 };
 
@@ -55,7 +55,8 @@ void usage() {
       "With no --workload: h64-fixed on a GPU if one is present, else cpu-8k-h8 on the CPU backend.\n"
       "--seed N: the inputs of every workload from seed N (a run prints each workload's seed; 0 or none: fresh).\n"
       "--stage-clocks PATH: after a GPU impl's timing, one more forward with phase 1's per-warp barrier stamps,\n"
-      "  written to PATH.IMPL.WORKLOAD (a build with -DKDA_STAGE_CLOCKS=ON; scripts/stage_clocks.py reads them).\n"
+      "  written to PATH.IMPL.WORKLOAD, and the sm_90a state pass's to PATH.IMPL.WORKLOAD.state where it ran (a\n"
+      "  build with -DKDA_STAGE_CLOCKS=ON; scripts/stage_clocks.py reads both).\n"
       "--chunk-size N: the prefill and train workloads' chunk_size, 16, 32 or 64 (0 or none: each backend's choice;\n"
       "  the chunked backends' chunk length where they honour it: the CPU backend does, the CUDA ones take 64).\n");
 }

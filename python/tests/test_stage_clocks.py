@@ -119,3 +119,62 @@ def test_stamp_count_refused():
 def test_old_formats_refused():
     assert "KDACLK1: departure stamps" in refused(b"KDACLK1\0", 1 + 2 * BARS, 16 * 2 * (1 + 2 * BARS))
     assert "KDACLK2: marks 1-2" in refused(b"KDACLK2\0", STAMPS + 4, 16 * 2 * (STAMPS + 4))
+
+
+# The state pass's file (stage_clocks.h state::): 8 warps, 7 stamps a step. Each warpgroup's points, in cycles from
+# the step's start (stamps 0 and 1), phase A's release (2, 3, 4) or phase B's (5, 6); each group's warp 0 stamps
+# last, the others 1-3 cycles before it. Phase A's barrier releases at 100 (the chain last, 40 after the output), B's
+# at A's + 1000 (the output last, 250 after the chain), the next step starts at B's + 950.
+STATE_AT = {"chain": [0, 100, 500, 700, 750, 600, 900], "output": [0, 60, 300, 300, 1000, 200, 600]}
+
+
+def make_state_file(path, products=True):
+    ctas, warps, steps, stamps = 2, 8, 4, 7
+    v = array.array("Q", [0] * (ctas * warps * steps * stamps))
+    for c in range(ctas):
+        start = 9000 + 333 * c
+        for t in range(steps):
+            rel_a, rel_b = start + 100, start + 1100
+            for w in range(warps):
+                g = "chain" if w < 4 else "output"
+                x = STATE_AT[g]
+                base = [start, start, rel_a, rel_a, rel_a, rel_b, rel_b]
+                for s in range(stamps):
+                    if not products and g == "output" and s in (2, 5):
+                        continue
+                    jitter = 0 if s == 0 else w % 4
+                    v[((c * warps + w) * steps + t) * stamps + s] = base[s] + x[s] - jitter
+            start = rel_b + 950
+    with open(path, "wb") as f:
+        f.write(sc.STATE_MAGIC + struct.pack("<4i", ctas, warps, steps, stamps) + v.tobytes())
+
+
+def test_state_pass_spans_and_parts():
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d) / "clk.state"
+        make_state_file(p)
+        kind, *rest = sc.read_any(p)
+        assert kind == "state"
+        spans, parts = sc.summarize_state(*rest, skip=1)
+        got = {r["name"]: r for r in spans}
+        assert [got[k]["cycles"] for k in ("A: to its barrier", "B: to its barrier", "tail: to the next step",
+                                            "step")] == [100, 1000, 950, 2050]
+        assert all(r["n"] == 4 for r in spans)  # steps 1 and 2 of each CTA (step 3 has no next)
+        assert (got["A: to its barrier"]["last_group"], got["A: to its barrier"]["lead"]) == ("chain", 40)
+        assert (got["B: to its barrier"]["last_group"], got["B: to its barrier"]["lead"]) == ("output", 250)
+        assert parts["chain"] == {"A: copies' wait": 100, "A: products": 500, "A: work after": 200,
+                                  "B: copies' wait": 50, "B: products": 600, "B: work after": 300}
+        assert parts["output"] == {"A: copies' wait": 60, "A: products": 300, "A: work after": 0,
+                                   "B: copies' wait": 700, "B: products": 200, "B: work after": 400}
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / "stage_clocks.py"), str(p)], check=True,
+                             capture_output=True, text=True).stdout
+        assert "the state pass" in out and "B: copies' wait" in out
+
+
+def test_state_pass_without_output_products():
+    with tempfile.TemporaryDirectory() as d:
+        p = pathlib.Path(d) / "clk.state"
+        make_state_file(p, products=False)
+        _, *rest = sc.read_any(p)
+        _, parts = sc.summarize_state(*rest, skip=1)
+        assert parts["output"] == {"A: copies' wait": 60, "A: work": 300, "B: copies' wait": 700, "B: work": 600}

@@ -524,33 +524,60 @@ kda_status_t run_backward_device(Case& c, const Upstream& up, kda_backend_t be, 
   return st;
 }
 
-bool capture_stage_clocks(DeviceProblem& p, const std::string& path) {
 #if KDA_STAGE_CLOCKS
-  namespace sc = kda::stage_clocks;
-  const int ctas = cuda_device_sm_count();  // phase 1's grid is at most a CTA an SM
-  const size_t bytes = sc::buffer_bytes(ctas);
-  void* buf = nullptr;
-  check(cudaMalloc(&buf, bytes), "cudaMalloc (stage clocks)");
-  check(cudaMemset(buf, 0, bytes), "cudaMemset (stage clocks)");
-  check(static_cast<cudaError_t>(sc::set_buffer(buf, ctas)), "stage_clocks::set_buffer");
-  const kda_status_t st = p.run();
-  check(static_cast<cudaError_t>(sc::set_buffer(nullptr, 0)), "stage_clocks::set_buffer");
-  std::vector<uint64_t> h(bytes / 8);
-  check(cudaMemcpy(h.data(), buf, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (stage clocks)");
-  check(cudaFree(buf), "cudaFree (stage clocks)");
-  if (st != KDA_STATUS_SUCCESS) {
-    std::fprintf(stderr, "stage clocks: the forward failed: %s\n", kda_last_error());
-    return false;
-  }
+namespace {
+// A stamp file: the 8-byte magic, four int32 (CTAs, warps, tasks or steps a CTA, stamps each), the uint64 stamps.
+bool write_stamps(const std::string& path, const char (&magic)[8], const int32_t (&dims)[4],
+                  const std::vector<uint64_t>& h) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) {
     std::fprintf(stderr, "stage clocks: cannot write %s\n", path.c_str());
     return false;
   }
-  const int32_t dims[4] = {ctas, sc::kWarps, sc::kMaxTasks, sc::kStamps};
-  const bool ok = std::fwrite(sc::kMagic, 1, 8, f) == 8 && std::fwrite(dims, sizeof(dims), 1, f) == 1 &&
+  const bool ok = std::fwrite(magic, 1, 8, f) == 8 && std::fwrite(dims, sizeof(dims), 1, f) == 1 &&
                   std::fwrite(h.data(), 8, h.size(), f) == h.size();
   return std::fclose(f) == 0 && ok;
+}
+}  // namespace
+#endif
+
+bool capture_stage_clocks(DeviceProblem& p, const std::string& path) {
+#if KDA_STAGE_CLOCKS
+  namespace sc = kda::stage_clocks;
+  namespace scs = kda::stage_clocks::state;
+  const int ctas = cuda_device_sm_count();  // phase 1's grid is at most a CTA an SM
+  const int state_ctas = 2 * ctas;          // the state pass's first CTAs (a CTA a chain and V tile)
+  const size_t bytes = sc::buffer_bytes(ctas), state_bytes = scs::buffer_bytes(state_ctas);
+  void* buf = nullptr;
+  void* state_buf = nullptr;
+  check(cudaMalloc(&buf, bytes), "cudaMalloc (stage clocks)");
+  check(cudaMalloc(&state_buf, state_bytes), "cudaMalloc (stage clocks)");
+  check(cudaMemset(buf, 0, bytes), "cudaMemset (stage clocks)");
+  check(cudaMemset(state_buf, 0, state_bytes), "cudaMemset (stage clocks)");
+  check(static_cast<cudaError_t>(sc::set_buffer(buf, ctas)), "stage_clocks::set_buffer");
+  check(static_cast<cudaError_t>(scs::set_buffer(state_buf, state_ctas)), "stage_clocks::state::set_buffer");
+  const kda_status_t st = p.run();
+  check(static_cast<cudaError_t>(sc::set_buffer(nullptr, 0)), "stage_clocks::set_buffer");
+  check(static_cast<cudaError_t>(scs::set_buffer(nullptr, 0)), "stage_clocks::state::set_buffer");
+  std::vector<uint64_t> h(bytes / 8), hs(state_bytes / 8);
+  check(cudaMemcpy(h.data(), buf, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (stage clocks)");
+  check(cudaMemcpy(hs.data(), state_buf, state_bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (stage clocks)");
+  check(cudaFree(buf), "cudaFree (stage clocks)");
+  check(cudaFree(state_buf), "cudaFree (stage clocks)");
+  if (st != KDA_STATUS_SUCCESS) {
+    std::fprintf(stderr, "stage clocks: the forward failed: %s\n", kda_last_error());
+    return false;
+  }
+  if (!write_stamps(path, sc::kMagic, {ctas, sc::kWarps, sc::kMaxTasks, sc::kStamps}, h)) return false;
+  // The sm_90a state pass's stamps beside them, where that pass ran (the hopper path, K = 128).
+  bool any = false;
+  for (uint64_t v : hs) any = any || v != 0;
+  if (!any) {
+    std::fprintf(stderr, "stage clocks: no state-pass stamps (not the sm_90a state pass), %s.state not written\n",
+                 path.c_str());
+    return true;
+  }
+  return write_stamps(path + ".state", scs::kMagic, {state_ctas, scs::kWarps, scs::kMaxSteps, scs::kStamps}, hs);
 #else
   (void)p;
   (void)path;

@@ -91,8 +91,9 @@ class DeviceProblem : public DeviceCall {
 
 // With KDA_STAGE_CLOCKS (a measuring build, stage_clocks.h): one forward of `p` with phase 1's per-warp stamps on,
 // written to `path` as stage_clocks.h kMagic (8 bytes), four int32 (CTAs, warps, tasks a CTA, stamps a task), then
-// the uint64 stamps in stage_clocks::index order (scripts/stage_clocks.py reads them). False, with the reason on
-// stderr, if the build has no stamps or the call fails.
+// the uint64 stamps in stage_clocks::index order (scripts/stage_clocks.py reads them); where the sm_90a state pass
+// ran, its stamps beside them in `path`.state (stage_clocks::state: kMagic, CTAs, warps, steps a CTA, stamps a step).
+// False, with the reason on stderr, if the build has no stamps or the call fails.
 bool capture_stage_clocks(DeviceProblem& p, const std::string& path);
 
 // A decode problem on the device: inputs, the pool (a copy of the case's) and out.

@@ -1,8 +1,8 @@
-// stage_clocks.h: phase 1's per-warp clock stamps (chunk_prepare.cu), compiled in only with -DKDA_STAGE_CLOCKS=ON
-// (scripts/gpu_build.sh --stage-clocks): when each warp of a task reached each of the task loop's CTA barriers
-// (and a few marks inside stages), in the SM's cycles. ncu's stall samples say where warps wait; these say
-// which warp's work each barrier waited for, stage by stage, i.e. phase 1's critical path (kda-bench --stage-clocks,
-// scripts/stage_clocks.py).
+// stage_clocks.h: per-warp clock stamps of phase 1 (chunk_prepare.cu) and of the sm_90a state pass (state_wgmma.cu),
+// compiled in only with -DKDA_STAGE_CLOCKS=ON (scripts/gpu_build.sh --stage-clocks): when each warp of a task (a
+// chunk step) reached each of the loop's CTA barriers (and a few marks inside stages), in the SM's cycles. ncu's stall
+// samples say where warps wait; these say which warp's work each barrier waited for, stage by stage, i.e. the
+// critical path (kda-bench --stage-clocks, scripts/stage_clocks.py).
 #pragma once
 
 #include <cstddef>
@@ -46,5 +46,31 @@ KDA_HOST_DEVICE constexpr size_t buffer_bytes(int ctas) {
 // past `ctas` record nothing); nullptr turns the stamps off. Returns the cudaError_t of the symbol copy (0: success).
 // Defined only in a build with KDA_STAGE_CLOCKS.
 int set_buffer(void* buf, int ctas);
+
+// The state pass (state_wgmma.cu, the forward's instances): a CTA walks a chain's chunks in steps of two phases,
+// each ending at a CTA barrier; its two warpgroups are the chain (warps 0-3) and the output (warps 4-7). Each warp's
+// lane 0 stamps, a step:
+//   0  the step's start;
+//   1  its arrival at phase A's barrier (group A's copies seen landed: the mbarrier's wait is before the barrier);
+//   2  phase A's products done (chain: W S^T; output: Qg S^T);
+//   3  phase A's work done (chain: V_new's planes stored);
+//   4  its arrival at phase B's barrier (group B landed);
+//   5  phase B's products done (chain: the decay and V_new^T Kd; output: A_qk V_new);
+//   6  phase B's work done (chain: S's planes stored; output: o stored).
+// A warpgroup without a product in a phase (the backward's recompute's output warps) leaves 2 and 5 at zero.
+namespace state {
+constexpr char kMagic[8] = "KDASTC1";
+constexpr int kStamps = 7;
+constexpr int kWarps = 8;       // state_wgmma.cu's kThreads = 256
+constexpr int kMaxSteps = 128;  // a CTA's first chunk steps that are recorded
+KDA_HOST_DEVICE constexpr int64_t index(int64_t cta, int warp, int step, int s) {
+  return ((cta * kWarps + warp) * kMaxSteps + step) * kStamps + s;
+}
+KDA_HOST_DEVICE constexpr size_t buffer_bytes(int ctas) {
+  return static_cast<size_t>(ctas) * kWarps * kMaxSteps * kStamps * 8;
+}
+// As stage_clocks::set_buffer, for the state pass's CTAs below `ctas`.
+int set_buffer(void* buf, int ctas);
+}  // namespace state
 
 }  // namespace kda::stage_clocks

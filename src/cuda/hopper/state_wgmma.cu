@@ -53,6 +53,7 @@
 #include "cuda/generic/chunk_common.cuh"
 #include "cuda/generic/chunk_kernels.h"
 #include "cuda/generic/chunk_map.h"
+#include "cuda/generic/stage_clocks.h"
 #include "cuda/hopper/tma_map.h"
 
 #if defined(KDA_HAS_CUTE)
@@ -64,6 +65,22 @@
 #include "cuda/hopper/state_stage.cuh"
 #include "cuda/hopper/state_wgmma.cuh"
 #include "cuda/hopper/wgmma_bf16x3.cuh"
+#endif
+
+#if KDA_STAGE_CLOCKS
+namespace kda::cuda::chunk {
+struct StateClockBuffer {
+  unsigned long long* buf;
+  int ctas;
+};
+// In constant memory, as phase 1's (chunk_prepare.cu): a stamp's read of it is no load to wait for.
+__constant__ StateClockBuffer g_state_clocks = {nullptr, 0};
+}  // namespace kda::cuda::chunk
+
+int kda::stage_clocks::state::set_buffer(void* buf, int ctas) {
+  const kda::cuda::chunk::StateClockBuffer b{static_cast<unsigned long long*>(buf), buf ? ctas : 0};
+  return static_cast<int>(cudaMemcpyToSymbol(kda::cuda::chunk::g_state_clocks, &b, sizeof(b)));
+}
 #endif
 
 namespace kda::cuda::chunk {
@@ -273,9 +290,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_state_planes(smem);
   }
   Tensor acc = partition_fragment_C(mma_xs, Shape<_64, _64>{});  // W S^T (chain), Qg S^T + A_qk V_new (output)
+  // Chunk step ci's stamp s (stage_clocks.h's state pass) by each warp's lane 0, in a KDA_STAGE_CLOCKS build only.
+  auto stamp = [&](int64_t ci, int s) {
+#if KDA_STAGE_CLOCKS
+    namespace scs = stage_clocks::state;
+    const StateClockBuffer cb = g_state_clocks;
+    if (!kSeg && cb.buf && (tid & 31) == 0 && static_cast<int>(blockIdx.x) < cb.ctas && ci - first < scs::kMaxSteps)
+      cb.buf[scs::index(blockIdx.x, tid >> 5, static_cast<int>(ci - first), s)] = clock64();
+#else
+    (void)ci;
+    (void)s;
+#endif
+  };
 
 #pragma unroll 1
   for (int64_t ci = first; ci < last; ++ci) {
+    stamp(ci, 0);
     const ChunkRec rec = list[ci];
     unsigned char* const sb = sm90::opaque_base(smem);
     // The previous chunk's V_new planes (stored after its phase B barrier) read out before the chain rewrites them.
@@ -289,6 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // ---- Phase A: group A of this chunk and the previous chunk's state planes, published.
     land_and_publish(0, ci);
+    stamp(ci, 1);
     __syncthreads();
     load_b(sb, ci);
     if (stage_saves && issuer) {  // the chunk-start state's planes: rows (task, plane, v0 ..) of the [rows][128] map
@@ -303,6 +334,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     clear(acc);
     if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's copy of them, [2][C][V])
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
+      stamp(ci, 2);
       const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl), us = shared_u32(sb + Ly::kU);
       bf16* const vn = direct_saves && keep.vnew ? keep.vnew + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
@@ -320,11 +352,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else if (has_out && p.out != nullptr) {  // o = Qg S^T, held into phase B
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kQ), k128(sb, kQl), k128(sb, Ly::kS), k128(sb, kSl), acc);
+      stamp(ci, 2);
     }
 
     // ---- Phase B: group B landed; V_new's planes written and published; W, Qg, U and the state planes read.
     if (stage_saves && issuer) cute::tma_store_wait<0>();  // the state planes read: phase B rewrites them
+    stamp(ci, 3);
     land_and_publish(1, ci);
+    stamp(ci, 4);
     __syncthreads();
     load_a(sb, ci + 1);
     if (stage_saves && issuer) {  // V_new's planes: rows (task, plane, t) and columns v0 .. of the [rows][V] map
@@ -338,10 +373,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       CUTE_UNROLL
       for (int i = 0; i < size(S); ++i) S(i) *= sm90::ld_shared_f32(dec + 4 * get<1>(cVK(i)));
       sm90::wgmma_bf16x3(mma_vk, thr_vk, mn64(sb, Ly::kVn), mn64(sb, kVl), mn128(sb, Ly::kKd), mn128(sb, kKl), S);
+      stamp(ci, 5);
       store_state_planes(sb);
     } else if (has_out && p.out != nullptr) {  // o += A_qk V_new; the chunk's L rows to out (no output: the backward's
       // recompute keeps only the chain's state and V_new, and the tensor cores are the chain's)
       sm90::wgmma_bf16x3(mma_av, thr_av, k64(sb, Ly::kA), k64(sb, kAl), mn64(sb, Ly::kVn), mn64(sb, kVl), acc);
+      stamp(ci, 5);
       // This thread's two rows of the chunk (pair j at row r + 8 (j % 2), columns v0 + acc_col(wtid, j), v
       // contiguous): the row offsets and the dtype branch once a chunk (per element they were 11% of the pass's
       // instructions, ncu session 19).
@@ -365,6 +402,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       else
         put(static_cast<float*>(p.out), [](float x0, float x1) { return make_float2(x0, x1); });
     }
+    stamp(ci, 6);
   }
 
   // As chunk_state.cu: every read of initial_state happened before the first barrier and no other CTA touches
