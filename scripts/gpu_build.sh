@@ -12,8 +12,9 @@
 # --ab NAME: also stage the result as an A/B build, .carry/ab/NAME.tar.xz and .carry/ab/NAME.COMMIT (what gpu_ab.sh and
 # lease_lib.sh's lease_unpack read), so a build of this checkout's HEAD needs no copying by hand.
 # --stage-clocks: phase 1 and the state pass with their per-warp stamps (-DKDA_STAGE_CLOCKS=ON: kda-bench
-# --stage-clocks, scripts/stage_clocks.py), built in build-gpu-clk so that build-gpu's objects stay those of the kernels as they run,
-# and staged only as the --ab build it needs, never as .carry/bin (a lease's build to test and time).
+# --stage-clocks, scripts/stage_clocks.py), built in build-gpu-clk so that build-gpu's objects stay those of the
+# kernels as they run, and staged only as the --ab build it needs, never as .carry/bin (a lease's build to test and
+# time).
 # usage: scripts/gpu_build.sh [--python] [--stage-clocks] [--ab NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
