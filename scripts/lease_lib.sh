@@ -248,8 +248,8 @@ lease_torch_train() {
 }
 
 # lease_clocks BUILD WORKLOAD...: one forward of each WORKLOAD on BUILD (a --stage-clocks archive) with phase 1's
-# stamps on; stage_clocks.py's table of each printed, and the tables and logs of every lease_clocks call so far in
-# $OUT/clocks.tgz.
+# and the state pass's stamps on; stage_clocks.py's tables of each printed, and the tables, stamp files and logs of
+# every lease_clocks call so far in $OUT/clocks.tgz.
 lease_clocks() {
   local b=$1 w
   shift
@@ -259,6 +259,9 @@ lease_clocks() {
       --stage-clocks "/tmp/clk-$b"
     cp "$W/clk-$b-$w.log" /tmp/clocks/
     python3 scripts/stage_clocks.py "/tmp/clk-$b.cuda-generic.$w" | tee "/tmp/clocks/stages-$b-$w.txt"
+    [ -f "/tmp/clk-$b.cuda-generic.$w.state" ] &&
+      python3 scripts/stage_clocks.py "/tmp/clk-$b.cuda-generic.$w.state" | tee "/tmp/clocks/state-$b-$w.txt"
+    gzip -c "/tmp/clk-$b.cuda-generic.$w.state" > "/tmp/clocks/clk-$b-$w.state.gz" 2>/dev/null
   done
   tar -czf "$OUT/clocks.tgz" -C /tmp clocks
 }
