@@ -56,18 +56,12 @@
 
 #if KDA_STAGE_CLOCKS
 namespace kda::cuda::chunk {
-struct StageClockBuffer {
-  unsigned long long* buf;
-  int ctas;
-};
-// In constant memory: each stamp reads it (lane 0 of each warp, up to 14 times a task), and from global memory that
-// read was a load to wait for, which could also queue behind the row loads before it (S5c); the constant cache
-// answers it apart from them.
-__constant__ StageClockBuffer g_stage_clocks = {nullptr, 0};
+// Read by each stamp (lane 0 of each warp, up to 14 times a task): stage_clocks.h Buffer.
+__constant__ stage_clocks::Buffer g_stage_clocks = {nullptr, 0};
 }  // namespace kda::cuda::chunk
 
 int kda::stage_clocks::set_buffer(void* buf, int ctas) {
-  const kda::cuda::chunk::StageClockBuffer b{static_cast<unsigned long long*>(buf), buf ? ctas : 0};
+  const Buffer b = make_buffer(buf, ctas);
   return static_cast<int>(cudaMemcpyToSymbol(kda::cuda::chunk::g_stage_clocks, &b, sizeof(b)));
 }
 #endif
@@ -410,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1) prepare_kernel(const ForwardParam
   int local_task = 0;
   auto stamp = [&](int s) {
 #if KDA_STAGE_CLOCKS
-    const StageClockBuffer b = g_stage_clocks;
+    const stage_clocks::Buffer b = g_stage_clocks;
     if (b.buf && (threadIdx.x & 31) == 0 && static_cast<int>(blockIdx.x) < b.ctas &&
         local_task < stage_clocks::kMaxTasks)
       b.buf[stage_clocks::index(blockIdx.x, threadIdx.x >> 5, local_task, s)] = clock64();

@@ -42,6 +42,15 @@ KDA_HOST_DEVICE constexpr size_t buffer_bytes(int ctas) {
   return static_cast<size_t>(ctas) * kWarps * kMaxTasks * kStamps * 8;
 }
 
+// Where a kernel's stamps go: the device buffer, and how many of its first CTAs record (none without a buffer). Each
+// instrumented kernel keeps one in constant memory: a stamp's read of it is then no load to wait for, which from
+// global memory could also queue behind the kernel's own loads (phase 1's S5c rows).
+struct Buffer {
+  unsigned long long* buf;
+  int ctas;
+};
+inline Buffer make_buffer(void* buf, int ctas) { return {static_cast<unsigned long long*>(buf), buf ? ctas : 0}; }
+
 // Points the next forwards' phase 1 at `buf` (device memory of buffer_bytes(ctas), zeroed by the caller; CTAs at or
 // past `ctas` record nothing); nullptr turns the stamps off. Returns the cudaError_t of the symbol copy (0: success).
 // Defined only in a build with KDA_STAGE_CLOCKS.

@@ -69,16 +69,11 @@
 
 #if KDA_STAGE_CLOCKS
 namespace kda::cuda::chunk {
-struct StateClockBuffer {
-  unsigned long long* buf;
-  int ctas;
-};
-// In constant memory, as phase 1's (chunk_prepare.cu): a stamp's read of it is no load to wait for.
-__constant__ StateClockBuffer g_state_clocks = {nullptr, 0};
+__constant__ stage_clocks::Buffer g_state_clocks = {nullptr, 0};  // stage_clocks.h Buffer
 }  // namespace kda::cuda::chunk
 
 int kda::stage_clocks::state::set_buffer(void* buf, int ctas) {
-  const kda::cuda::chunk::StateClockBuffer b{static_cast<unsigned long long*>(buf), buf ? ctas : 0};
+  const Buffer b = make_buffer(buf, ctas);
   return static_cast<int>(cudaMemcpyToSymbol(kda::cuda::chunk::g_state_clocks, &b, sizeof(b)));
 }
 #endif
@@ -294,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto stamp = [&](int64_t ci, int s) {
 #if KDA_STAGE_CLOCKS
     namespace scs = stage_clocks::state;
-    const StateClockBuffer cb = g_state_clocks;
+    const stage_clocks::Buffer cb = g_state_clocks;
     if (!kSeg && cb.buf && (tid & 31) == 0 && static_cast<int>(blockIdx.x) < cb.ctas && ci - first < scs::kMaxSteps)
       cb.buf[scs::index(blockIdx.x, tid >> 5, static_cast<int>(ci - first), s)] = clock64();
 #else
