@@ -54,17 +54,9 @@ GROUPS = [("chain", range(0, 4)), ("output", range(4, 8))]
 def read_any(path):
     """(kind, ctas, warps, tasks, stamps, values), kind "phase1" or "state" from the file's magic."""
     with open(path, "rb") as f:
-        magic = f.read(8)
-    if magic != STATE_MAGIC:
-        return ("phase1",) + read(path)
-    with open(path, "rb") as f:
-        f.read(8)
-        ctas, warps, steps, stamps = struct.unpack("<4i", f.read(16))
-        values = array.array("Q")
-        values.frombytes(f.read())
-    if len(values) != ctas * warps * steps * stamps:
-        raise SystemExit(f"stage_clocks.py: {path} holds {len(values)} stamps, its header says "
-                         f"{ctas} x {warps} x {steps} x {stamps}")
+        if f.read(8) != STATE_MAGIC:
+            return ("phase1",) + read(path)
+        ctas, warps, steps, stamps, values = _sizes_and_stamps(path, f)
     if warps != 8 or stamps != len(STATE_POINTS):
         raise SystemExit(f"stage_clocks.py: {path}: {warps} warps x {stamps} stamps, not the state pass's 8 x "
                          f"{len(STATE_POINTS)}")
@@ -155,9 +147,15 @@ def read(path):
                              "record it again with a current build")
         if magic != MAGIC:
             raise SystemExit(f"stage_clocks.py: {path} is not a stage-clock file (no {MAGIC!r} header)")
-        ctas, warps, tasks, stamps = struct.unpack("<4i", f.read(16))
-        values = array.array("Q")
-        values.frombytes(f.read())
+        return _sizes_and_stamps(path, f)
+
+
+def _sizes_and_stamps(path, f):
+    """The rest of a file after its magic: four int32 sizes (CTAs, warps, tasks or steps, stamps) and the uint64
+    stamps, whose count must be their product."""
+    ctas, warps, tasks, stamps = struct.unpack("<4i", f.read(16))
+    values = array.array("Q")
+    values.frombytes(f.read())
     if len(values) != ctas * warps * tasks * stamps:
         raise SystemExit(f"stage_clocks.py: {path} holds {len(values)} stamps, its header says "
                          f"{ctas} x {warps} x {tasks} x {stamps}")
