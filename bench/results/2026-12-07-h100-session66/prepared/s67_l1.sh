@@ -7,8 +7,8 @@
 #   chainreg (branch chainregclk: the chain's A from registers, ~72 KB a step less of shared-memory reads; level on an
 #   H100 in session 66, call 1, and checked then: full 40/40, backward-quick 22/22, GPU tests 208/208);
 #   uahead (branch uahead: U's loads issued while W S^T runs, not after it; never run).
-# All three archives are --stage-clocks builds of main 9e011b2's kernels (stateclk d617872 has the same kernels),
-# so their times compare with the same (idle) stamp code. This call:
+# All three archives are --stage-clocks builds on main's kernels (stateclk d617872, chainregclk 12dec6d, uaheadclk
+# 29d6089), so their times compare with the same (idle) stamp code. This call:
 # 1  uaheadclk's checks: kda-verify full and the GPU tests but backward / stress / decode, in parallel;
 # 2  the state-pass clocks of stateclk, chainregclk and uaheadclk at h64- and h96-fixed;
 # 3  gpu_ab stateclk,chainregclk,uaheadclk at h64- and h96-fixed, 2 rounds;
