@@ -328,17 +328,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     clear(acc);
     if (chain) {  // V_new = U - W S^T -> V_new's planes (and the backward's copy of them, [2][C][V])
-      sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc);
+      // U's pairs are read while W S^T runs: after it, their loads (2 wavefronts each, and queued behind the output
+      // warpgroup's operand reads) stood between the product and V_new's splits (ncu, session 66: ~7% of the
+      // pass's stall samples on the subtractions). 32 registers, held across the product.
+      const uint32_t us = shared_u32(sb + Ly::kU);
+      float2 u[size(acc) / 2];
+      auto load_u = [&] {
+        CUTE_UNROLL
+        for (int i = 0; i < size(acc); i += 2)
+          u[i / 2] = sm90::ld_shared_f32x2(us + sm90::u_offset(get<0>(cXS(i)), get<1>(cXS(i))));
+      };
+      sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc, load_u);
       stamp(ci, 2);
-      const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl), us = shared_u32(sb + Ly::kU);
+      const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl);
       bf16* const vn = direct_saves && keep.vnew ? keep.vnew + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
       asm volatile("" : "+r"(Vo));
       CUTE_UNROLL
       for (int i = 0; i < size(acc); i += 2) {
         const int t = get<0>(cXS(i)), v = get<1>(cXS(i));
-        const float2 u = sm90::ld_shared_f32x2(us + sm90::u_offset(t, v));
-        const float x0 = u.x - acc(i), x1 = u.y - acc(i + 1);
+        const float x0 = u[i / 2].x - acc(i), x1 = u[i / 2].y - acc(i + 1);
         uint32_t h, l;
         split_bf16x2(x0, x1, h, l);
         sm90::st_shared_u32(vh + at(i / 2), h);  // (v, t) and (v + 1, t) adjacent in the MN-major layout (v even)

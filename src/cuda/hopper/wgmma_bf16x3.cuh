@@ -11,12 +11,17 @@
 
 namespace kda::cuda::sm90 {
 
+struct NoWork {
+  __device__ void operator()() const {}
+};
+
 // thr: the thread's slice of the TiledMMA (mma.get_thread_slice(thread index in the warpgroup)); sAh / sAl (M, K)
 // and sBh / sBl (N, K) shared-memory tensors; acc: partition_fragment_C(mma, (M, N)). kSplit = false: the single
-// product ah bh (the layout test's probe of the operand layouts).
-template <bool kSplit = true, class TiledMma, class ThrMma, class TA, class TB, class Acc>
+// product ah bh (the layout test's probe of the operand layouts). during(): work that needs neither acc nor the
+// products' operands, run after the products are issued and before they are waited for (their latency hides it).
+template <bool kSplit = true, class TiledMma, class ThrMma, class TA, class TB, class Acc, class During = NoWork>
 __device__ __forceinline__ void wgmma_bf16x3(TiledMma& mma, const ThrMma& thr, const TA& sAh, const TA& sAl,
-                                             const TB& sBh, const TB& sBl, Acc& acc) {
+                                             const TB& sBh, const TB& sBl, Acc& acc, During&& during = {}) {
   using namespace cute;
   Tensor tAh = thr.make_fragment_A(thr.partition_A(sAh));
   Tensor tAl = thr.make_fragment_A(thr.partition_A(sAl));
@@ -34,6 +39,7 @@ __device__ __forceinline__ void wgmma_bf16x3(TiledMma& mma, const ThrMma& thr, c
     gemm(mma, tAh(_, _, kb), tBh(_, _, kb), acc);
   }
   warpgroup_commit_batch();
+  during();
   warpgroup_wait<0>();
   warpgroup_fence_operand(acc);
 }
