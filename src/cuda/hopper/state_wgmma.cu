@@ -30,13 +30,14 @@
 // MN-major (B of V_new^T Kd, N = d), A_qk [t][t'] K-major, V_new [t][v] MN-major (A of V_new^T Kd with M = v, B of
 // A_qk V_new with N = v: one layout), hi then lo plane each; U fp32 as two swizzled boxes (sm90::u_offset); decay
 // [128]; two mbarriers: 180,752 bytes, one CTA per SM.
-// Loads and barriers as chunk_state.cu: group A {W, U, Qg} lands behind the previous chunk's phase B, group B
-// {Kd, A_qk, decay} behind this chunk's phase A. Each group is one thread's TMA copies (a plane half, or U's half, a
-// box in the image the GMMA layout expects; decay one bulk copy) completing on the group's mbarrier: the cp.async
-// copies they replace cost ~26% of the kernel's instructions (address math for 20 16-byte pieces a thread a group;
-// ncu, session 19). Every thread's plane stores are published to the tensor cores' async proxy (fence.proxy.async)
-// before the CTA barrier that precedes the wgmma reading them, and each warpgroup waits for its own wgmma before the
-// barrier that frees their operands (and so before the next TMA into them).
+// Loads and barriers as chunk_state.cu: group A {W, U, Qg, decay} lands behind the previous chunk's phase B, group B
+// {Kd, A_qk} behind this chunk's phase A (the decay in group A so that the chain scales S in phase A). Each group is
+// one thread's TMA copies (a plane half, or U's half, a box in the image the GMMA layout expects; decay one bulk copy)
+// completing on the group's mbarrier: the cp.async copies they replace cost ~26% of the kernel's instructions
+// (address math for 20 16-byte pieces a thread a group; ncu, session 19). Every thread's plane stores are published
+// to the tensor cores' async proxy (fence.proxy.async) before the CTA barrier that precedes the wgmma reading them,
+// and each warpgroup waits for its own wgmma before the barrier that frees their operands (and so before the next TMA
+// into them).
 // The backward's recompute (no output; BackwardSaves: each chunk's start state and V_new as bf16 hi / lo planes)
 // copies no Qg or A_qk. Its saves, and those of a forward that saves for the backward, are the planes the chain
 // already writes for its own products: the state's [v][d] planes (two 64-column boxes each) and V_new's [t][v], in
@@ -176,7 +177,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* const bars = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
   const bool issuer = tid == kThreads / 2;
   // Bytes each group's copies land: W, Qg plane pairs and U; Kd, A_qk plane pairs and decay.
-  constexpr uint32_t kTxA = 2 * 4 * Ly::kRowPlane + 4 * kC * kBV, kTxB = 4 * Ly::kRowPlane + 4 * Ly::kAPlane + 4 * kK;
+  // The decay rides with group A: the chain scales S by it in phase A (below), off phase B's path.
+  constexpr uint32_t kTxA = 2 * 4 * Ly::kRowPlane + 4 * kC * kBV + 4 * kK, kTxB = 4 * Ly::kRowPlane + 4 * Ly::kAPlane;
   const TileRows tr = tile_rows(V);
   constexpr uint64_t kHint = static_cast<uint64_t>(TMA::CacheHintSm90::EVICT_NORMAL);
   auto box = [&](const CUtensorMap& m, uint64_t* bar, unsigned char* dst, int col, int row) {
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // Without output (the backward's recompute, a segment's CTA that writes none): Qg and A_qk have no reader, not
   // copied, their buffers free. The transition's rows: no U copies (the buffer holds zeros).
-  auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U
+  auto load_a = [&](unsigned char* sb, int64_t ci) {  // W, Qg, U, decay
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv), row = ti * tr.per_tile;
       Bar::arrive_and_expect_tx(&bars[0], kTxA - (has_out ? 0 : 4 * Ly::kRowPlane) - (m_rows ? 4 * kC * kBV : 0));
@@ -200,9 +202,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU, v0, 0, ti);
         SM90_TMA_LOAD_3D::copy(&maps.u, &bars[0], kHint, sb + Ly::kU + 8192, v0 + 32, 0, ti);
       }
+      SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[0], sb + Ly::kDec, 4 * kK);
     }
   };
-  auto load_b = [&](unsigned char* sb, int64_t ci) {  // Kd (stored [t][d], viewed (d, t)), A_qk, decay
+  auto load_b = [&](unsigned char* sb, int64_t ci) {  // Kd (stored [t][d], viewed (d, t)), A_qk
     if (ci < last && issuer) {
       const int ti = static_cast<int>(ci * p.HV + hv);
       Bar::arrive_and_expect_tx(&bars[1], has_out ? kTxB : kTxB - 4 * Ly::kAPlane);
@@ -212,7 +215,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         box(maps.rows128, &bars[1], sb + Ly::kA, 0, arow);
         box(maps.rows128, &bars[1], sb + kAl, 0, arow + kC);
       }
-      SM90_BULK_COPY_G2S::copy(tile_of(ci) + tl.decay(), &bars[1], sb + Ly::kDec, 4 * kK);
     }
   };
   // Every thread: its plane stores published to the async proxy; the group's copies landed (the mbarrier's phase of
@@ -331,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // U's pairs are read while W S^T runs: after it, their loads (2 wavefronts each, and queued behind the output
       // warpgroup's operand reads) stood between the product and V_new's splits (ncu, session 66: ~7% of the
       // pass's stall samples on the subtractions). 32 registers, held across the product.
-      const uint32_t us = shared_u32(sb + Ly::kU);
+      const uint32_t us = shared_u32(sb + Ly::kU), dec = shared_u32(sb + Ly::kDec);
       float2 u[size(acc) / 2];
       auto load_u = [&] {
         CUTE_UNROLL
@@ -340,6 +342,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       };
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kW), k128(sb, kWl), k128(sb, Ly::kS), k128(sb, kSl), acc, load_u);
       stamp(ci, 2);
+      // S diag(decay) for phase B, here among V_new's independent splits and stores, not before phase B's product.
+      // (Inside load_u, beside the product, ptxas serialized the recompute instance's wgmma: C7518.)
+      CUTE_UNROLL
+      for (int i = 0; i < size(S); ++i) S(i) *= sm90::ld_shared_f32(dec + 4 * get<1>(cVK(i)));
       const uint32_t vh = shared_u32(sb + Ly::kVn), vl = shared_u32(sb + kVl);
       bf16* const vn = direct_saves && keep.vnew ? keep.vnew + (ci * p.HV + hv) * 2 * int64_t{kC} * V + v0 : nullptr;
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
@@ -372,10 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       SM90_TMA_STORE_2D::copy(&saves.values, sb + kVl, v0, row + kC);
       cute::tma_store_arrive();
     }
-    if (chain) {  // S = S diag(decay) + V_new^T Kd, then its planes for the next chunk's phase A
-      const uint32_t dec = shared_u32(sb + Ly::kDec);
-      CUTE_UNROLL
-      for (int i = 0; i < size(S); ++i) S(i) *= sm90::ld_shared_f32(dec + 4 * get<1>(cVK(i)));
+    if (chain) {  // S = S diag(decay) + V_new^T Kd (S scaled in phase A), then its planes for the next phase A
       sm90::wgmma_bf16x3(mma_vk, thr_vk, mn64(sb, Ly::kVn), mn64(sb, kVl), mn128(sb, Ly::kKd), mn128(sb, kKl), S);
       stamp(ci, 5);
       store_state_planes(sb);
