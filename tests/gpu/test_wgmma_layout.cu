@@ -506,6 +506,29 @@ TEST(WgmmaStateLayout, AccumulatorPairsLandOnTheirPlaneElements) {
   check(Ty::MmaXS{}, Ty::LayMN64{}, Int<64>{}, true, "V_new (t, v) at (v, t), m64n64");
 }
 
+// sm90::AccPlaneRows (the state pass's plane stores by stmatrix.x4) against AccPlaneOffset, which the test above
+// checks against CuTe: stmatrix puts register m of lane i at row i / 4, columns 2 (i % 4) + {0, 1} of matrix m, whose
+// row r address lane 8 m + r gives. So thread wtid's pair j = 4 q + m lands at lane (8 m + lane / 4)'s row address of
+// group q plus 4 (lane % 4) bytes, which must be AccPlaneOffset(wtid)(j), for the state's m64n128 (q < 8) and V_new's
+// m64n64 (q < 4); and each row address is a 16-byte chunk, as stmatrix needs.
+TEST(WgmmaStateLayout, StmatrixRowsHoldTheAccumulatorPairs) {
+  using kda::cuda::sm90::AccPlaneOffset;
+  using kda::cuda::sm90::AccPlaneRows;
+  for (int groups : {8, 4}) {
+    SCOPED_TRACE(groups);
+    for (int wtid = 0; wtid < 128; ++wtid) {
+      const int warp0 = wtid - wtid % 32, lane = wtid % 32;
+      for (int q = 0; q < groups; ++q) {
+        ASSERT_EQ(AccPlaneRows(wtid)(q) % 16, 0u) << wtid << " " << q;
+        for (int m = 0; m < 4; ++m) {
+          const uint32_t row = AccPlaneRows(warp0 + 8 * m + lane / 4)(q);
+          ASSERT_EQ(row + 4 * (lane % 4), AccPlaneOffset(wtid)(4 * q + m)) << wtid << " " << q << " " << m;
+        }
+      }
+    }
+  }
+}
+
 // The reverse pass's plane stores (reverse_wgmma.cu): warpgroup wg's dS pair j, (v, 64 wg + column) of MmaS, in value
 // half v / 32's K-major [32][128] planes (8 KB each, half 1 after half 0) at (v / 32) 8 KB + wg 4 KB +
 // AccPlaneOffset(wtid % 64)(j); its -dU pair j, (t, 32 wg + column) of MmaUo, at (v, t) of LayMN64:

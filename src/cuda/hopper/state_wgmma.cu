@@ -25,7 +25,7 @@
 // are the verifier's to judge, not bit-equal to the mma.sync kernel's.
 //
 // Shared memory, all in CuTe's 128-byte-swizzled GMMA layouts (each plane 1 KB aligned; the wgmma descriptors come
-// from the CuTe tensors; the TMA boxes and the accumulators' plane stores, sm90::AccPlaneOffset, are checked against
+// from the CuTe tensors; the TMA boxes and the accumulators' plane stores, sm90::AccPlaneRows, are checked against
 // them on the host, test_wgmma_layout.cu): W, Qg [t][d] and S [v][d] K-major (A and B of W S^T / Qg S^T), Kd [t][d]
 // MN-major (B of V_new^T Kd, N = d), A_qk [t][t'] K-major, V_new [t][v] MN-major (A of V_new^T Kd with M = v, B of
 // A_qk V_new with N = v: one layout), hi then lo plane each; U fp32 as two swizzled boxes (sm90::u_offset); decay
@@ -248,17 +248,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The state [v][d] of this V tile: warpgroup 0's m64n128 accumulator for the whole chain.
   Tensor S = partition_fragment_C(mma_vk, Shape<_64, _128>{});
-  // This thread's accumulator pairs in a plane (S's (v, d) planes, V_new's stored [t][v]): sm90::AccPlaneOffset.
-  const sm90::AccPlaneOffset at(wtid);
+  // This thread's accumulator pairs in a plane (S's (v, d) planes, V_new's stored [t][v]), four a stmatrix:
+  // sm90::AccPlaneRows.
+  const sm90::AccPlaneRows rows(wtid);
   auto shared_u32 = [](const unsigned char* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); };
   auto store_state_planes = [&](unsigned char* sb) {
     const uint32_t sh = shared_u32(sb + Ly::kS), sl = shared_u32(sb + kSl);
     CUTE_UNROLL
-    for (int j = 0; j < size(S) / 2; ++j) {
-      uint32_t h, l;
-      split_bf16x2(S(2 * j), S(2 * j + 1), h, l);
-      sm90::st_shared_u32(sh + at(j), h);
-      sm90::st_shared_u32(sl + at(j), l);
+    for (int q = 0; q < size(S) / 8; ++q) {
+      uint32_t h[4], l[4];
+      CUTE_UNROLL
+      for (int m = 0; m < 4; ++m) split_bf16x2(S(8 * q + 2 * m), S(8 * q + 2 * m + 1), h[m], l[m]);
+      sm90::stmatrix_x4(sh + rows(q), h);
+      sm90::stmatrix_x4(sl + rows(q), l);
     }
   };
   // The initial state (or zeros) through the Kd buffer, free until the first chunk's group B is issued behind the
@@ -351,14 +353,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       int Vo = V;  // opaque a chunk: hoisted out of the chain, the 16 offsets t V + v were spilled
       asm volatile("" : "+r"(Vo));
       CUTE_UNROLL
-      for (int i = 0; i < size(acc); i += 2) {
-        const int t = get<0>(cXS(i)), v = get<1>(cXS(i));
-        const float x0 = u[i / 2].x - acc(i), x1 = u[i / 2].y - acc(i + 1);
-        uint32_t h, l;
-        split_bf16x2(x0, x1, h, l);
-        sm90::st_shared_u32(vh + at(i / 2), h);  // (v, t) and (v + 1, t) adjacent in the MN-major layout (v even)
-        sm90::st_shared_u32(vl + at(i / 2), l);
-        if (vn) store_planes2(vn, int64_t{kC} * Vo, t * Vo + v, h, l);
+      for (int q = 0; q < size(acc) / 8; ++q) {  // (v, t) and (v + 1, t) adjacent in the MN-major layout (v even)
+        uint32_t h[4], l[4];
+        CUTE_UNROLL
+        for (int m = 0; m < 4; ++m) {
+          const int i = 8 * q + 2 * m, t = get<0>(cXS(i)), v = get<1>(cXS(i));
+          split_bf16x2(u[i / 2].x - acc(i), u[i / 2].y - acc(i + 1), h[m], l[m]);
+          if (vn) store_planes2(vn, int64_t{kC} * Vo, t * Vo + v, h[m], l[m]);
+        }
+        sm90::stmatrix_x4(vh + rows(q), h);
+        sm90::stmatrix_x4(vl + rows(q), l);
       }
     } else if (has_out && p.out != nullptr) {  // o = Qg S^T, held into phase B
       sm90::wgmma_bf16x3(mma_xs, thr_xs, k128(sb, Ly::kQ), k128(sb, kQl), k128(sb, Ly::kS), k128(sb, kSl), acc);

@@ -83,6 +83,38 @@ struct AccPlaneOffset {
   }
 };
 
+// The same planes stored four pairs at a time by stmatrix (m8n8.x4, sm_90): group q's matrix m holds pair
+// j = 4 q + m of every thread of a warp (its rows 8 (m % 2) .. + 7 of the warp's 16, its 8 columns the column group
+// c = 2 q + m / 2), and an mma accumulator's pairs are in the m8n8 fragment order stmatrix takes (thread i: row i / 4,
+// columns 2 (i % 4) + {0, 1}). Lane l gives the address of row l % 8 of matrix l / 8: that row's 16 bytes, one chunk
+// of the 128-byte swizzle. A quarter of AccPlaneOffset's store instructions for the same bytes (the chain's plane
+// stores were ~1.5 K cycles of a ~6.4 K-cycle step, session 68's clocks). tests/gpu/test_wgmma_layout.cu checks each
+// lane's row against AccPlaneOffset.
+struct AccPlaneRows {
+  uint32_t base, x;  // the row's offset in its 64-column box; (m / 2) 16 ^ (row % 8) 16
+  __host__ __device__ explicit AccPlaneRows(int wtid)
+      : base(static_cast<uint32_t>((16 * (wtid / 32) + wtid % 8 + 8 * ((wtid % 32) / 8 % 2)) * 128)),
+        x(static_cast<uint32_t>(((wtid % 32) / 16 * 16) ^ (wtid % 8 * 16))) {}
+  // Group q's row address for this lane: column group c = 2 q + m / 2 is in box c / 8 = q / 4, and its chunk index
+  // c % 8 = (2 q) % 8 + m / 2 (disjoint bits, so the XOR with row % 8 splits as x holds it).
+  __host__ __device__ uint32_t operator()(int q) const {
+    return base + static_cast<uint32_t>((q / 4) * 8192) + ((static_cast<uint32_t>((2 * q) % 8) * 16) ^ x);
+  }
+};
+
+// stmatrix.m8n8.x4 at a shared-space byte address: r[m] is this thread's pair of matrix m (AccPlaneRows).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  (void)addr;
+  (void)r;
+  __trap();
+#endif
+}
+
 // The reverse pass's dO' pair stores (reverse_wgmma.cu; DoutPairs<256, 64>, chunk_common.cuh): thread tid's pair i,
 // (v, t) = (c, r0 + 8 i) with c = 2 (tid % 32), r0 = tid / 32, lands at byte mn64 + 1024 i of the (v, t) LayMN64
 // plane and mn32 + 512 i of value half c / 32's LayMN32 plane: 8 rows are one swizzle atom of either (8 rows of 128
