@@ -584,13 +584,14 @@ TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
       const BackwardLayout l = backward_layout(B, T, N, HV, K, V, group);
       const int64_t cap = l.fwd.cap, per = cap * HV * 4, C = kChunk;
       const int64_t starts[] = {l.akk,  l.tinv,   l.norms, l.tame, l.starts,  l.vnew, l.du,
-                                l.dsend, l.dqk,   l.gate,  l.prod, l.scratch, l.bytes};
+                                l.dsend, l.dqk,   l.gate,  l.prod, l.scratch, l.pipe,   l.bytes};
       const ProdLayout pl{static_cast<int>(K), static_cast<int>(V)};
       const int64_t sizes[] = {per * C * C, per * C * C, per * 2 * C, per, per * V * K, per * C * V, per * C * V,
                                per * V * K, group > 1 ? 2 * B * T * HV * K * 4 : 0, cap * HV * (K + 1) * 8,
-                               per * pl.floats(), l.grad_ctas * kGradScratch * C * std::max(K, V) * 4};
+                               per * pl.floats(), l.grad_ctas * kGradScratch * C * std::max(K, V) * 4,
+                               8 + 4 * cap * HV};
       EXPECT_GE(l.akk, l.fwd.bytes);
-      for (int i = 0; i < 12; ++i) {
+      for (int i = 0; i < 13; ++i) {
         EXPECT_EQ(starts[i] % 256, 0) << i;
         EXPECT_GE(starts[i + 1] - starts[i], sizes[i]) << i;
         EXPECT_LT(starts[i + 1] - starts[i], sizes[i] + (sizes[i] > 0 ? 256 : 1)) << i;  // an empty region: no bytes
@@ -598,6 +599,41 @@ TEST(ChunkMap, BackwardLayoutRegionsAreDisjointAndAligned) {
       EXPECT_EQ(l.grad_ctas, std::min<int64_t>(cap * HV, kGradCtas));
     }
   }
+}
+
+// The gradient pipe's tickets: every products pair and every stage exactly once, nothing else before the counter runs
+// out, and each stage after its own task's products pair (a cluster waiting on a flag waits on a job already taken).
+TEST(ChunkMap, GradPipeTicketsRunEveryJobOnceAfterWhatItReads) {
+  for (int64_t tasks : {1, 2, 3, 7, 64, 263, 264, 1000, 8320})
+    for (int64_t clusters : {0, 1, 2, 3, 132, 133, 264, 5000}) {
+      const GradPipePlan g = grad_pipe_plan(tasks, clusters);
+      EXPECT_EQ(g.pairs, (tasks + 1) / 2);
+      EXPECT_GE(g.lead, 1);
+      EXPECT_LE(g.lead, g.pairs);
+      std::vector<int64_t> products_at(g.pairs, -1), stage_at(tasks, -1);
+      for (int64_t t = 0; t < g.tickets() + 5; ++t) {
+        const GradPipePlan::Job j = g.job(t);
+        if (t >= g.tickets()) {
+          EXPECT_EQ(j.kind, GradPipePlan::kNone) << t;
+          continue;
+        }
+        ASSERT_NE(j.kind, GradPipePlan::kNone) << tasks << " " << clusters << " " << t;
+        if (j.kind == GradPipePlan::kProducts) {
+          ASSERT_GE(j.index, 0);
+          ASSERT_LT(j.index, g.pairs);
+          EXPECT_EQ(products_at[j.index], -1) << "pair " << j.index << " twice";
+          products_at[j.index] = t;
+        } else {
+          ASSERT_GE(j.index, 0);
+          ASSERT_LT(j.index, tasks);
+          EXPECT_EQ(stage_at[j.index], -1) << "stage " << j.index << " twice";
+          stage_at[j.index] = t;
+          ASSERT_GE(products_at[j.index / 2], 0) << "stage " << j.index << " before its products";
+        }
+      }
+      for (int64_t i = 0; i < g.pairs; ++i) EXPECT_GE(products_at[i], 0) << i;
+      for (int64_t i = 0; i < tasks; ++i) EXPECT_GE(stage_at[i], 0) << i;
+    }
 }
 
 // The gradient pass's grid: never more CTAs than scratch slots (blockIdx indexes them) nor than the device holds at

@@ -8,6 +8,7 @@
 //   3  chunk_reverse.cu: the reverse state pass, dV_new and the chunk-end state gradients, dh0
 //   4  chunk_products.cu: the gradient pass's matrix products, per (chunk, value head)
 //   5  chunk_grad_tc.cu: a tame chunk's dq, dk, dg (before the norms and the gate) on tensor cores, per 64 channels
+//      (4 and 5 as one launch where chunk_grad_pipe.cu runs: grad_pipe_runs)
 //   6  chunk_grad_rows.cu: a tame chunk's every per-token gradient from them, a row at a time
 //   7  chunk_grad.cu: the same for a steep chunk (a softplus gate's), a thread per channel, from the products alone
 //   8  finalize_qk_kernel (backward_finish.cu): dq / dk summed over each value-head group, through the L2 norm's
@@ -105,13 +106,20 @@ Status chunked_backward(const BackwardParams& bp, void* workspace, size_t worksp
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
         if ((e = chunk::launch_products(bp, ws, s, {w, -1, true})) != cudaSuccess) return e;
         if ((e = chunk::launch_products(bp, ws, s, {0, w, false})) != cudaSuccess) return e;
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        if ((e = chunk::launch_grad_tc(bp, ws, s)) != cudaSuccess) return e;
       } else {
         if ((e = chunk::launch_reverse(bp, ws, plan, s)) != cudaSuccess) return e;
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
+        // The products and the tensor-core stage as one launch where it runs (chunk_grad_pipe.cu), else two.
+        if (chunk::grad_pipe_runs(bp)) {
+          if ((e = chunk::launch_grad_pipe(bp, ws, sms, s)) != cudaSuccess) return e;
+        } else {
+          if ((e = chunk::launch_products(bp, ws, s)) != cudaSuccess) return e;
+          if ((e = cudaGetLastError()) != cudaSuccess) return e;
+          if ((e = chunk::launch_grad_tc(bp, ws, s)) != cudaSuccess) return e;
+        }
       }
-      if ((e = cudaGetLastError()) != cudaSuccess) return e;
-      if ((e = chunk::launch_grad_tc(bp, ws, s)) != cudaSuccess) return e;
       if ((e = chunk::launch_grad_rows(bp, ws, s)) != cudaSuccess) return e;
       if ((e = chunk::launch_grad(bp, ws, sms, s)) != cudaSuccess) return e;
       if ((e = cudaGetLastError()) != cudaSuccess) return e;

@@ -185,6 +185,13 @@ cudaError_t launch_grad_tc(const BackwardParams& bp, char* workspace, cudaStream
 // input's gradients do not depend on where they are written.
 bool grad_tc_finishes_qk(const BackwardParams& bp);
 
+// The gradient pipe (chunk_grad_pipe.cu; chunk_map.h GradPipePlan): launches 4 and 5 (the products and the
+// tensor-core stage) as one launch of persistent 2-CTA clusters, the tiles between them kept in L2. It runs for
+// K = V = 128 on the Hopper path where grad_tc_finishes_qk (a group of one value head) and the products' wgmma maps
+// fit, and only where nothing runs beside the products (backward_chunked.cu: no partial wave of the reverse pass).
+bool grad_pipe_runs(const BackwardParams& bp);
+cudaError_t launch_grad_pipe(const BackwardParams& bp, char* workspace, int sms, cudaStream_t s);
+
 // The tame chunks' per-row finishing (chunk_grad_rows.cu), after chunk_grad_tc.cu: per (chunk, value head), dq and dk
 // through the L2 norms (or dq_hat, dk_hat per value head into BackwardLayout dqk), dv, dg, dbeta, the gate parameters'
 // partial sums.

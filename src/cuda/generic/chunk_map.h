@@ -491,6 +491,8 @@ KDA_HOST_DEVICE SegmentRole segment_role(const SegTile& t, int pass, int s, int 
 //   gate    double [cap][HV][K + 1]   per-chunk partial sums of ddt_bias (K) and dA_log (1)
 //   prod    [cap][HV][ProdLayout]     the gradient pass's products per (chunk, value head) (chunk_products.cu)
 //   scratch [grad_ctas][kGradScratch][C][max(K, V)]   the per-channel gradient pass's per-CTA intermediates
+//   pipe    int64 ticket counter, then int [cap][HV] products-done flags: the gradient pipe's (chunk_grad_pipe.cu),
+//           zeroed before each of its launches
 // Rows of a chunk past its length are zeros in every per-chunk tile, as in the forward's.
 constexpr int kGradCtas = 256;    // the per-channel gradient pass's grid cap (its per-CTA scratch is sized by it)
 constexpr int kGradScratch = 2;  // [C][max(K, V)] arrays per gradient-pass CTA: the pair terms, dbeta's third term
@@ -517,7 +519,7 @@ struct ProdLayout {
 
 struct BackwardLayout {
   WorkspaceLayout fwd;
-  int64_t akk, tinv, norms, tame, starts, vnew, du, dsend, dqk, gate, prod, scratch, bytes;
+  int64_t akk, tinv, norms, tame, starts, vnew, du, dsend, dqk, gate, prod, scratch, pipe, bytes;
   int64_t grad_ctas;
 };
 KDA_HOST_DEVICE int64_t grad_ctas_for(int64_t cap, int64_t hv) {
@@ -531,6 +533,8 @@ KDA_HOST_DEVICE int64_t grad_grid(int64_t grad_ctas, int sms, int per_sm) {
   const int64_t resident = int64_t{sms > 0 ? sms : 1} * (per_sm > 0 ? per_sm : 1);
   return grad_ctas < resident ? grad_ctas : resident;
 }
+// The gradient pipe's region (BackwardLayout pipe): the ticket counter and a flag a task.
+KDA_HOST_DEVICE int64_t grad_pipe_bytes(int64_t tasks) { return 8 + 4 * tasks; }
 // group: value heads per q/k head; with one, the gradient pass writes dq / dk itself and dqk takes no bytes.
 KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_seq, int64_t hv, int64_t K, int64_t V,
                                                int64_t group) {
@@ -552,8 +556,49 @@ KDA_HOST_DEVICE BackwardLayout backward_layout(int64_t B, int64_t T, int64_t n_s
   l.scratch = l.prod + align256(per * ProdLayout{static_cast<int>(K), static_cast<int>(V)}.floats());
   l.grad_ctas = grad_ctas_for(l.fwd.cap, hv);
   const int64_t width = K > V ? K : V;
-  l.bytes = l.scratch + l.grad_ctas * kGradScratch * C * width * int64_t{sizeof(float)};
+  l.pipe = l.scratch + align256(l.grad_ctas * kGradScratch * C * width * int64_t{sizeof(float)});
+  l.bytes = l.pipe + align256(grad_pipe_bytes(l.fwd.cap * hv));
   return l;
+}
+
+// The gradient pipe (chunk_grad_pipe.cu): one launch of 2-CTA clusters, a ticket each, taken from a counter as the
+// cluster starts; a ticket is one job: a pair of tasks' products (one task a CTA), or one task's tensor-core stage
+// (its two 64-channel halves), which waits for its task's products-done flag. The order: `lead` products pairs first,
+// then units of three tickets (products pair lead + u, stages 2u and 2u + 1), then the stages left. Every job runs
+// once, and a stage's products are ticketed before it, so a cluster that waits on a flag waits on a job a running
+// cluster holds (no deadlock, whatever the residency).
+struct GradPipePlan {
+  enum Kind { kProducts = 0, kStage = 1, kNone = 2 };
+  struct Job {
+    Kind kind;
+    int64_t index;  // the products pair (tasks 2 index, 2 index + 1) or the stage's task
+  };
+  int64_t tasks = 0, pairs = 0, lead = 0;
+  KDA_HOST_DEVICE int64_t tickets() const { return pairs + tasks; }
+  KDA_HOST_DEVICE Job job(int64_t t) const {
+    if (t < lead) return {kProducts, t};
+    const int64_t units = pairs - lead, u = (t - lead) / 3, r = (t - lead) % 3;
+    int64_t stage;
+    if (u < units) {
+      if (r == 0) return {kProducts, lead + u};
+      stage = 2 * u + r - 1;
+    } else {
+      stage = 2 * units + (t - lead - 3 * units);
+    }
+    return stage < tasks ? Job{kStage, stage} : Job{kNone, 0};
+  }
+};
+// clusters: how many clusters the device holds at once; lead = as many pairs, at least one. Between a task's products
+// and its stage then run ~3 lead tickets: at train-h64-fixed on an H100 (132 clusters; a task's products ~53 us, its
+// stage ~19 us, from the two kernels' times) ~90 us, so a stage seldom waits on its flag; half the lead gives ~45 us,
+// under the products' own time.
+KDA_HOST_DEVICE GradPipePlan grad_pipe_plan(int64_t tasks, int64_t clusters) {
+  GradPipePlan g;
+  g.tasks = tasks > 0 ? tasks : 0;
+  g.pairs = (g.tasks + 1) / 2;
+  const int64_t lead = clusters > 1 ? clusters : 1;
+  g.lead = lead < g.pairs ? lead : g.pairs;
+  return g;
 }
 
 }  // namespace kda::cuda
