@@ -143,6 +143,19 @@ for line in open(sys.argv[1]):
 PY
 }
 
+# lease_ncu_bytes BUILD WORKLOAD KERNEL_REGEX [COUNT]: the first COUNT (default 2) matching launches of one kda-bench
+# step under Nsight Compute (clocks as they are) with their time, DRAM bytes read and written and L2 hit rate, in
+# $W/ncu-BUILD.txt; prints them a launch at a time: where a change moved bytes (session 70: the gradient pipe's tiles
+# went through DRAM whatever their L2 policy).
+lease_ncu_bytes() {
+  local f="$W/ncu-$1.txt"
+  (cd "/tmp/ab/$1" && LD_LIBRARY_PATH=. timeout 90 ncu --clock-control none -k "regex:$3" -c "${4:-2}" \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+    ./kda-bench --workload "$2" --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$f" 2>&1)
+  echo "== ncu $1 $2"
+  grep -E "^  [a-z_]+.*\(|gpu__time_duration|dram__bytes|lts__t_sector_hit" "$f" | sed 's/  */ /g' | cut -c1-110
+}
+
 # lease_bwd_quick BUILD: BUILD's backward / stress GPU tests beside backward-quick (both ~60 s), their verdicts, and
 # the logs archived (lease_checks_done): the first check of a build a call then times.
 lease_bwd_quick() {

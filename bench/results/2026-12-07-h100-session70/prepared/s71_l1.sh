@@ -30,13 +30,7 @@ wait $p1
 grep -hE "^\[  (FAILED|PASSED) |tests? ran" "$W/btests-dsmx.log" | head -5
 echo "checks done at $SECONDS s"
 lease_checks_done checks
-for b in main71 dsmx; do
-  (cd "/tmp/ab/$b" && LD_LIBRARY_PATH=. timeout 60 ncu --clock-control none -k "regex:grad_pipe|grad_tc|grad_rows" -c 2 \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-    ./kda-bench --workload train-h64-fixed --impl cuda-generic --no-verify --iters 1 --warmup 0 > "$W/ncu-$b.txt" 2>&1)
-  echo "== ncu $b"
-  grep -E "^  [a-z_]+.*\(|gpu__time_duration|dram__bytes" "$W/ncu-$b.txt" | sed 's/  */ /g' | cut -c1-110
-done
+for b in main71 dsmx; do lease_ncu_bytes "$b" train-h64-fixed 'grad_pipe|grad_tc|grad_rows'; done
 (cd "$W" && tar -czf "$OUT/ncu.tgz" ncu-*.txt)
 echo "ncu done at $SECONDS s"
 left=$((lim - SECONDS - 130))
