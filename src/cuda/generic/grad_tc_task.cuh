@@ -27,8 +27,6 @@
 // halves as one ticket of a 2-CTA cluster.
 #pragma once
 
-#include <cooperative_groups.h>
-
 #include <cstdint>
 
 #include "cuda/device_common.cuh"
@@ -49,39 +47,78 @@ struct TcLayout {  // float offsets into shared memory
   static constexpr int kBeta = kA + kC * kC, kTot = kBeta + kC;  // tot [kSubBlocks][2][kHalf]: the blocks' totals
   static constexpr int kCs = kTot + kSubBlocks * 2 * kHalf;        // the half's CS [kHalf], for dg's chunk-end term
   // The rows' partial dots q_hat . dq_hat, k_hat . dk_hat over each warp's 32 channels [2 warps][q, k][kC] (finishing
-  // dq / dk here), which the cluster's other half reads too.
-  static constexpr int kPart = kCs + kHalf;
-  static constexpr size_t kBytes = sizeof(float) * (kPart + 4 * kC);
+  // dq / dk here); kRecv: the other half's, sent by it (HalfPair); kBar: the mbarrier they complete on.
+  static constexpr int kPart = kCs + kHalf, kRecv = kPart + 4 * kC, kBar = kRecv + 4 * kC;
+  static constexpr size_t kBytes = sizeof(float) * kBar + sizeof(uint64_t);
+  static_assert(kPart % 4 == 0 && kRecv % 4 == 0 && kBar % 2 == 0, "grad_tc: the bulk copy's 16-byte alignment");
   // The swizzles of chunk_grad.cu's arrays (mma_layout.h; a pitch of 64 keeps their conflict-free reads).
   static __device__ __forceinline__ int at(int r, int d) { return r * kHalf + (d ^ grad_col_swizzle(r)); }
   static __device__ __forceinline__ int pair_at(int r, int c) { return r * kC + (c ^ grad_pair_swizzle(r)); }
 };
 
 // The K = 128 halves of a task as a cluster of two CTAs (sm_90; launched only where grad_tc_finishes_qk says so, so
-// the other compilation passes trap): a barrier over both CTAs (arrive with release, wait with acquire semantics, every
-// thread of both), and the partner's shared memory.
+// the other compilation passes trap). Each half sends its rows' partial dots to the other by one bulk copy into the
+// other's shared memory (TcLayout kRecv), completing on the receiver's mbarrier (kBar), where two cluster barriers
+// and reads of the partner's shared memory were (session 69's profile: their release arrive, a MEMBAR, 3.1% of
+// grad_tc's stall samples, their wait 2.4%). What is left of the cluster barrier is one relaxed arrive / wait pair
+// that publishes the mbarriers' initialization before either copy. The same bits; measured (session 71, H100): the
+// backward -0.5% at train-h64-fixed, -0.4% at train-h96-fixed. One use a CTA (parity 0): a CTA runs one task.
 struct HalfPair {
-  static __device__ __forceinline__ void arrive() {
+  static constexpr uint32_t kBytes = 4 * kC * sizeof(float);  // [2 warps][q, k][kC]
+  static __device__ __forceinline__ uint32_t at(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  }
+  // Every thread, early: thread 0 sets up the mbarrier (one arrival, its own, with the bytes the partner sends), then
+  // the relaxed cluster arrive that publishes it.
+  static __device__ __forceinline__ void begin(uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cooperative_groups::this_cluster().barrier_arrive();
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(at(bar)) : "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(at(bar)), "r"(kBytes) : "memory");
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #else
     __trap();
 #endif
   }
-  static __device__ __forceinline__ void wait() {
+  // Every thread, once part is written (each writer's stores fenced for the async proxy, then a CTA barrier): the
+  // cluster wait (the partner's mbarrier is set up), then thread 0 copies part into the partner's recv.
+  static __device__ __forceinline__ void send(const float* part, const float* recv, const uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cooperative_groups::this_cluster().barrier_wait();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    if (threadIdx.x == 0) {
+      uint32_t rank, dst, dst_bar;
+      asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst) : "r"(at(recv)), "r"(rank ^ 1));
+      asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(dst_bar) : "r"(at(bar)), "r"(rank ^ 1));
+      asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+                       "r"(dst), "r"(at(part)), "r"(kBytes), "r"(dst_bar)
+                   : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
 #else
     __trap();
 #endif
   }
-  static __device__ __forceinline__ const float* partner(float* own) {
+  // Every thread: until the partner's partials have landed in recv.
+  static __device__ __forceinline__ void receive(const uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const auto cl = cooperative_groups::this_cluster();
-    return cl.map_shared_rank(own, static_cast<int>(cl.block_rank()) ^ 1);
+    asm volatile(
+        "{\n .reg .pred p;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n @!p bra WAIT;\n}" ::"r"(
+            at(bar))
+        : "memory");
 #else
     __trap();
-    return own;
+#endif
+  }
+  // Thread 0, before the CTA's end: its copy has read part (the partner's own receive keeps the partner alive until
+  // it lands).
+  static __device__ __forceinline__ void end() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+#else
+    __trap();
 #endif
   }
 };
@@ -124,6 +161,9 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
   const int tame = reinterpret_cast<const int*>(ws + bl.tame)[task];
   if (half == 0 && tid == 0) reinterpret_cast<int*>(prod)[pl.Tame()] = tame;
   if (!tame) return;
+  constexpr bool kPair = kQk && H == 2;  // the partner CTA holds the other half's partial dots
+  [[maybe_unused]] uint64_t* const bar = reinterpret_cast<uint64_t*>(smem + Ly::kBar);
+  if constexpr (kPair) HalfPair::begin(bar);
 
   // ---- Stage: warp w rows w + 8 i, lanes the half's channels kHalf half + lane + 32 j. The rows' inverse L2 norms
   // come from phase 1 too (BackwardSaves norms, the forward's own values): each half loads and activates only its
@@ -430,7 +470,7 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
       }
     }
   }
-  // The rows' inverse norms, loaded before the barrier: a cluster barrier's wait invalidates L1 (CCTL.IVALL).
+  // The rows' inverse norms, loaded before the cluster wait (HalfPair::send), which invalidates L1 (CCTL.IVALL).
   float nq[2] = {1.0f, 1.0f}, nk[2] = {1.0f, 1.0f};
   if (kQk && inv_norms) {
 #pragma unroll
@@ -439,12 +479,12 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
       nk[hh] = inv_norms[kC + rb + grp + 8 * hh];
     }
   }
-  // The cluster barrier's arrive (release semantics) is a MEMBAR.ALL.GPU in SASS, which waits for this thread's
-  // outstanding global stores: TBrow's go out after it.
-  constexpr bool kPair = kQk && H == 2;  // the partner CTA holds the other half's partial dots
+  [[maybe_unused]] float* const recv = smem + Ly::kRecv;
   if constexpr (kPair) {
-    HalfPair::arrive();
-    HalfPair::wait();  // also this CTA's barrier: every thread of both arrives
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // part's stores, before the bulk copy reads them
+    __syncthreads();
+    HalfPair::send(part, recv, bar);
+    HalfPair::receive(bar);
   } else {
     __syncthreads();
   }
@@ -452,8 +492,8 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
     // The rows' dots over the value head's channels, in the same order in both halves (the first half's two warps,
     // then the second's), and dq / dk through the L2 norm's backward, d <- (d - x_hat dot) / |x|, as
     // chunk_grad_rows.cu's; rows past L are not the task's.
-    const float* const p0 = kPair && half == 1 ? HalfPair::partner(part) : part;
-    const float* const p1 = kPair ? (half == 0 ? HalfPair::partner(part) : part) : nullptr;
+    const float* const p0 = kPair && half == 1 ? recv : part;
+    const float* const p1 = kPair ? (half == 0 ? recv : part) : nullptr;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int r = rb + grp + 8 * hh;
@@ -466,7 +506,6 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
       pq[hh] = dot[0];
       pk[hh] = dot[1];
     }
-    if constexpr (kPair) HalfPair::arrive();  // done with the partner's shared memory: it may exit after its wait
   }
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh)
@@ -552,7 +591,7 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
     for (int hh = 0; hh < 2; ++hh)
       *reinterpret_cast<float2*>(gKD + int64_t{rb + grp + 8 * hh} * K + dglob + 8 * n + 2 * tig) = dg_out[hh];
   }
-  if constexpr (kPair) HalfPair::wait();  // the partner has read this CTA's partial dots
+  if constexpr (kPair) HalfPair::end();
 }
 
 }  // namespace kda::cuda::chunk::grad_tc
