@@ -82,6 +82,14 @@ struct HalfPair {
     __trap();
 #endif
   }
+  // Every writer of part, after its stores: they become visible to the async proxy (the bulk copy that reads them).
+  static __device__ __forceinline__ void fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#else
+    __trap();
+#endif
+  }
   // Every thread, once part is written (each writer's stores fenced for the async proxy, then a CTA barrier): the
   // cluster wait (the partner's mbarrier is set up), then thread 0 copies part into the partner's recv.
   static __device__ __forceinline__ void send(const float* part, const float* recv, const uint64_t* bar) {
@@ -481,7 +489,7 @@ __device__ __forceinline__ void grad_tc_task(const BackwardParams& bp, char* ws,
   }
   [[maybe_unused]] float* const recv = smem + Ly::kRecv;
   if constexpr (kPair) {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // part's stores, before the bulk copy reads them
+    HalfPair::fence();  // part's stores, before the bulk copy reads them
     __syncthreads();
     HalfPair::send(part, recv, bar);
     HalfPair::receive(bar);
