@@ -279,14 +279,22 @@ lease_clocks() {
   tar -czf "$OUT/clocks.tgz" -C /tmp clocks
 }
 
-# lease_ab BUILDS LIMIT WORKLOAD...: scripts/gpu_ab.sh on the comma-separated BUILDS (cuda-generic, 2 rounds) over the
-# workloads under LIMIT seconds, its logs and JSON in $OUT/ab/results.tar; prints its rc and the time.
+# lease_ab BUILDS LIMIT [--rounds N] [--dir NAME] WORKLOAD...: scripts/gpu_ab.sh on the comma-separated BUILDS
+# (cuda-generic, N rounds, 2 by default) over the workloads under LIMIT seconds, its logs and JSON in
+# $OUT/NAME/results.tar (NAME ab by default; gpu_ab.sh numbers a second tarball in the same folder); prints its rc and
+# the time.
 lease_ab() {
-  local builds=$1 lim=$2 wl=() w
+  local builds=$1 lim=$2 rounds=2 dir=ab wl=()
   shift 2
-  for w in "$@"; do wl+=(--workload "$w"); done
-  mkdir -p "$OUT/ab"
-  OUT=$OUT/ab timeout "$lim" bash scripts/gpu_ab.sh --builds "$builds" --impl cuda-generic --rounds 2 "${wl[@]}"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --rounds) rounds=$2; shift 2 ;;
+      --dir) dir=$2; shift 2 ;;
+      *) wl+=(--workload "$1"); shift ;;
+    esac
+  done
+  mkdir -p "$OUT/$dir"
+  OUT=$OUT/$dir timeout "$lim" bash scripts/gpu_ab.sh --builds "$builds" --impl cuda-generic --rounds "$rounds" "${wl[@]}"
   echo "gpu_ab rc=$?"
   date -u
 }

@@ -21,16 +21,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 lim=${LIMIT:-560}
 lease_same_figures backward-quick main72 lead2
 echo "checks done at $SECONDS s"
-ab() {  # BUILDS LIMIT ROUNDS WORKLOAD DIR
-  mkdir -p "$OUT/$5"
-  OUT=$OUT/$5 timeout "$2" bash scripts/gpu_ab.sh --builds "$1" --impl cuda-generic --rounds "$3" --workload "$4"
-  echo "gpu_ab $4 rc=$?"
-}
 left=$((lim - SECONDS - 150))
 [ "$left" -gt 260 ] && left=260
-[ "$left" -gt 60 ] && ab main72,lead2 "$left" 2 train-h64-fixed ab-h64
+[ "$left" -gt 60 ] && lease_ab main72,lead2 "$left" --dir ab-h64 train-h64-fixed
 left=$((lim - SECONDS))
-[ "$left" -gt 80 ] && ab main72,lead2 "$left" 1 train-h96-mixed ab-h96m
+[ "$left" -gt 80 ] && lease_ab main72,lead2 "$left" --rounds 1 --dir ab-h96m train-h96-mixed
 (cd "$W" && tar -czf "$OUT/final.tgz" .)
 echo "done at $SECONDS s"
 date -u
