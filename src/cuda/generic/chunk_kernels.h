@@ -186,9 +186,10 @@ cudaError_t launch_grad_tc(const BackwardParams& bp, char* workspace, cudaStream
 bool grad_tc_finishes_qk(const BackwardParams& bp);
 
 // The gradient pipe (chunk_grad_pipe.cu; chunk_map.h GradPipePlan): launches 4 and 5 (the products and the
-// tensor-core stage) as one launch of persistent 2-CTA clusters, the tiles between them kept in L2. It runs for
-// K = V = 128 on the Hopper path where grad_tc_finishes_qk (a group of one value head) and the products' wgmma maps
-// fit, and only where nothing runs beside the products (backward_chunked.cu: no partial wave of the reverse pass).
+// tensor-core stage) as one launch of 2-CTA clusters, a ticket each; the tiles between them go through DRAM. It runs
+// for K = V = 128 on the Hopper path where grad_tc_finishes_qk (a group of one value head) and the products' wgmma
+// maps fit, and only where nothing runs beside the products (backward_chunked.cu: no partial wave of the reverse
+// pass).
 bool grad_pipe_runs(const BackwardParams& bp);
 cudaError_t launch_grad_pipe(const BackwardParams& bp, char* workspace, int sms, cudaStream_t s);
 
