@@ -7,11 +7,11 @@
 #          (grad_tc_task.cuh CtaPair) in the standalone grad_tc launch (train-h96-fixed's path);
 #   tc512p (branch tc512p, 84ec906; on tc512s, f07efa5, one dM / dA copy for both groups): dM / dA packed into one
 #          [64][64] array (CtaLayout: 119 KB a CTA, where tc512 takes 171);
-#   fuse   (branch fuse, 2bf2206): tc512p plus the fused gradient launch in place of the pipe (chunk_grad_pipe.cu):
+#   fuse   (branch fuse, 7e0138a): tc512p plus the fused gradient launch in place of the pipe (chunk_grad_pipe.cu):
 #          a tame task's products on a 512-thread CTA's first 256 threads, dM / dA / QS / KD / BK left in shared
 #          memory (220 KB; P3 reads BK there), then the stage on all 16 warps reading them there (train-h64-fixed's
 #          path);
-#   fusepf (branch fusepf, 368680a): fuse with the other 256 threads asking L2 for the stage's q / k / g rows while the
+#   fusepf (branch fusepf, ba04880): fuse with the other 256 threads asking L2 for the stage's q / k / g rows while the
 #          products run.
 # Predicted: the same bits on all five (the same sums in the same order; the tiles hold the same floats on chip);
 # grad_tc at train-h96-fixed within +-3% of main72's for tc512 and tc512p; the fused launch at train-h64-fixed under
